@@ -1,0 +1,59 @@
+// Gradient checking by central differences in double precision.
+//
+// For a graph, the checker computes the full Jacobian of its targets (the nodes flagged
+// kOutput, or the objective when there are none) with respect to its variables (every
+// trainable parameter and every real input) twice: analytically, one backward pass per
+// target element, and numerically, (f(v + h) − f(v − h)) / 2h per variable element,
+// with h = step · max(1, |v|). Stochastic ops draw the same noise in every evaluation
+// because the noise key is fixed.
+//
+// Each entry's error is |analytic − numeric| / max(|analytic|, |numeric|, floor): the
+// relative error, except that entries smaller than `floor` are measured against it (a
+// relative error of two numbers near zero says nothing). The check passes when every
+// entry's error is at most `tolerance`.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "ops/random.h"
+
+namespace pens {
+
+struct OpDef;
+
+struct GradcheckOptions {
+  double step = 1e-5;
+  double tolerance = 1e-6;
+  double floor = 1e-3;
+  int64_t batch = 3;              // bound to kBatch dimensions of inputs
+  NoiseKey key{20141208, 17};     // noise frozen at this key
+  uint64_t init_seed = 1;         // parameters not given values are initialized with it
+};
+
+struct GradcheckResult {
+  bool passed = true;
+  double max_error = 0;
+  std::string worst;      // "d out[3] / d W1[12]: analytic 0.25, numeric 0.2501"
+  int64_t entries = 0;    // Jacobian entries compared
+  int64_t variables = 0;  // variable elements
+  int64_t targets = 0;    // target elements
+};
+
+// `values` gives parameters and inputs by node name; parameters not listed are
+// initialized from their init attributes, real inputs not listed are drawn uniformly
+// from [-1, 1]; index inputs must be listed.
+GradcheckResult gradcheck(const Graph& g, const std::map<std::string, std::vector<double>>& values,
+                          const GradcheckOptions& options = {});
+
+struct OpCheckResult {
+  std::string label;  // the case, e.g. "matmul[transpose_a=1,transpose_b=0]"
+  GradcheckResult result;
+};
+
+// Runs every check case of an op (see ops/check_case.h).
+std::vector<OpCheckResult> gradcheck_op(const OpDef& op, const GradcheckOptions& options = {});
+
+}  // namespace pens

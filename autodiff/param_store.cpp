@@ -1,0 +1,104 @@
+#include "autodiff/param_store.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+#include "ops/random.h"
+
+namespace pens {
+
+namespace {
+// Parameters start on 64-byte boundaries so that vector loads over one never straddle
+// its neighbour.
+constexpr int64_t kAlign = 16;
+int64_t round_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
+template <class T>
+ParamStore<T>::ParamStore(const Graph& g) {
+  int64_t offset = 0;
+  for (NodeId v : g.topological_order()) {
+    const Node& n = g[v];
+    if (!is_param(n)) continue;
+    const Shape shape = Shape::from(n.attrs.get_ints("shape"));
+    if (shape.has_batch()) fail("parameter '", n.name, "' cannot have a batch dimension");
+    index_.emplace(n.name, entries_.size());
+    entries_.push_back({n.name, shape, offset});
+    offset += round_up(shape.numel());
+  }
+  values_.assign(static_cast<size_t>(offset), T(0));
+  grads_.assign(static_cast<size_t>(offset), T(0));
+}
+
+template <class T>
+const ParamEntry* ParamStore<T>::find(std::string_view name) const {
+  auto it = index_.find(std::string(name));
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+template <class T>
+const ParamEntry& ParamStore<T>::at(std::string_view name) const {
+  const ParamEntry* e = find(name);
+  if (!e) fail("no parameter named '", name, "'");
+  return *e;
+}
+
+template <class T>
+int64_t ParamStore<T>::numel() const {
+  int64_t n = 0;
+  for (const ParamEntry& e : entries_) n += e.shape.numel();
+  return n;
+}
+
+template <class T>
+void ParamStore<T>::zero_grad() {
+  std::fill(grads_.begin(), grads_.end(), T(0));
+}
+
+template <class T>
+void ParamStore<T>::initialize(const Graph& g, uint64_t seed) {
+  for (const ParamEntry& e : entries_) {
+    const Attributes& a = g[e.name].attrs;
+    const std::string& init = a.get_string("init");
+    TensorView<T> v = value(e);
+    const NoiseStream stream(NoiseKey{seed, 0}, hash_name(e.name));
+    if (init == "zeros") {
+      v.arr().setZero();
+    } else if (init == "constant") {
+      v.arr().setConstant(static_cast<T>(a.get_float("value")));
+    } else if (init == "normal") {
+      stream.normal(v.data, v.size(), static_cast<T>(a.get_float("std")));
+    } else if (init == "uniform") {
+      const double limit = a.get_float("limit");
+      for (int64_t i = 0; i < v.size(); ++i) {
+        v[i] = static_cast<T>(limit * (2.0 * stream.uniform(static_cast<uint64_t>(i)) - 1.0));
+      }
+    } else {
+      fail("parameter '", e.name, "': unknown init '", init, "'");
+    }
+  }
+}
+
+template <class T>
+template <class U>
+void ParamStore<T>::copy_values_from(const ParamStore<U>& other) {
+  for (const ParamEntry& e : entries_) {
+    const ParamEntry& o = other.at(e.name);
+    if (o.shape != e.shape) {
+      fail("parameter '", e.name, "' has shape ", e.shape.str(), " here but ", o.shape.str(),
+           " in the source");
+    }
+    const U* src = other.values().data() + o.offset;
+    std::transform(src, src + e.shape.numel(), values_.data() + e.offset,
+                   [](U x) { return static_cast<T>(x); });
+  }
+}
+
+template class ParamStore<float>;
+template class ParamStore<double>;
+template void ParamStore<float>::copy_values_from(const ParamStore<double>&);
+template void ParamStore<double>::copy_values_from(const ParamStore<float>&);
+template void ParamStore<float>::copy_values_from(const ParamStore<float>&);
+template void ParamStore<double>::copy_values_from(const ParamStore<double>&);
+
+}  // namespace pens

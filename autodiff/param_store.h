@@ -1,0 +1,68 @@
+// Parameter values and their gradients, kept apart from any graph or tape: a model's
+// parameters are shared by every graph that names them (the parent, a pseudo-ensemble
+// built from it, one graph per sentence tree) and by the optimizer. Values and
+// gradients are each one contiguous array, so an optimizer step is one loop and a
+// checkpoint is one write.
+#pragma once
+
+#include <Eigen/Core>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/graph.h"
+#include "ops/tensor.h"
+
+namespace pens {
+
+struct ParamEntry {
+  std::string name;
+  Shape shape;
+  int64_t offset = 0;  // into values() and grads(), in elements
+};
+
+template <class T>
+class ParamStore {
+ public:
+  ParamStore() = default;
+  // One entry per parameter node of `g`, all zero. The layout is fixed from here on:
+  // tapes keep pointers into it.
+  explicit ParamStore(const Graph& g);
+
+  const std::vector<ParamEntry>& entries() const { return entries_; }
+  const ParamEntry* find(std::string_view name) const;
+  const ParamEntry& at(std::string_view name) const;  // throws naming the parameter
+
+  TensorView<T> value(std::string_view name) { return view(values_, at(name)); }
+  TensorView<T> grad(std::string_view name) { return view(grads_, at(name)); }
+  TensorView<T> value(const ParamEntry& e) { return view(values_, e); }
+  TensorView<T> grad(const ParamEntry& e) { return view(grads_, e); }
+  TensorView<const T> value(const ParamEntry& e) const { return {values_.data() + e.offset, e.shape}; }
+
+  std::span<T> values() { return values_; }
+  std::span<T> grads() { return grads_; }
+  std::span<const T> values() const { return values_; }
+  std::span<const T> grads() const { return grads_; }
+  int64_t numel() const;  // parameters, not counting alignment padding
+
+  void zero_grad();
+  // Fills every parameter from its node's init attributes (zeros, constant, normal,
+  // uniform). Each parameter draws from its own stream (seed, name), so the values do
+  // not depend on the order parameters were declared in.
+  void initialize(const Graph& g, uint64_t seed);
+
+  template <class U>
+  void copy_values_from(const ParamStore<U>& other);
+
+ private:
+  using Buffer = std::vector<T, Eigen::aligned_allocator<T>>;
+  static TensorView<T> view(Buffer& b, const ParamEntry& e) { return {b.data() + e.offset, e.shape}; }
+  std::vector<ParamEntry> entries_;
+  std::unordered_map<std::string, size_t> index_;
+  Buffer values_;
+  Buffer grads_;
+};
+
+}  // namespace pens

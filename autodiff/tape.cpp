@@ -1,0 +1,220 @@
+#include "autodiff/tape.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+#include "graph/infer.h"
+
+namespace pens {
+
+namespace {
+constexpr int64_t kAlign = 16;  // elements; 64 bytes for float
+int64_t round_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// The arena is planned as offsets first and turned into pointers once it exists.
+struct Plan {
+  int64_t size = 0;
+  int64_t take(int64_t n) {
+    const int64_t at = size;
+    size += round_up(n);
+    return at;
+  }
+};
+constexpr int64_t kNone = -1;
+}  // namespace
+
+template <class T>
+Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
+    : options_(options) {
+  const std::vector<ValueInfo> values = verify(g, options.batch);
+  const std::vector<NodeId> order = g.topological_order();
+
+  // Which nodes carry a gradient: trainable parameters, real inputs when asked, and
+  // every node that reads one of those through a differentiable slot.
+  std::vector<char> needs_grad(g.size(), 0);
+  for (NodeId v : order) {
+    const Node& n = g[v];
+    if (is_param(n)) {
+      needs_grad[v] = !n.has(kFrozen);
+    } else if (is_input(n)) {
+      needs_grad[v] = options.grad_inputs && values[v].dtype == DType::Real;
+    } else if (!n.op->leaf) {
+      const std::vector<NodeId> ins = g.inputs(v);
+      for (size_t i = 0; i < ins.size(); ++i) {
+        if (n.op->differentiable(i) && needs_grad[ins[i]]) needs_grad[v] = 1;
+      }
+    }
+  }
+
+  // Plan the arena: values and scratch first, then one contiguous gradient region.
+  Plan plan;
+  std::vector<int64_t> value_at(g.size(), kNone), grad_at(g.size(), kNone),
+      scratch_at(g.size(), kNone), scratch_len(g.size(), 0);
+  std::vector<ValueInfo> in_infos;
+  for (NodeId v : order) {
+    const Node& n = g[v];
+    if (is_param(n)) continue;
+    value_at[v] = plan.take(values[v].shape.numel());
+    if (n.op->scratch) {
+      in_infos.clear();
+      for (NodeId u : g.inputs(v)) in_infos.push_back(values[u]);
+      scratch_len[v] = n.op->scratch(InferCtx(n, in_infos), values[v]);
+      scratch_at[v] = plan.take(scratch_len[v]);
+    }
+  }
+  const int64_t grad_region = plan.size;
+  for (NodeId v : order) {
+    if (needs_grad[v] && !is_param(g[v])) grad_at[v] = plan.take(values[v].shape.numel());
+  }
+  arena_.assign(static_cast<size_t>(plan.size), T(0));
+  T* base = arena_.data();
+  grad_begin_ = base + grad_region;
+  grad_end_ = base + plan.size;
+
+  // Slots: where each node's value and gradient live.
+  slots_.resize(g.size());
+  for (NodeId v : order) {
+    const Node& n = g[v];
+    Slot& s = slots_[v];
+    s.name = n.name;
+    s.info = values[v];
+    s.is_param = is_param(n);
+    if (s.is_param) {
+      const ParamEntry* e = params.find(n.name);
+      if (!e) fail("parameter '", n.name, "' is not in the parameter store");
+      if (e->shape != values[v].shape) {
+        fail("parameter '", n.name, "' has shape ", values[v].shape.str(), " in the graph but ",
+             e->shape.str(), " in the parameter store");
+      }
+      s.value = params.value(*e).data;
+      s.grad = needs_grad[v] ? params.grad(*e).data : nullptr;
+    } else {
+      s.value = base + value_at[v];
+      s.grad = grad_at[v] == kNone ? nullptr : base + grad_at[v];
+    }
+    by_name_.emplace(n.name, v);
+    if (n.has(kLoss)) loss_slots_.push_back(v);
+    if (is_constant(n)) {
+      TensorView<T> c{s.value, s.info.shape};
+      if (n.attrs.has("values")) {
+        const std::vector<double> vals = n.attrs.get_floats("values");
+        std::transform(vals.begin(), vals.end(), c.data, [](double x) { return static_cast<T>(x); });
+      } else {
+        c.arr().setConstant(static_cast<T>(n.attrs.get_float("value")));
+      }
+    }
+  }
+
+  // Instructions, then their kernel arguments (the argument spans point into the
+  // instructions, so they are built once the program no longer moves).
+  for (NodeId v : order) {
+    const Node& n = g[v];
+    if (n.op->leaf) continue;
+    Instr ins;
+    ins.op = n.op;
+    ins.slot = v;
+    ins.attrs = n.attrs;
+    ins.stream = n.attrs.has("stream") ? static_cast<uint64_t>(n.attrs.get_int("stream"))
+                                       : hash_name(n.name);
+    const std::vector<NodeId> inputs = g.inputs(v);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Slot& in = slots_[inputs[i]];
+      ins.in.push_back({in.value, in.info.shape});
+      T* gin = n.op->differentiable(i) ? in.grad : nullptr;
+      ins.gin.push_back({gin, in.info.shape});
+    }
+    const Slot& out = slots_[v];
+    ins.runs_backward =
+        out.grad && std::any_of(ins.gin.begin(), ins.gin.end(), [](const auto& t) { return t.data; });
+    ins.args.out = {out.value, out.info.shape};
+    ins.args.gout = {out.grad, out.info.shape};
+    if (scratch_at[v] != kNone) ins.args.scratch = {base + scratch_at[v], Shape{scratch_len[v]}};
+    program_.push_back(std::move(ins));
+  }
+  for (Instr& ins : program_) {
+    ins.args.in = ins.in;
+    ins.args.gin = ins.gin;
+    ins.args.attrs = &ins.attrs;
+    ins.args.node_name = &slots_[ins.slot].name;
+  }
+}
+
+template <class T>
+size_t Tape<T>::slot_of(std::string_view name) const {
+  auto it = by_name_.find(std::string(name));
+  if (it == by_name_.end()) fail("the compiled graph has no node named '", name, "'");
+  return it->second;
+}
+
+template <class T>
+TensorView<T> Tape<T>::input(std::string_view name) {
+  const Slot& s = slots_[slot_of(name)];
+  if (s.is_param) fail("'", name, "' is a parameter; set it in the ParamStore");
+  return {s.value, s.info.shape};
+}
+
+template <class T>
+TensorView<const T> Tape<T>::value(std::string_view name) const {
+  const Slot& s = slots_[slot_of(name)];
+  return {s.value, s.info.shape};
+}
+
+template <class T>
+TensorView<const T> Tape<T>::grad(std::string_view name) const {
+  const Slot& s = slots_[slot_of(name)];
+  return {s.grad, s.info.shape};
+}
+
+template <class T>
+const ValueInfo& Tape<T>::info(std::string_view name) const {
+  return slots_[slot_of(name)].info;
+}
+
+template <class T>
+void Tape<T>::forward() {
+  for (Instr& ins : program_) {
+    if (ins.op->stochastic) ins.args.noise = NoiseStream(key_, ins.stream);
+    ins.op->template kernels<T>().forward(ins.args);
+  }
+}
+
+template <class T>
+T Tape<T>::objective() const {
+  T total = 0;
+  for (size_t s : loss_slots_) total += slots_[s].value[0];
+  return total;
+}
+
+template <class T>
+void Tape<T>::run_backward() {
+  for (auto it = program_.rbegin(); it != program_.rend(); ++it) {
+    if (it->runs_backward) it->op->template kernels<T>().backward(it->args);
+  }
+}
+
+template <class T>
+void Tape<T>::backward() {
+  std::fill(grad_begin_, grad_end_, T(0));
+  for (size_t s : loss_slots_) {
+    if (slots_[s].grad) slots_[s].grad[0] += T(1);
+  }
+  run_backward();
+}
+
+template <class T>
+void Tape<T>::backward_from(std::string_view node, std::span<const T> seed) {
+  const Slot& s = slots_[slot_of(node)];
+  if (static_cast<int64_t>(seed.size()) != s.info.shape.numel()) {
+    fail("seed for '", node, "' has ", seed.size(), " elements, the node has ",
+         s.info.shape.numel());
+  }
+  std::fill(grad_begin_, grad_end_, T(0));
+  if (!s.grad) return;  // nothing upstream needs a gradient
+  for (size_t i = 0; i < seed.size(); ++i) s.grad[i] += seed[i];
+  run_backward();
+}
+
+template class Tape<float>;
+template class Tape<double>;
+
+}  // namespace pens

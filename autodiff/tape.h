@@ -1,0 +1,99 @@
+// The tape: a graph compiled once into a flat list of instructions in topological
+// order, with every buffer (values, gradients, per-op scratch) planned into one arena
+// allocated at compile time. forward() and backward() then run the kernels over fixed
+// pointers: no allocation, no graph walking, no lookups by name in the steady state.
+//
+// Parameters are not copied: the tape points into a ParamStore, and backward() ADDS the
+// parameter gradients into the store's gradient array (zero it between steps with
+// ParamStore::zero_grad), so several tapes (one per tree, say) can accumulate into
+// one minibatch gradient.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "autodiff/param_store.h"
+#include "graph/graph.h"
+#include "graph/value.h"
+#include "ops/op.h"
+
+namespace pens {
+
+struct CompileOptions {
+  int64_t batch = 1;         // bound to every kBatch dimension of the inputs
+  bool grad_inputs = false;  // also compute gradients with respect to real inputs
+};
+
+template <class T>
+class Tape {
+ public:
+  Tape(const Graph& g, ParamStore<T>& params, CompileOptions options = {});
+  Tape(const Tape&) = delete;
+  Tape& operator=(const Tape&) = delete;
+
+  // The noise every stochastic op draws in the next forward(): replaying a key replays
+  // every mask and every Gaussian draw exactly.
+  void set_noise_key(NoiseKey key) { key_ = key; }
+  NoiseKey noise_key() const { return key_; }
+
+  // Write an input here before forward(). Index inputs hold integers as T.
+  TensorView<T> input(std::string_view name);
+  // Any node's value after forward().
+  TensorView<const T> value(std::string_view name) const;
+  // A node's gradient after backward(): d objective / d node. Null when the node needs
+  // none. For parameters this is the ParamStore's (accumulated) gradient.
+  TensorView<const T> grad(std::string_view name) const;
+  const ValueInfo& info(std::string_view name) const;
+
+  void forward();
+  // The sum of the loss nodes after forward().
+  T objective() const;
+  // Gradients of objective(); parameter gradients are added into the ParamStore.
+  void backward();
+  // Gradients of <seed, node's value> instead: one row of a Jacobian per call.
+  void backward_from(std::string_view node, std::span<const T> seed);
+
+  int64_t batch() const { return options_.batch; }
+  // The arena, for tests and memory reports.
+  int64_t arena_elements() const { return static_cast<int64_t>(arena_.size()); }
+  const T* arena_data() const { return arena_.data(); }
+  size_t instructions() const { return program_.size(); }
+
+ private:
+  struct Slot {
+    std::string name;
+    ValueInfo info;
+    T* value = nullptr;
+    T* grad = nullptr;  // null: no gradient flows through this node
+    bool is_param = false;
+  };
+  struct Instr {
+    const OpDef* op = nullptr;
+    size_t slot = 0;
+    Attributes attrs;
+    uint64_t stream = 0;
+    std::vector<TensorView<const T>> in;
+    std::vector<TensorView<T>> gin;
+    KernelArgs<T> args;
+    bool runs_backward = false;
+  };
+
+  size_t slot_of(std::string_view name) const;
+  void run_backward();
+
+  CompileOptions options_;
+  NoiseKey key_;
+  std::vector<Slot> slots_;
+  std::unordered_map<std::string, size_t> by_name_;
+  std::vector<Instr> program_;  // non-leaf nodes, topological order
+  std::vector<size_t> loss_slots_;
+  std::vector<T, Eigen::aligned_allocator<T>> arena_;
+  T* grad_begin_ = nullptr;  // the arena's gradient region, zeroed before each backward
+  T* grad_end_ = nullptr;
+};
+
+}  // namespace pens

@@ -1,0 +1,63 @@
+#include "cli/args.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+
+namespace pens::cli {
+
+Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>& flags,
+           const std::vector<std::string>& options) {
+  auto known = [](const std::vector<std::string>& list, const std::string& name) {
+    return std::find(list.begin(), list.end(), name) != list.end();
+  };
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (arg.rfind("--", 0) != 0 || arg == "--") {
+      positional_.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    const size_t eq = name.find('=');
+    const bool inline_value = eq != std::string::npos;
+    if (inline_value) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (known(flags, name)) {
+      if (inline_value) fail("option --", name, " takes no value");
+      values_[name] = "1";
+    } else if (known(options, name)) {
+      if (!inline_value) {
+        if (i + 1 >= argv.size()) fail("option --", name, " needs a value");
+        value = argv[++i];
+      }
+      values_[name] = value;
+    } else {
+      fail("unknown option --", name, " (see --help)");
+    }
+  }
+}
+
+bool Args::flag(const std::string& name) const { return values_.count(name) != 0; }
+
+std::optional<std::string> Args::option(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+int64_t Args::option_int(const std::string& name, int64_t fallback) const {
+  auto v = option(name);
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    const int64_t x = std::stoll(*v, &used);
+    if (used != v->size()) throw std::invalid_argument(*v);
+    return x;
+  } catch (const std::exception&) {
+    fail("option --", name, " needs an integer, got '", *v, "'");
+  }
+}
+
+}  // namespace pens::cli

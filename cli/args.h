@@ -1,0 +1,38 @@
+// Command-line parsing for the pens subcommands: flags (--json), options with a value
+// (--op NAME or --op=NAME) and positional arguments. Anything not declared is an error.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pens::cli {
+
+class Args {
+ public:
+  // `flags` take no value, `options` take one.
+  Args(const std::vector<std::string>& argv, const std::vector<std::string>& flags,
+       const std::vector<std::string>& options);
+
+  bool flag(const std::string& name) const;
+  std::optional<std::string> option(const std::string& name) const;
+  int64_t option_int(const std::string& name, int64_t fallback) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+};
+
+struct Command {
+  std::string name;
+  std::string summary;
+  std::string usage;  // full help text
+  int (*run)(const std::vector<std::string>& argv);
+};
+
+int run_ops(const std::vector<std::string>& argv);
+int run_gradcheck(const std::vector<std::string>& argv);
+
+}  // namespace pens::cli

@@ -1,0 +1,79 @@
+// The pens graph IR: a DAG held in a Boost.Graph adjacency list whose vertices are
+// Nodes and whose edges carry the input slot they feed. A Graph is a value: passes
+// copy it and return new graphs, nothing edits a graph it was handed.
+#pragma once
+
+#include <boost/graph/adjacency_list.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/node.h"
+#include "graph/shape.h"
+#include "graph/value.h"
+
+namespace pens {
+
+class Graph {
+ public:
+  using Impl = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Node,
+                                     Edge>;
+  using NodeId = Impl::vertex_descriptor;
+
+  Graph() = default;
+  // Adopts a Boost graph built elsewhere (a pass's output); checks that names are unique.
+  explicit Graph(Impl impl);
+
+  // Adds a node applying `op` to `inputs`. Attributes are checked against the op's
+  // schema (unknown names, wrong types, missing required ones) and defaults filled in.
+  // An empty name gets a unique one derived from the op ("relu_3").
+  NodeId add(std::string_view op, const std::vector<NodeId>& inputs, Attributes attrs = {},
+             std::string name = {});
+
+  // Leaves, the common cases spelled out. A kBatch dimension in an input shape is bound
+  // to the batch size when the graph is compiled.
+  NodeId input(std::string name, Shape shape, DType dtype = DType::Real);
+  NodeId param(std::string name, Shape shape, Attributes init = {});
+
+  // Replaces the inputs of an existing node. Used by readers and passes that must
+  // create nodes before their inputs exist; verify() catches any cycle this creates.
+  void set_inputs(NodeId v, const std::vector<NodeId>& inputs);
+
+  std::vector<NodeId> inputs(NodeId v) const;     // in slot order
+  std::vector<NodeId> consumers(NodeId v) const;  // nodes that read v, each once
+
+  const Node& node(NodeId v) const { return impl_[v]; }
+  Node& node(NodeId v) { return impl_[v]; }
+  const Node& operator[](NodeId v) const { return impl_[v]; }
+  const Node& operator[](std::string_view name) const { return impl_[at(name)]; }
+
+  std::optional<NodeId> find(std::string_view name) const;
+  NodeId at(std::string_view name) const;  // throws an Error naming the missing node
+  void set_flag(NodeId v, NodeFlag f) { impl_[v].flags |= f; }
+  void rename(NodeId v, std::string name);
+
+  size_t size() const { return boost::num_vertices(impl_); }
+  std::vector<NodeId> nodes() const;                  // in insertion order
+  std::vector<NodeId> nodes_with(NodeFlag f) const;   // in insertion order
+  // Topological order (inputs before consumers). Throws an Error naming a node on a
+  // cycle when there is one.
+  std::vector<NodeId> topological_order() const;
+
+  const Impl& impl() const { return impl_; }
+
+ private:
+  std::string fresh_name(std::string_view op);
+  Impl impl_;
+  std::unordered_map<std::string, NodeId> by_name_;
+  size_t next_auto_name_ = 0;
+};
+
+using NodeId = Graph::NodeId;
+
+bool is_input(const Node& n);
+bool is_param(const Node& n);
+bool is_constant(const Node& n);
+
+}  // namespace pens

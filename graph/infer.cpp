@@ -1,0 +1,73 @@
+#include "graph/infer.h"
+
+#include <algorithm>
+#include <set>
+
+#include "graph/error.h"
+#include "ops/op.h"
+
+namespace pens {
+
+namespace {
+std::vector<ValueInfo> infer_in_order(const Graph& g, const std::vector<NodeId>& order,
+                                      int64_t batch) {
+  std::vector<ValueInfo> values(g.size());
+  std::vector<ValueInfo> in;
+  for (NodeId v : order) {
+    const Node& node = g[v];
+    in.clear();
+    for (NodeId u : g.inputs(v)) in.push_back(values[u]);
+    ValueInfo out = node.op->infer(InferCtx(node, in));
+    out.shape = out.shape.bind_batch(batch);
+    values[v] = out;
+  }
+  return values;
+}
+}  // namespace
+
+std::vector<ValueInfo> infer_values(const Graph& g, int64_t batch) {
+  return infer_in_order(g, g.topological_order(), batch);
+}
+
+std::vector<ValueInfo> verify(const Graph& g, int64_t batch) {
+  if (batch < 1) fail("batch size must be at least 1, got ", batch);
+  const std::vector<NodeId> order = g.topological_order();
+  std::set<std::string> names;
+  for (NodeId v : order) {
+    const Node& node = g[v];
+    if (!node.op) fail("node '", node.name, "' has no op");
+    if (!names.insert(node.name).second) fail("duplicate node name '", node.name, "'");
+    // Slots must be exactly 0..n-1, each fed once.
+    std::vector<int> slots;
+    for (auto [it, end] = boost::in_edges(v, g.impl()); it != end; ++it) {
+      slots.push_back(g.impl()[*it].slot);
+    }
+    std::sort(slots.begin(), slots.end());
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i] != static_cast<int>(i)) {
+        fail("node '", node.name, "' (", node.op->name, "): input slot ", i,
+             " is missing or fed twice");
+      }
+    }
+    node.op->check_arity(node, slots.size());
+    Attributes attrs = node.attrs;
+    node.op->normalize_attrs(attrs, node.name);
+    if (is_param(node) && Shape::from(node.attrs.get_ints("shape")).has_batch()) {
+      fail("node '", node.name, "' (parameter): a parameter cannot have a batch dimension");
+    }
+  }
+  std::vector<ValueInfo> values = infer_in_order(g, order, batch);
+  for (NodeId v : order) {
+    const Node& node = g[v];
+    if (node.has(kLoss) && (values[v].shape.numel() != 1 || values[v].dtype != DType::Real)) {
+      fail("node '", node.name, "' is marked as a loss but its value is ",
+           dtype_name(values[v].dtype), " ", values[v].shape.str(), ", not a real scalar");
+    }
+    if (node.has(kFrozen) && !is_param(node)) {
+      fail("node '", node.name, "' is marked frozen but is not a parameter");
+    }
+  }
+  return values;
+}
+
+}  // namespace pens

@@ -1,0 +1,31 @@
+// Graph passes. A pass reads a graph and returns a new one: the input is never edited,
+// so the parent model survives every transformation and passes compose safely.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace pens {
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual std::string_view name() const = 0;
+  virtual Graph run(const Graph& in) const = 0;
+};
+
+// Runs passes in order and verifies the graph after each one; an Error from a pass or
+// from verification names the pass.
+Graph run_passes(const Graph& g, const std::vector<std::unique_ptr<Pass>>& passes);
+
+// Removes every node that no output or loss node depends on.
+class PruneDeadNodes : public Pass {
+ public:
+  std::string_view name() const override { return "prune-dead-nodes"; }
+  Graph run(const Graph& in) const override;
+};
+
+}  // namespace pens

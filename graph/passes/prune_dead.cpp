@@ -1,0 +1,64 @@
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/copy.hpp>
+#include <boost/graph/filtered_graph.hpp>
+#include <boost/graph/reverse_graph.hpp>
+
+#include "graph/error.h"
+#include "graph/infer.h"
+#include "graph/pass.h"
+
+namespace pens {
+
+Graph run_passes(const Graph& g, const std::vector<std::unique_ptr<Pass>>& passes) {
+  Graph current = g;
+  for (const auto& pass : passes) {
+    try {
+      current = pass->run(current);
+      verify(current);
+    } catch (const Error& e) {
+      fail("pass ", pass->name(), ": ", e.what());
+    }
+  }
+  return current;
+}
+
+namespace {
+// Marks every vertex the search reaches.
+struct MarkReached : boost::default_bfs_visitor {
+  std::vector<char>* live;
+  template <class G>
+  void discover_vertex(NodeId v, const G&) const {
+    (*live)[v] = 1;
+  }
+};
+// filtered_graph wants a default-constructible, assignable vertex predicate.
+struct IsLive {
+  const std::vector<char>* live = nullptr;
+  bool operator()(NodeId v) const { return (*live)[v] != 0; }
+};
+}  // namespace
+
+Graph PruneDeadNodes::run(const Graph& in) const {
+  const Graph::Impl& impl = in.impl();
+  std::vector<char> live(in.size(), 0);
+  // Walk the reversed graph from every output and loss node: what it reaches is what
+  // those nodes depend on.
+  auto reversed = boost::make_reverse_graph(impl);
+  std::vector<boost::default_color_type> colors(in.size(), boost::white_color);
+  auto color_map = boost::make_iterator_property_map(colors.begin(),
+                                                     boost::get(boost::vertex_index, impl));
+  MarkReached visitor;
+  visitor.live = &live;
+  for (NodeId v : in.nodes()) {
+    if ((in[v].has(kOutput) || in[v].has(kLoss)) && colors[v] == boost::white_color) {
+      boost::breadth_first_visit(reversed, v, boost::visitor(visitor).color_map(color_map));
+    }
+  }
+  boost::filtered_graph<Graph::Impl, boost::keep_all, IsLive> kept(impl, boost::keep_all{},
+                                                                  IsLive{&live});
+  Graph::Impl out;
+  boost::copy_graph(kept, out);
+  return Graph(std::move(out));
+}
+
+}  // namespace pens

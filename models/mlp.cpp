@@ -1,0 +1,48 @@
+#include "models/mlp.h"
+
+#include "graph/error.h"
+
+namespace pens {
+
+Graph build_mlp(const MlpSpec& spec) {
+  if (spec.layers.size() < 2) fail("an MLP needs at least an input and an output width");
+  for (int64_t w : spec.layers) {
+    if (w < 1) fail("MLP layer widths must be positive, got ", w);
+  }
+  if (spec.loss != "softmax_xent" && spec.loss != "squared_hinge") {
+    fail("unknown MLP loss '", spec.loss, "' (softmax_xent | squared_hinge)");
+  }
+  Graph g;
+  NodeId h = g.input("x", {kBatch, spec.layers[0]});
+  g.node(h).layer = "in";
+  const NodeId labels = g.input("y", {kBatch}, DType::Index);
+  const size_t depth = spec.layers.size() - 1;
+  for (size_t i = 1; i <= depth; ++i) {
+    const bool last = i == depth;
+    const std::string layer = last ? "out" : cat("h", i);
+    const double p = i == 1 ? spec.input_dropout : spec.hidden_dropout;
+    if (p > 0) {
+      h = g.add("dropout", {h}, {{"p", p}}, cat("drop", i));
+      g.node(h).layer = layer;
+    }
+    Attributes w_init{{"init", std::string("normal")}, {"std", spec.weight_std}};
+    if (spec.max_norm > 0) w_init.set("max_norm", spec.max_norm);
+    const NodeId w = g.param(cat("W", i), {spec.layers[i - 1], spec.layers[i]}, w_init);
+    const NodeId b = g.param(cat("b", i), {spec.layers[i]},
+                             {{"init", std::string("constant")},
+                              {"value", last ? spec.output_bias : spec.hidden_bias}});
+    h = g.add("affine", {h, w, b}, {}, last ? "logits" : cat("a", i));
+    g.node(h).layer = layer;
+    if (!last) {
+      h = g.add("relu", {h}, {}, layer);
+      g.node(h).layer = layer;
+    }
+  }
+  g.set_flag(h, kOutput);
+  const NodeId losses = g.add(spec.loss, {h, labels}, {}, "losses");
+  const NodeId loss = g.add("mean", {losses}, {}, "loss");
+  g.set_flag(loss, kLoss);
+  return g;
+}
+
+}  // namespace pens

@@ -1,0 +1,32 @@
+// Multilayer perceptrons as pens graphs: the paper's MNIST network (784-800-800-10,
+// ReLU, softmax cross-entropy) and smaller ones for tests and examples.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace pens {
+
+struct MlpSpec {
+  std::vector<int64_t> layers;  // widths, input first: {784, 800, 800, 10}
+  // Dropout on each layer's input, applied inside the graph (standard dropout, "SDE").
+  double input_dropout = 0.0;   // on the network input
+  double hidden_dropout = 0.0;  // on the input of every later layer, output layer included
+  // Initialization, as in the paper: weights N(0, 0.01²), hidden biases 0.1, output 0.
+  double weight_std = 0.01;
+  double hidden_bias = 0.1;
+  double output_bias = 0.0;
+  double max_norm = 0.0;              // > 0: L2 bound on each unit's incoming weights
+  std::string loss = "softmax_xent";  // or "squared_hinge"
+};
+
+// Node names: inputs "x" [B, layers[0]] and "y" [B] (labels); per layer i = 1..L
+// parameters "W<i>", "b<i>" and pre-activation "a<i>"; hidden activations "h<i>";
+// the output scores "logits" (flagged output); per-example losses "losses"; their mean
+// "loss" (flagged loss). Layer tags: "h<i>" for hidden layers, "out" for the last.
+Graph build_mlp(const MlpSpec& spec);
+
+}  // namespace pens

@@ -1,0 +1,122 @@
+// Matrix products. Eigen's GEMM does the work; noalias() keeps it from allocating a
+// temporary for the result.
+#include "ops/check_case.h"
+#include "ops/registry.h"
+
+namespace pens {
+
+// matmul: C = op(A) op(B), op(M) = M or Mᵀ per the transpose_a / transpose_b flags.
+// With X = op(A), Y = op(B):  dX = dC Yᵀ,  dY = Xᵀ dC,  dA = dX or dXᵀ,  dB = dY or dYᵀ.
+struct Matmul {
+  static constexpr const char* kName = "matmul";
+  static constexpr const char* kSummary = "matrix product op(a)·op(b)";
+  static std::vector<InputSlot> inputs() { return {{"a"}, {"b"}}; }
+  static std::vector<AttrSpec> attrs() {
+    return {{"transpose_a", AttrType::Int, false, AttrValue(int64_t{0}), "use aᵀ"},
+            {"transpose_b", AttrType::Int, false, AttrValue(int64_t{0}), "use bᵀ"}};
+  }
+  static ValueInfo infer(const InferCtx& ctx) {
+    infer::expect(ctx, 0, 2);
+    infer::expect(ctx, 1, 2);
+    const Shape& a = ctx.in[0].shape;
+    const Shape& b = ctx.in[1].shape;
+    const bool ta = ctx.attrs().get_int("transpose_a") != 0;
+    const bool tb = ctx.attrs().get_int("transpose_b") != 0;
+    const int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1];
+    const int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
+    if (k != kb) {
+      ctx.fail(cat("inner dimensions differ: a is ", a.str(), ta ? "ᵀ" : "", ", b is ", b.str(),
+                   tb ? "ᵀ" : ""));
+    }
+    return {Shape{m, n}, DType::Real};
+  }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    auto a = args.in[0].mat();
+    auto b = args.in[1].mat();
+    auto c = args.out.mat();
+    const bool ta = args.attr().get_int("transpose_a") != 0;
+    const bool tb = args.attr().get_int("transpose_b") != 0;
+    if (!ta && !tb) c.noalias() = a * b;
+    if (ta && !tb) c.noalias() = a.transpose() * b;
+    if (!ta && tb) c.noalias() = a * b.transpose();
+    if (ta && tb) c.noalias() = a.transpose() * b.transpose();
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>& args) {
+    auto a = args.in[0].mat();
+    auto b = args.in[1].mat();
+    auto gc = args.gout.mat();
+    const bool ta = args.attr().get_int("transpose_a") != 0;
+    const bool tb = args.attr().get_int("transpose_b") != 0;
+    if (args.gin[0]) {
+      auto ga = args.gin[0].mat();
+      if (!ta && !tb) ga.noalias() += gc * b.transpose();
+      if (!ta && tb) ga.noalias() += gc * b;
+      if (ta && !tb) ga.noalias() += b * gc.transpose();
+      if (ta && tb) ga.noalias() += b.transpose() * gc.transpose();
+    }
+    if (args.gin[1]) {
+      auto gb = args.gin[1].mat();
+      if (!ta && !tb) gb.noalias() += a.transpose() * gc;
+      if (ta && !tb) gb.noalias() += a * gc;
+      if (!ta && tb) gb.noalias() += gc.transpose() * a;
+      if (ta && tb) gb.noalias() += gc.transpose() * a.transpose();
+    }
+  }
+  static void check(CheckBuilder& b) {
+    for (int64_t ta = 0; ta < 2; ++ta) {
+      for (int64_t tb = 0; tb < 2; ++tb) {
+        NodeId x = b.real(ta ? Shape{4, 3} : Shape{3, 4});
+        NodeId y = b.real(tb ? Shape{5, 4} : Shape{4, 5});
+        b.check({x, y}, {{"transpose_a", ta}, {"transpose_b", tb}},
+                cat("transpose_a=", ta, ",transpose_b=", tb));
+      }
+    }
+  }
+};
+
+// affine: y = x W + b (b added to every row).
+// dx = dy Wᵀ,  dW = xᵀ dy,  db = Σ_rows dy.
+struct Affine {
+  static constexpr const char* kName = "affine";
+  static constexpr const char* kSummary = "x·W + b, the bias added to every row";
+  static std::vector<InputSlot> inputs() { return {{"x"}, {"W"}, {"b"}}; }
+  static ValueInfo infer(const InferCtx& ctx) {
+    infer::expect(ctx, 0, 2);
+    infer::expect(ctx, 1, 2);
+    infer::expect(ctx, 2, 1);
+    const Shape& x = ctx.in[0].shape;
+    const Shape& w = ctx.in[1].shape;
+    const Shape& b = ctx.in[2].shape;
+    if (x[1] != w[0]) ctx.fail(cat("x is ", x.str(), " but W is ", w.str()));
+    if (b[0] != w[1]) ctx.fail(cat("W is ", w.str(), " but b is ", b.str()));
+    return {Shape{x[0], w[1]}, DType::Real};
+  }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    auto y = args.out.mat();
+    y.noalias() = args.in[0].mat() * args.in[1].mat();
+    y.rowwise() += args.in[2].mat(1, args.in[2].size()).row(0);
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>& args) {
+    auto gy = args.gout.mat();
+    if (args.gin[0]) args.gin[0].mat().noalias() += gy * args.in[1].mat().transpose();
+    if (args.gin[1]) args.gin[1].mat().noalias() += args.in[0].mat().transpose() * gy;
+    if (args.gin[2]) args.gin[2].mat(1, args.gin[2].size()).row(0) += gy.colwise().sum();
+  }
+  static void check(CheckBuilder& b) {
+    NodeId x = b.real({3, 4});
+    NodeId w = b.real({4, 5});
+    NodeId bias = b.real({5});
+    b.check({x, w, bias});
+  }
+};
+
+void register_linear_ops(OpRegistry& r) {
+  r.add<Matmul>();
+  r.add<Affine>();
+}
+
+}  // namespace pens

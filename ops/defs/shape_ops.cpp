@@ -1,0 +1,240 @@
+// Ops that move elements without arithmetic: concat, slice, gather, embedding. Along
+// an axis, a tensor of any rank is [outer, axis, inner]: blocks of `inner` contiguous
+// elements, which is how all four address their data.
+#include <algorithm>
+#include <cstring>
+
+#include "ops/check_case.h"
+#include "ops/registry.h"
+
+namespace pens {
+
+namespace {
+template <class T>
+int64_t checked_index(const KernelArgs<T>& args, T raw, int64_t bound) {
+  const auto i = static_cast<int64_t>(raw);
+  if (i < 0 || i >= bound || static_cast<T>(i) != raw) {
+    args.fail("index ", raw, " is out of range [0, ", bound, ")");
+  }
+  return i;
+}
+}  // namespace
+
+// concat: inputs joined along `axis`. dx_k = the matching block of dy.
+struct Concat {
+  static constexpr const char* kName = "concat";
+  static constexpr const char* kSummary = "join inputs along an axis";
+  static constexpr bool kVariadic = true;
+  static std::vector<InputSlot> inputs() { return {{"x"}}; }
+  static std::vector<AttrSpec> attrs() {
+    return {{"axis", AttrType::Int, false, AttrValue(int64_t{-1}), "axis to join along"}};
+  }
+  static ValueInfo infer(const InferCtx& ctx) {
+    for (size_t i = 0; i < ctx.in.size(); ++i) infer::expect(ctx, i, ctx.in[0].shape.rank);
+    const int axis = ctx.axis("axis", ctx.in[0].shape.rank);
+    Shape out = ctx.in[0].shape;
+    for (size_t i = 1; i < ctx.in.size(); ++i) {
+      const Shape& s = ctx.in[i].shape;
+      for (int d = 0; d < s.rank; ++d) {
+        if (d != axis && s[d] != out[d]) {
+          ctx.fail(cat("input ", i, " has shape ", s.str(), ", which does not fit ",
+                       ctx.in[0].shape.str(), " outside axis ", axis));
+        }
+      }
+      out[axis] += s[axis];
+    }
+    return {out, DType::Real};
+  }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    const int axis = resolve_axis(args.attr().get_int("axis"), args.out.shape.rank);
+    const int64_t outer = args.out.shape.outer(axis), inner = args.out.shape.inner(axis);
+    const int64_t out_block = args.out.shape[axis] * inner;
+    int64_t offset = 0;
+    for (const auto& x : args.in) {
+      const int64_t block = x.shape[axis] * inner;
+      for (int64_t o = 0; o < outer; ++o) {
+        std::copy_n(x.data + o * block, block, args.out.data + o * out_block + offset);
+      }
+      offset += block;
+    }
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>& args) {
+    const int axis = resolve_axis(args.attr().get_int("axis"), args.out.shape.rank);
+    const int64_t outer = args.out.shape.outer(axis), inner = args.out.shape.inner(axis);
+    const int64_t out_block = args.out.shape[axis] * inner;
+    int64_t offset = 0;
+    for (size_t k = 0; k < args.in.size(); ++k) {
+      const int64_t block = args.in[k].shape[axis] * inner;
+      if (T* g = args.gin[k].data) {
+        for (int64_t o = 0; o < outer; ++o) {
+          const T* src = args.gout.data + o * out_block + offset;
+          for (int64_t j = 0; j < block; ++j) g[o * block + j] += src[j];
+        }
+      }
+      offset += block;
+    }
+  }
+  static void check(CheckBuilder& b) {
+    b.check({b.real({2, 3}), b.real({2, 1}), b.real({2, 2})}, {}, "columns");
+    b.check({b.real({1, 3}), b.real({2, 3})}, {{"axis", int64_t{0}}}, "rows");
+    b.check({b.real({2, 2, 2}), b.real({2, 1, 2})}, {{"axis", int64_t{1}}}, "middle axis");
+  }
+};
+
+// slice: x[begin:end] along `axis`. dx = dy placed back into the sliced range.
+struct Slice {
+  static constexpr const char* kName = "slice";
+  static constexpr const char* kSummary = "elements begin..end-1 along an axis";
+  static std::vector<InputSlot> inputs() { return {{"x"}}; }
+  static std::vector<AttrSpec> attrs() {
+    return {{"axis", AttrType::Int, false, AttrValue(int64_t{-1}), "axis to slice"},
+            {"begin", AttrType::Int, true, {}, "first index kept"},
+            {"end", AttrType::Int, true, {}, "one past the last index kept"}};
+  }
+  static ValueInfo infer(const InferCtx& ctx) {
+    infer::expect(ctx, 0, -1);
+    const int axis = ctx.axis("axis", ctx.in[0].shape.rank);
+    const int64_t begin = ctx.attrs().get_int("begin"), end = ctx.attrs().get_int("end");
+    if (begin < 0 || end <= begin || end > ctx.in[0].shape[axis]) {
+      ctx.fail(cat("range [", begin, ", ", end, ") does not fit axis ", axis, " of ",
+                   ctx.in[0].shape.str()));
+    }
+    Shape out = ctx.in[0].shape;
+    out[axis] = end - begin;
+    return {out, DType::Real};
+  }
+  struct Layout {
+    int64_t outer, in_block, out_block, offset;
+  };
+  static Layout layout(const Attributes& attrs, const Shape& in) {
+    const int axis = resolve_axis(attrs.get_int("axis"), in.rank);
+    const int64_t inner = in.inner(axis);
+    const int64_t width = attrs.get_int("end") - attrs.get_int("begin");
+    return {in.outer(axis), in[axis] * inner, width * inner, attrs.get_int("begin") * inner};
+  }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    const Layout l = layout(args.attr(), args.in[0].shape);
+    for (int64_t o = 0; o < l.outer; ++o) {
+      std::copy_n(args.in[0].data + o * l.in_block + l.offset, l.out_block,
+                  args.out.data + o * l.out_block);
+    }
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>& args) {
+    const Layout l = layout(args.attr(), args.in[0].shape);
+    for (int64_t o = 0; o < l.outer; ++o) {
+      T* g = args.gin[0].data + o * l.in_block + l.offset;
+      const T* src = args.gout.data + o * l.out_block;
+      for (int64_t j = 0; j < l.out_block; ++j) g[j] += src[j];
+    }
+  }
+  static void check(CheckBuilder& b) {
+    b.check({b.real({3, 5})}, {{"begin", int64_t{1}}, {"end", int64_t{4}}}, "columns");
+    b.check({b.real({4, 2})}, {{"axis", int64_t{0}}, {"begin", int64_t{2}}, {"end", int64_t{4}}},
+            "rows");
+  }
+};
+
+// gather: y[.., j, ..] = x[.., idx[j], ..] along `axis` (subspace sampling slices
+// parameters this way). dx[.., idx[j], ..] += dy[.., j, ..]: repeated indices add up.
+struct Gather {
+  static constexpr const char* kName = "gather";
+  static constexpr const char* kSummary = "pick entries idx along an axis (rows, columns, slices)";
+  static std::vector<InputSlot> inputs() {
+    return {{"x"}, {"indices", DType::Index, false}};
+  }
+  static std::vector<AttrSpec> attrs() {
+    return {{"axis", AttrType::Int, false, AttrValue(int64_t{0}), "axis to gather along"}};
+  }
+  static ValueInfo infer(const InferCtx& ctx) {
+    infer::expect(ctx, 0, -1);
+    infer::expect(ctx, 1, 1);
+    const int axis = ctx.axis("axis", ctx.in[0].shape.rank);
+    Shape out = ctx.in[0].shape;
+    out[axis] = ctx.in[1].shape[0];
+    return {out, DType::Real};
+  }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    const Shape& in = args.in[0].shape;
+    const int axis = resolve_axis(args.attr().get_int("axis"), in.rank);
+    const int64_t outer = in.outer(axis), inner = in.inner(axis), n = args.in[1].size();
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t i = checked_index(args, args.in[1][j], in[axis]);
+        std::copy_n(args.in[0].data + (o * in[axis] + i) * inner, inner,
+                    args.out.data + (o * n + j) * inner);
+      }
+    }
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>& args) {
+    const Shape& in = args.in[0].shape;
+    const int axis = resolve_axis(args.attr().get_int("axis"), in.rank);
+    const int64_t outer = in.outer(axis), inner = in.inner(axis), n = args.in[1].size();
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t j = 0; j < n; ++j) {
+        const auto i = static_cast<int64_t>(args.in[1][j]);
+        T* g = args.gin[0].data + (o * in[axis] + i) * inner;
+        const T* src = args.gout.data + (o * n + j) * inner;
+        for (int64_t k = 0; k < inner; ++k) g[k] += src[k];
+      }
+    }
+  }
+  static void check(CheckBuilder& b) {
+    b.check({b.real({4, 3}), b.index_values({2, 0, 2})}, {}, "rows, repeated");
+    b.check({b.real({3, 5}), b.index_values({4, 1})}, {{"axis", int64_t{1}}}, "columns");
+    b.check({b.real({3, 4, 2}), b.index_values({3, 0})}, {{"axis", int64_t{1}}}, "rank 3");
+  }
+};
+
+// embedding: y[p, :] = table[ids[p], :], ids of any shape. dtable[ids[p], :] += dy[p, :].
+struct Embedding {
+  static constexpr const char* kName = "embedding";
+  static constexpr const char* kSummary = "look up rows of a table by id (word vectors)";
+  static std::vector<InputSlot> inputs() {
+    return {{"table"}, {"ids", DType::Index, false}};
+  }
+  static ValueInfo infer(const InferCtx& ctx) {
+    infer::expect(ctx, 0, 2);
+    infer::expect(ctx, 1, -1);
+    const Shape& ids = ctx.in[1].shape;
+    if (ids.rank >= kMaxRank) ctx.fail(cat("ids of shape ", ids.str(), " have too many axes"));
+    Shape out = ids;
+    out[out.rank++] = ctx.in[0].shape[1];
+    return {out, DType::Real};
+  }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    const int64_t vocab = args.in[0].shape[0], dim = args.in[0].shape[1];
+    for (int64_t p = 0, n = args.in[1].size(); p < n; ++p) {
+      const int64_t id = checked_index(args, args.in[1][p], vocab);
+      std::copy_n(args.in[0].data + id * dim, dim, args.out.data + p * dim);
+    }
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>& args) {
+    const int64_t dim = args.in[0].shape[1];
+    for (int64_t p = 0, n = args.in[1].size(); p < n; ++p) {
+      const auto id = static_cast<int64_t>(args.in[1][p]);
+      T* g = args.gin[0].data + id * dim;
+      const T* src = args.gout.data + p * dim;
+      for (int64_t k = 0; k < dim; ++k) g[k] += src[k];
+    }
+  }
+  static void check(CheckBuilder& b) {
+    b.check({b.real({5, 3}), b.index_values({1, 4, 1, 0})});
+  }
+};
+
+void register_shape_ops(OpRegistry& r) {
+  r.add<Concat>();
+  r.add<Slice>();
+  r.add<Gather>();
+  r.add<Embedding>();
+}
+
+}  // namespace pens

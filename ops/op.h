@@ -1,0 +1,151 @@
+// The contract of an op. Every op is one struct, in one file of ops/defs/, holding all
+// there is to know about it:
+//
+//   kName, kSummary          its name in graphs and files, and one line for `pens ops`
+//   inputs()                 its input slots: name, element type, differentiable or not
+//   attrs()          (opt.)  its attribute schema
+//   kVariadic        (opt.)  the last input slot repeats (concat)
+//   kStochastic      (opt.)  draws noise from its NoiseStream; replays exactly per key
+//   kLeaf            (opt.)  input / parameter / constant: the tape fills its value
+//   infer(ctx)               shape and type inference; ctx.fail() names the node
+//   scratch(ctx, out)(opt.)  elements of scratch memory kept from forward to backward
+//   forward<T>(args)         computes args.out from args.in
+//   backward<T>(args)        ADDS the vector-Jacobian product into args.gin[i], for each
+//                            input whose gin[i] is non-null
+//   check(builder)           its gradient-check cases (finite differences, double)
+//
+// define_op<Op>() turns such a struct into an OpDef, instantiating the kernels for float
+// (training) and double (gradient checks). Registration is explicit: each ops/defs file
+// has a register_*_ops(OpRegistry&) function listing its ops.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/attributes.h"
+#include "graph/error.h"
+#include "graph/node.h"
+#include "graph/value.h"
+#include "ops/random.h"
+#include "ops/tensor.h"
+
+namespace pens {
+
+class CheckBuilder;
+
+struct InputSlot {
+  std::string name;
+  DType dtype = DType::Real;
+  bool differentiable = true;
+};
+
+// What shape inference sees: the node and the values of its inputs.
+class InferCtx {
+ public:
+  InferCtx(const Node& node, std::span<const ValueInfo> in) : node(node), in(in) {}
+
+  const Node& node;
+  std::span<const ValueInfo> in;
+  const Attributes& attrs() const { return node.attrs; }
+
+  [[noreturn]] void fail(const std::string& message) const;
+  // Reads an axis attribute, resolving negative values against `rank`.
+  int axis(std::string_view attr, int rank) const;
+};
+
+// What a kernel sees. Forward reads `in` and writes `out` (and may fill `scratch`);
+// backward reads everything and accumulates into the non-null entries of `gin`.
+template <class T>
+struct KernelArgs {
+  std::span<const TensorView<const T>> in;
+  TensorView<T> out;
+  TensorView<T> scratch;
+  std::span<const TensorView<T>> gin;
+  TensorView<const T> gout;
+  const Attributes* attrs = nullptr;
+  const std::string* node_name = nullptr;
+  NoiseStream noise;
+
+  const Attributes& attr() const { return *attrs; }
+  // Errors found while running (a label out of range) name the node.
+  template <class... Args>
+  [[noreturn]] void fail(const Args&... args) const {
+    pens::fail("node '", *node_name, "': ", args...);
+  }
+};
+
+template <class T>
+struct Kernels {
+  void (*forward)(const KernelArgs<T>&) = nullptr;
+  void (*backward)(const KernelArgs<T>&) = nullptr;
+};
+
+struct OpDef {
+  std::string name;
+  std::string summary;
+  std::vector<InputSlot> inputs;
+  bool variadic = false;
+  std::vector<AttrSpec> attrs;
+  bool stochastic = false;
+  bool leaf = false;
+  ValueInfo (*infer)(const InferCtx&) = nullptr;
+  int64_t (*scratch)(const InferCtx&, const ValueInfo&) = nullptr;
+  Kernels<float> f32;
+  Kernels<double> f64;
+  void (*check)(CheckBuilder&) = nullptr;
+
+  template <class T>
+  const Kernels<T>& kernels() const {
+    if constexpr (std::is_same_v<T, float>) {
+      return f32;
+    } else {
+      return f64;
+    }
+  }
+
+  // The slot that input number i feeds (the last slot repeats for variadic ops).
+  const InputSlot& slot(size_t i) const;
+  bool differentiable(size_t i) const { return slot(i).differentiable; }
+  // Throws an Error naming `node` unless n inputs fit this op.
+  void check_arity(const Node& node, size_t n) const;
+  // Checks attributes against the schema and fills in defaults.
+  void normalize_attrs(Attributes& attrs, std::string_view node_name) const;
+  std::string arity_str() const;  // "2", "1+" for variadic
+};
+
+template <class Op>
+OpDef define_op() {
+  OpDef d;
+  d.name = Op::kName;
+  d.summary = Op::kSummary;
+  d.inputs = Op::inputs();
+  if constexpr (requires { Op::attrs(); }) d.attrs = Op::attrs();
+  if constexpr (requires { Op::kVariadic; }) d.variadic = Op::kVariadic;
+  if constexpr (requires { Op::kStochastic; }) d.stochastic = Op::kStochastic;
+  if constexpr (requires { Op::kLeaf; }) d.leaf = Op::kLeaf;
+  d.infer = &Op::infer;
+  if constexpr (requires { &Op::scratch; }) d.scratch = &Op::scratch;
+  if constexpr (!requires { Op::kLeaf; }) {
+    d.f32 = {&Op::template forward<float>, &Op::template backward<float>};
+    d.f64 = {&Op::template forward<double>, &Op::template backward<double>};
+  }
+  d.check = &Op::check;
+  return d;
+}
+
+// An axis attribute that shape inference already checked, made non-negative.
+inline int resolve_axis(int64_t axis, int rank) {
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+// Small helpers shared by shape inference functions.
+namespace infer {
+// The input must be real-valued with the given rank (-1: any rank).
+void expect(const InferCtx& ctx, size_t input, int rank);
+// numpy broadcasting of two shapes (aligned on the right).
+Shape broadcast(const InferCtx& ctx, const Shape& a, const Shape& b);
+}  // namespace infer
+
+}  // namespace pens

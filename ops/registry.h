@@ -1,0 +1,45 @@
+// The table of ops. Registration is explicit: OpRegistry::global() calls one
+// register_*_ops function per file of ops/defs/, and each of those lists its ops.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace pens {
+
+class OpRegistry {
+ public:
+  static const OpRegistry& global();
+
+  void add(OpDef def);  // throws on a duplicate name
+  const OpDef* find(std::string_view name) const;
+  const OpDef& at(std::string_view name) const;  // throws "unknown op 'x'"
+  // All ops, sorted by name.
+  std::vector<const OpDef*> all() const;
+
+  template <class Op>
+  void add() {
+    add(define_op<Op>());
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops_;
+};
+
+// One per file of ops/defs/.
+void register_leaf_ops(OpRegistry& r);
+void register_linear_ops(OpRegistry& r);
+void register_elementwise_ops(OpRegistry& r);
+void register_reduce_ops(OpRegistry& r);
+void register_rowwise_ops(OpRegistry& r);
+void register_shape_ops(OpRegistry& r);
+void register_bilinear_ops(OpRegistry& r);
+void register_loss_ops(OpRegistry& r);
+void register_noise_ops(OpRegistry& r);
+
+}  // namespace pens
