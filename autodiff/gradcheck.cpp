@@ -70,8 +70,12 @@ GradcheckResult gradcheck(const Graph& g, const std::map<std::string, std::vecto
   }
 
   std::vector<Target> targets;
-  for (NodeId v : g.nodes_with(kOutput)) targets.push_back({g[v].name, tape.info(g[v].name).shape.numel()});
-  if (targets.empty()) targets.push_back({"", 1});
+  if (g.nodes_with(kLoss).empty()) {
+    for (NodeId v : g.nodes_with(kOutput)) targets.push_back({g[v].name, tape.info(g[v].name).shape.numel()});
+    if (targets.empty()) fail("gradcheck: the graph has neither loss nor output nodes");
+  } else {
+    targets.push_back({"", 1});
+  }
 
   GradcheckResult result;
   for (const Variable& var : variables) result.variables += var.size;

@@ -1,11 +1,11 @@
 // Gradient checking by central differences in double precision.
 //
-// For a graph, the checker computes the full Jacobian of its targets (the nodes flagged
-// kOutput, or the objective when there are none) with respect to its variables (every
-// trainable parameter and every real input) twice: analytically, one backward pass per
-// target element, and numerically, (f(v + h) − f(v − h)) / 2h per variable element,
-// with h = step · max(1, |v|). Stochastic ops draw the same noise in every evaluation
-// because the noise key is fixed.
+// For a graph, the checker computes the full Jacobian of its targets (the objective,
+// the sum of the loss nodes; in a graph without loss nodes, the nodes flagged kOutput)
+// with respect to its variables (every trainable parameter and every real input) twice:
+// analytically, one backward pass per target element, and numerically,
+// (f(v + h) − f(v − h)) / 2h per variable element, with h = step · max(1, |v|).
+// Stochastic ops draw the same noise in every evaluation because the noise key is fixed.
 //
 // Each entry's error is |analytic − numeric| / max(|analytic|, |numeric|, floor): the
 // relative error, except that entries smaller than `floor` are measured against it (a

@@ -32,9 +32,9 @@ NodeId Graph::add(std::string_view op_name, const std::vector<NodeId>& inputs,
   Node node;
   node.name = name;
   node.op = &op;
+  op.check_arity(node, inputs.size());
   op.normalize_attrs(attrs, name);
   node.attrs = std::move(attrs);
-  op.check_arity(node, inputs.size());
   for (NodeId in : inputs) {
     if (in >= size()) fail("node '", name, "': input refers to a node that does not exist");
   }

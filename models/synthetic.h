@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/tensor.h"
+
 namespace pens {
 
 struct Dataset {
@@ -20,5 +22,12 @@ struct Dataset {
 // `teacher_seed` fixes the task; `seed` the examples drawn from it.
 Dataset make_teacher_task(int64_t size, int64_t dim, int64_t classes, uint64_t seed,
                           uint64_t teacher_seed = 7);
+
+// Copies examples first, first + 1, ... (wrapping around the end) into a batch of
+// inputs x [B, dim] and labels y [B].
+void copy_batch(const Dataset& d, int64_t first, TensorView<float> x, TensorView<float> y);
+
+// Fraction of examples whose largest score is not their label; scores [size, classes].
+double error_rate(const Dataset& d, TensorView<const float> scores);
 
 }  // namespace pens

@@ -4,8 +4,10 @@
 
 namespace pens {
 
-const OpRegistry& OpRegistry::global() {
-  static const OpRegistry registry = [] {
+const OpRegistry& OpRegistry::global() { return mutable_global(); }
+
+OpRegistry& OpRegistry::mutable_global() {
+  static OpRegistry registry = [] {
     OpRegistry r;
     register_leaf_ops(r);
     register_linear_ops(r);

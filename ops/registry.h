@@ -16,6 +16,14 @@ class OpRegistry {
  public:
   static const OpRegistry& global();
 
+  // Adds an op defined outside pens (a user's own op, written to the contract of
+  // ops/op.h) to the global registry, so graphs can use it by name. Register before
+  // building graphs; registration is not synchronized with concurrent lookups.
+  template <class Op>
+  static void register_global() {
+    mutable_global().add(define_op<Op>());
+  }
+
   void add(OpDef def);  // throws on a duplicate name
   const OpDef* find(std::string_view name) const;
   const OpDef& at(std::string_view name) const;  // throws "unknown op 'x'"
@@ -28,6 +36,7 @@ class OpRegistry {
   }
 
  private:
+  static OpRegistry& mutable_global();
   std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops_;
 };
 

@@ -1,0 +1,211 @@
+#include <doctest/doctest.h>
+
+#include <Eigen/Core>
+
+#include "autodiff/tape.h"
+#include "models/mlp.h"
+#include "tests/support/alloc_counter.h"
+#include "tests/support/helpers.h"
+
+using namespace pens;
+
+namespace {
+Graph tiny_mlp(double dropout = 0.0) {
+  return build_mlp({.layers = {5, 4, 4, 3}, .input_dropout = dropout, .hidden_dropout = dropout});
+}
+
+void fill_inputs(Tape<float>& tape) {
+  auto x = tape.input("x");
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  auto y = tape.input("y");
+  for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 3);
+}
+}  // namespace
+
+TEST_CASE("tape forward computes the MLP that Eigen computes directly") {
+  const Graph g = tiny_mlp();
+  ParamStore<float> params(g);
+  params.initialize(g, 3);
+  // Larger weights than the paper's init, so that every layer matters.
+  for (float& w : params.values()) w *= 30.0f;
+  Tape<float> tape(g, params, {.batch = 6});
+  fill_inputs(tape);
+  tape.forward();
+
+  using M = Eigen::MatrixXf;
+  auto mat = [&](const char* name) -> M { return params.value(name).mat(); };
+  auto vec = [&](const char* name) -> Eigen::RowVectorXf { return params.value(name).mat(1, params.value(name).size()); };
+  M h = tape.value("x").mat();
+  h = ((h * mat("W1")).rowwise() + vec("b1")).cwiseMax(0.0f);
+  h = ((h * mat("W2")).rowwise() + vec("b2")).cwiseMax(0.0f);
+  const M logits = (h * mat("W3")).rowwise() + vec("b3");
+  const M got = tape.value("logits").mat();
+  CHECK((got - logits).cwiseAbs().maxCoeff() < 1e-5f);
+
+  double xent = 0;
+  for (int r = 0; r < 6; ++r) {
+    const double lse = std::log(logits.row(r).array().exp().sum());
+    xent += lse - logits(r, r % 3);
+  }
+  CHECK(tape.objective() == doctest::Approx(xent / 6).epsilon(1e-5));
+}
+
+namespace {
+struct StepRun {
+  int64_t allocations = 0;
+  int64_t live_bytes = 0;
+};
+// Five training steps (new noise each) on a compiled tape, counting heap traffic.
+StepRun count_steps(Tape<float>& tape, ParamStore<float>& params) {
+  testing::CountAllocations counter;
+  for (uint64_t step = 0; step < 5; ++step) {
+    tape.set_noise_key({1, step});
+    params.zero_grad();
+    tape.forward();
+    tape.backward();
+  }
+  return {counter.count(), counter.live_bytes()};
+}
+}  // namespace
+
+TEST_CASE("the arena is allocated once: steady-state steps allocate nothing and buffers stay put") {
+  // Dropout included: masks live in scratch memory planned at compile time.
+  const Graph g = build_mlp({.layers = {64, 128, 128, 10}, .input_dropout = 0.2, .hidden_dropout = 0.5});
+  ParamStore<float> params(g);
+  params.initialize(g, 1);
+  Tape<float> tape(g, params, {.batch = 32});
+  fill_inputs(tape);
+  const float* arena = tape.arena_data();
+  const float* logits = tape.value("logits").data;
+  const float* grad_w1 = tape.grad("W1").data;
+  const int threads = Eigen::nbThreads();
+
+  // One thread: not a single allocation in five steps.
+  Eigen::setNbThreads(1);
+  tape.forward();  // lets anything lazily initialized settle
+  tape.backward();
+  const StepRun single = count_steps(tape, params);
+  CHECK(single.allocations == 0);
+
+  // Several threads: Eigen's parallel GEMM allocates its packing buffers inside each
+  // product and frees them before returning; memory held across steps does not grow.
+  Eigen::setNbThreads(2);
+  tape.forward();
+  tape.backward();
+  const StepRun parallel = count_steps(tape, params);
+  CHECK(parallel.live_bytes == 0);
+  MESSAGE("allocations in 5 steps: 1 thread " << single.allocations << ", 2 threads "
+                                             << parallel.allocations << " (transient)");
+  Eigen::setNbThreads(threads);
+
+  CHECK(tape.arena_data() == arena);
+  CHECK(tape.value("logits").data == logits);
+  CHECK(tape.grad("W1").data == grad_w1);
+  CHECK(tape.grad("W1").data == params.grad("W1").data);  // gradients land in the store
+}
+
+TEST_CASE("parameter gradients accumulate across backward passes until zeroed") {
+  const Graph g = tiny_mlp();
+  ParamStore<float> params(g);
+  params.initialize(g, 2);
+  Tape<float> tape(g, params, {.batch = 4});
+  fill_inputs(tape);
+  tape.forward();
+  tape.backward();
+  const std::vector<float> once(params.grads().begin(), params.grads().end());
+  tape.backward();
+  for (size_t i = 0; i < once.size(); ++i) CHECK(params.grads()[i] == doctest::Approx(2 * once[i]));
+  params.zero_grad();
+  for (float gr : params.grads()) CHECK(gr == 0.0f);
+  CHECK(std::any_of(once.begin(), once.end(), [](float v) { return v != 0.0f; }));
+}
+
+TEST_CASE("two tapes share one parameter store") {
+  const Graph g = tiny_mlp();
+  ParamStore<float> params(g);
+  params.initialize(g, 2);
+  Tape<float> small(g, params, {.batch = 2});
+  Tape<float> large(g, params, {.batch = 8});
+  fill_inputs(small);
+  fill_inputs(large);
+  small.forward();
+  const float before = small.value("logits")[0];
+  params.value("b3")[0] += 1.0f;  // one update, seen by both tapes
+  small.forward();
+  large.forward();
+  CHECK(small.value("logits")[0] == doctest::Approx(before + 1.0f));
+  CHECK(large.value("logits")[0] == doctest::Approx(before + 1.0f));
+}
+
+TEST_CASE("frozen parameters get no gradient; the rest still do") {
+  Graph g = tiny_mlp();
+  g.set_flag(g.at("W1"), kFrozen);
+  ParamStore<float> params(g);
+  params.initialize(g, 2);
+  Tape<float> tape(g, params, {.batch = 4});
+  fill_inputs(tape);
+  tape.forward();
+  tape.backward();
+  CHECK_FALSE(tape.grad("W1"));
+  CHECK(params.grad("W1").arr().abs().sum() == 0.0f);
+  CHECK(params.grad("W2").arr().abs().sum() > 0.0f);
+}
+
+TEST_CASE("several loss nodes add up into the objective") {
+  Graph g;
+  const NodeId w = g.param("w", {3}, {{"init", std::string("constant")}, {"value", 2.0}});
+  const NodeId a = g.add("sum", {w}, {}, "a");
+  const NodeId b = g.add("sum", {g.add("square", {w})}, {}, "b");
+  g.set_flag(a, kLoss);
+  g.set_flag(b, kLoss);
+  ParamStore<double> params(g);
+  params.initialize(g, 0);
+  Tape<double> tape(g, params);
+  tape.forward();
+  CHECK(tape.objective() == doctest::Approx(6.0 + 12.0));
+  tape.backward();
+  for (int i = 0; i < 3; ++i) CHECK(params.grad("w")[i] == doctest::Approx(1.0 + 4.0));
+}
+
+TEST_CASE("tape errors name what is wrong") {
+  const Graph g = tiny_mlp();
+  ParamStore<float> params(g);
+  Tape<float> tape(g, params, {.batch = 2});
+  CHECK_ERROR_MENTIONS(tape.input("nope"), "no node named 'nope'");
+  CHECK_ERROR_MENTIONS(tape.input("W1"), "'W1' is a parameter");
+  std::vector<float> seed(3);
+  CHECK_ERROR_MENTIONS(tape.backward_from("logits", seed), "seed for 'logits' has 3 elements", "6");
+
+  const Graph other = build_mlp({.layers = {5, 7, 3}});
+  CHECK_ERROR_MENTIONS(Tape<float>(other, params), "parameter 'W1'", "[5,7]", "[5,4]");
+  ParamStore<float> empty;
+  CHECK_ERROR_MENTIONS(Tape<float>(g, empty), "parameter 'W1' is not in the parameter store");
+}
+
+TEST_CASE("parameter initialization follows the init attributes and is order-independent") {
+  const Graph g = build_mlp({.layers = {200, 300, 10}});
+  ParamStore<float> a(g), b(g);
+  a.initialize(g, 9);
+  b.initialize(g, 9);
+  CHECK(std::equal(a.values().begin(), a.values().end(), b.values().begin()));
+  ParamStore<float> c(g);
+  c.initialize(g, 10);
+  CHECK(a.value("W1")[0] != c.value("W1")[0]);
+
+  const auto w = a.value("W1").arr();
+  const double mean = w.mean();
+  const double sd = std::sqrt((w - static_cast<float>(mean)).square().mean());
+  CHECK(std::abs(mean) < 1e-3);
+  CHECK(sd == doctest::Approx(0.01).epsilon(0.02));
+  CHECK(a.value("b1").arr().minCoeff() == 0.1f);
+  CHECK(a.value("b2").arr().maxCoeff() == 0.0f);
+
+  // The same parameter in a graph declared in another order gets the same values.
+  Graph reordered;
+  reordered.param("W1", {200, 300}, {{"init", std::string("normal")}, {"std", 0.01}});
+  reordered.param("zzz", {4});
+  ParamStore<float> r(reordered);
+  r.initialize(reordered, 9);
+  CHECK(std::equal(w.begin(), w.end(), r.value("W1").arr().begin()));
+  CHECK(a.numel() == 200 * 300 + 300 + 300 * 10 + 10);
+}

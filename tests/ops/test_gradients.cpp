@@ -1,0 +1,105 @@
+// Every op's vector-Jacobian product against central differences, in double precision.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autodiff/gradcheck.h"
+#include "autodiff/tape.h"
+#include "ops/check_case.h"
+#include "ops/registry.h"
+
+using namespace pens;
+
+namespace {
+bool has_differentiable_input(const OpDef& op) {
+  for (const InputSlot& s : op.inputs) {
+    if (s.differentiable) return true;
+  }
+  return op.name == "input" || op.name == "parameter";  // leaves checked as themselves
+}
+}  // namespace
+
+TEST_CASE("every registered op has gradient-check cases that check something") {
+  const auto ops = OpRegistry::global().all();
+  CHECK(ops.size() >= 25);
+  for (const OpDef* op : ops) {
+    INFO("op " << op->name);
+    const auto results = gradcheck_op(*op);
+    CHECK_MESSAGE(!results.empty(), "op has no gradient-check case");
+    int64_t entries = 0;
+    for (const auto& r : results) entries += r.result.entries;
+    if (has_differentiable_input(*op)) {
+      CHECK_MESSAGE(entries > 0, "op has differentiable inputs but its cases compare no Jacobian entry");
+    }
+  }
+}
+
+TEST_CASE("every op's gradient matches central differences (double precision)") {
+  for (const OpDef* op : OpRegistry::global().all()) {
+    for (const OpCheckResult& r : gradcheck_op(*op)) {
+      INFO(r.label << ": " << r.result.worst);
+      CHECK(r.result.passed);
+      CHECK(r.result.max_error <= 1e-6);
+    }
+  }
+}
+
+namespace {
+// relu whose derivative is off by a factor of two: the checker must notice.
+struct BrokenRelu {
+  static constexpr const char* kName = "test_broken_relu";
+  static constexpr const char* kSummary = "relu with a wrong gradient (tests only)";
+  static std::vector<InputSlot> inputs() { return {{"x"}}; }
+  static ValueInfo infer(const InferCtx& ctx) { return ctx.in[0]; }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    args.out.arr() = args.in[0].arr().max(T(0));
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>& args) {
+    args.gin[0].arr() += T(2) * args.gout.arr() * (args.in[0].arr() > T(0)).template cast<T>();
+  }
+  static void check(CheckBuilder& b) { b.check({b.real({2, 3}, away_from(-1, 1, {0}, 0.1))}); }
+};
+}  // namespace
+
+TEST_CASE("the gradient checker fails a wrong gradient and says where") {
+  if (!OpRegistry::global().find(BrokenRelu::kName)) OpRegistry::register_global<BrokenRelu>();
+  const auto results = gradcheck_op(OpRegistry::global().at(BrokenRelu::kName));
+  REQUIRE(results.size() == 1);
+  CHECK_FALSE(results[0].result.passed);
+  CHECK(results[0].result.max_error > 0.1);
+  CHECK(results[0].result.worst.find("analytic") != std::string::npos);
+}
+
+TEST_CASE("float and double kernels compute the same values") {
+  for (const OpDef* op : OpRegistry::global().all()) {
+    if (op->name.rfind("test_", 0) == 0) continue;
+    for (CheckCase& c : check_cases(*op)) {
+      INFO(c.label);
+      ParamStore<double> pd(c.graph);
+      ParamStore<float> pf(c.graph);
+      Tape<double> td(c.graph, pd, {.batch = 2});
+      Tape<float> tf(c.graph, pf, {.batch = 2});
+      for (const auto& [name, vals] : c.values) {
+        const bool param = pd.find(name) != nullptr;
+        double* d = param ? pd.value(name).data : td.input(name).data;
+        float* f = param ? pf.value(name).data : tf.input(name).data;
+        for (size_t i = 0; i < vals.size(); ++i) {
+          d[i] = vals[i];
+          f[i] = static_cast<float>(vals[i]);
+        }
+      }
+      td.set_noise_key({5, 9});
+      tf.set_noise_key({5, 9});
+      td.forward();
+      tf.forward();
+      const auto yd = td.value("out");
+      const auto yf = tf.value("out");
+      REQUIRE(yd.size() == yf.size());
+      for (int64_t i = 0; i < yd.size(); ++i) {
+        CHECK(std::abs(yd[i] - yf[i]) <= 1e-5 * std::max(1.0, std::abs(yd[i])));
+      }
+    }
+  }
+}

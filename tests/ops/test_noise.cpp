@@ -1,0 +1,83 @@
+// The counter-based generator and the noise ops: exact replay from a key, and the
+// statistics the noise processes promise.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "ops/random.h"
+#include "tests/support/eval.h"
+
+using namespace pens;
+using pens::testing::evaluate;
+
+TEST_CASE("philox4x32-10 reproduces the Random123 known-answer vectors") {
+  CHECK(philox4x32({0, 0, 0, 0}, {0, 0}) == Block{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
+  CHECK(philox4x32({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}) ==
+        Block{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
+  CHECK(philox4x32({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}) ==
+        Block{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1});
+}
+
+TEST_CASE("a noise stream is a pure function of key, stream and counter") {
+  const NoiseStream a(NoiseKey{1, 5}, 42);
+  const NoiseStream again(NoiseKey{1, 5}, 42);
+  CHECK(a.block(3) == again.block(3));
+  CHECK(a.block(3) != a.block(4));
+  CHECK(a.block(3) != NoiseStream(NoiseKey{1, 6}, 42).block(3));  // next step
+  CHECK(a.block(3) != NoiseStream(NoiseKey{2, 5}, 42).block(3));  // other seed
+  CHECK(a.block(3) != NoiseStream(NoiseKey{1, 5}, 43).block(3));  // other node or child
+  // Float and double draws come from the same words.
+  float f[7];
+  double d[7];
+  a.normal(f, 7, 1.0f);
+  a.normal(d, 7, 1.0);
+  for (int i = 0; i < 7; ++i) CHECK(f[i] == doctest::Approx(d[i]).epsilon(1e-5));
+}
+
+TEST_CASE("dropout: keep rate 1-p, E[y] = x, exact replay from the key") {
+  Graph g;
+  const NodeId x = g.input("x", {kBatch, 50});
+  g.add("dropout", {x}, {{"p", 0.2}}, "inverted");
+  g.add("dropout", {x}, {{"p", 0.2}, {"rescale", int64_t{0}}}, "plain");
+  const int64_t batch = 40;
+  const std::vector<double> ones(static_cast<size_t>(batch * 50), 1.0);
+  double kept = 0, mean_inverted = 0, mean_plain = 0;
+  const int keys = 50;
+  for (int k = 0; k < keys; ++k) {
+    const NoiseKey key{7, static_cast<uint64_t>(k)};
+    const auto y = evaluate(g, {{"x", ones}}, "inverted", batch, key);
+    const auto z = evaluate(g, {{"x", ones}}, "plain", batch, key);
+    for (size_t i = 0; i < y.size(); ++i) {
+      CHECK((y[i] == 0.0 || y[i] == doctest::Approx(1.25)));
+      kept += y[i] != 0.0;
+      mean_inverted += y[i];
+      mean_plain += z[i];
+    }
+  }
+  const double n = static_cast<double>(keys) * static_cast<double>(ones.size());
+  // 100 000 Bernoulli(0.8) draws: standard error 0.0013, so 0.01 is a 7-sigma band.
+  CHECK(kept / n == doctest::Approx(0.8).epsilon(0.0125));
+  CHECK(mean_inverted / n == doctest::Approx(1.0).epsilon(0.0125));
+  CHECK(mean_plain / n == doctest::Approx(0.8).epsilon(0.0125));
+
+  const auto first = evaluate(g, {{"x", ones}}, "inverted", batch, {3, 11});
+  CHECK(first == evaluate(g, {{"x", ones}}, "inverted", batch, {3, 11}));
+  CHECK(first != evaluate(g, {{"x", ones}}, "inverted", batch, {3, 12}));
+}
+
+TEST_CASE("gaussian_noise: zero mean, standard deviation sigma, E[y] = x") {
+  Graph g;
+  g.add("gaussian_noise", {g.input("x", {kBatch, 100})}, {{"sigma", 0.1}}, "noisy");
+  const int64_t batch = 100;
+  const std::vector<double> x(static_cast<size_t>(batch * 100), 2.0);
+  double sum = 0, sum_sq = 0;
+  const auto y = evaluate(g, {{"x", x}}, "noisy", batch, {1, 1});
+  for (double v : y) {
+    sum += v - 2.0;
+    sum_sq += (v - 2.0) * (v - 2.0);
+  }
+  const double n = static_cast<double>(y.size());
+  const double mean = sum / n, sd = std::sqrt(sum_sq / n - mean * mean);
+  CHECK(std::abs(mean) < 5 * 0.1 / std::sqrt(n));
+  CHECK(sd == doctest::Approx(0.1).epsilon(0.03));
+}

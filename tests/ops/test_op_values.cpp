@@ -1,0 +1,185 @@
+// Values of ops on inputs small enough to work out by hand, and the errors bad shapes
+// and bad data raise.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "graph/infer.h"
+#include "ops/registry.h"
+#include "tests/support/eval.h"
+#include "tests/support/helpers.h"
+
+using namespace pens;
+using pens::testing::evaluate;
+
+namespace {
+void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == doctest::Approx(want[i]).epsilon(tol));
+  }
+}
+}  // namespace
+
+TEST_CASE("broadcasting binary ops") {
+  Graph g;
+  const NodeId a = g.input("a", {2, 3});
+  const NodeId row = g.input("row", {3});
+  const NodeId col = g.input("col", {2, 1});
+  g.add("add", {a, row}, {}, "a_plus_row");
+  g.add("sub", {a, col}, {}, "a_minus_col");
+  g.add("mul", {col, row}, {}, "outer");
+  const testing::Values v{{"a", {1, 2, 3, 4, 5, 6}}, {"row", {10, 20, 30}}, {"col", {1, 2}}};
+  check_close(evaluate(g, v, "a_plus_row"), {11, 22, 33, 14, 25, 36});
+  check_close(evaluate(g, v, "a_minus_col"), {0, 1, 2, 2, 3, 4});
+  check_close(evaluate(g, v, "outer"), {10, 20, 30, 20, 40, 60});
+}
+
+TEST_CASE("reductions over axes") {
+  Graph g;
+  const NodeId x = g.input("x", {2, 3});
+  g.add("sum", {x}, {}, "all");
+  g.add("sum", {x}, {{"axes", std::vector<int64_t>{-1}}}, "rows");
+  g.add("mean", {x}, {{"axes", std::vector<int64_t>{0}}}, "cols");
+  const NodeId keep = g.add("sum", {x}, {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{1}}}, "keep");
+  const testing::Values v{{"x", {1, 2, 3, 4, 5, 6}}};
+  check_close(evaluate(g, v, "all"), {21});
+  check_close(evaluate(g, v, "rows"), {6, 15});
+  check_close(evaluate(g, v, "cols"), {2.5, 3.5, 4.5});
+  CHECK(infer_values(g, 1)[keep].shape == Shape{2, 1});
+  Graph bad;
+  bad.add("sum", {bad.input("x", {2, 3})}, {{"axes", std::vector<int64_t>{2}}}, "s");
+  CHECK_ERROR_MENTIONS(verify(bad), "node 's'", "axis 2 is out of range");
+}
+
+TEST_CASE("softmax, log_softmax, l2_normalize and the losses on known values") {
+  Graph g;
+  const NodeId z = g.input("z", {2, 3});
+  const NodeId y = g.input("y", {2}, DType::Index);
+  g.add("softmax", {z}, {}, "p");
+  g.add("log_softmax", {z}, {}, "logp");
+  g.add("l2_normalize", {z}, {{"eps", 0.0}}, "unit");
+  g.add("softmax_xent", {z, y}, {}, "xent");
+  g.add("squared_hinge", {z, y}, {}, "hinge");
+  g.add("squared_error", {z, g.input("t", {2, 3})}, {}, "se");
+  // The second row is the first plus 1000: softmax must not overflow.
+  const testing::Values v{{"z", {1, 2, 3, 1001, 1002, 1003}}, {"y", {2, 0}}, {"t", {0, 0, 0, 1, 1, 1}}};
+  const double e = std::exp(1.0), total = 1 + e + e * e;
+  const std::vector<double> p{1 / total, e / total, e * e / total};
+  check_close(evaluate(g, v, "p"), {p[0], p[1], p[2], p[0], p[1], p[2]}, 1e-12);
+  const auto logp = evaluate(g, v, "logp");
+  for (size_t i = 0; i < 6; ++i) CHECK(logp[i] == doctest::Approx(std::log(p[i % 3])).epsilon(1e-12));
+  const double n0 = std::sqrt(14.0);
+  const std::vector<double> unit = evaluate(g, v, "unit");
+  check_close({unit.begin(), unit.begin() + 3}, {1 / n0, 2 / n0, 3 / n0});
+  check_close(evaluate(g, v, "xent"), {-std::log(p[2]), -std::log(p[0])}, 1e-9);
+  // Row 0, label 2: slack for c=0 is 1+1=2, c=1: 1+2=3, c=2: max(0, 1-3)=0 -> 4+9.
+  // Row 1, label 0: c=0: max(0, 1-1001)=0, c=1: 1003, c=2: 1004.
+  check_close(evaluate(g, v, "hinge"), {13, 1003.0 * 1003 + 1004.0 * 1004});
+  check_close(evaluate(g, v, "se"), {14, 1000.0 * 1000 + 1001.0 * 1001 + 1002.0 * 1002});
+}
+
+TEST_CASE("concat, slice, gather, embedding move the right elements") {
+  Graph g;
+  const NodeId a = g.input("a", {2, 2});
+  const NodeId b = g.input("b", {2, 1});
+  const NodeId joined = g.add("concat", {a, b}, {}, "joined");
+  g.add("concat", {a, g.input("c", {1, 2})}, {{"axis", int64_t{0}}}, "stacked");
+  g.add("slice", {joined}, {{"begin", int64_t{1}}, {"end", int64_t{3}}}, "cut");
+  const NodeId idx = g.input("idx", {3}, DType::Index);
+  g.add("gather", {joined, idx}, {{"axis", int64_t{1}}}, "cols");
+  g.add("embedding", {g.input("table", {3, 2}), idx}, {}, "emb");
+  const testing::Values v{{"a", {1, 2, 3, 4}}, {"b", {5, 6}}, {"c", {7, 8}}, {"idx", {2, 0, 2}},
+                          {"table", {10, 11, 20, 21, 30, 31}}};
+  check_close(evaluate(g, v, "joined"), {1, 2, 5, 3, 4, 6});
+  check_close(evaluate(g, v, "stacked"), {1, 2, 3, 4, 7, 8});
+  check_close(evaluate(g, v, "cut"), {2, 5, 4, 6});
+  check_close(evaluate(g, v, "cols"), {5, 1, 5, 6, 3, 6});
+  check_close(evaluate(g, v, "emb"), {30, 31, 10, 11, 30, 31});
+}
+
+TEST_CASE("bilinear matches the sum it stands for") {
+  Graph g;
+  g.add("bilinear", {g.input("v1", {2, 2}), g.input("T", {3, 2, 2}), g.input("v2", {2, 2})}, {}, "t");
+  std::vector<double> v1{1, 2, -1, 0.5}, v2{3, -1, 2, 2}, t(12);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = 0.1 * static_cast<double>(i) - 0.4;
+  std::vector<double> want;
+  for (int b = 0; b < 2; ++b) {
+    for (int k = 0; k < 3; ++k) {
+      double s = 0;
+      for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < 2; ++j) s += v1[b * 2 + i] * t[k * 4 + i * 2 + j] * v2[b * 2 + j];
+      }
+      want.push_back(s);
+    }
+  }
+  check_close(evaluate(g, {{"v1", v1}, {"T", t}, {"v2", v2}}, "t"), want);
+}
+
+TEST_CASE("bad shapes raise errors that name the node and the shapes") {
+  auto fails = [](auto build, const char* what) {
+    Graph g;
+    build(g);
+    CHECK_ERROR_MENTIONS(verify(g), "node 'bad'", what);
+  };
+  fails([](Graph& g) { g.add("matmul", {g.input("a", {2, 3}), g.input("b", {4, 5})}, {}, "bad"); },
+        "inner dimensions differ");
+  fails([](Graph& g) { g.add("matmul", {g.input("a", {2, 3, 1}), g.input("b", {3, 5})}, {}, "bad"); },
+        "rank 2");
+  fails([](Graph& g) {
+          g.add("affine", {g.input("x", {2, 3}), g.input("W", {3, 4}), g.input("b", {5})}, {}, "bad");
+        },
+        "[5]");
+  fails([](Graph& g) { g.add("concat", {g.input("a", {2, 3}), g.input("b", {3, 3})}, {}, "bad"); },
+        "does not fit");
+  fails([](Graph& g) {
+          g.add("slice", {g.input("a", {2, 3})}, {{"begin", int64_t{2}}, {"end", int64_t{5}}}, "bad");
+        },
+        "does not fit axis");
+  fails([](Graph& g) { g.add("gather", {g.input("a", {2, 3}), g.input("i", {2})}, {}, "bad"); },
+        "indices");
+  fails([](Graph& g) {
+          g.add("bilinear", {g.input("a", {2, 3}), g.input("T", {4, 3, 2}), g.input("b", {2, 3})}, {}, "bad");
+        },
+        "T is [4,3,2]");
+  fails([](Graph& g) {
+          g.add("softmax_xent", {g.input("s", {4, 3}), g.input("y", {5}, DType::Index)}, {}, "bad");
+        },
+        "labels are [5]");
+  fails([](Graph& g) { g.add("squared_error", {g.input("a", {2, 3}), g.input("b", {3, 2})}, {}, "bad"); },
+        "[3,2]");
+  fails([](Graph& g) { g.add("softmax", {g.input("s", {})}, {}, "bad"); }, "at least one axis");
+  fails([](Graph& g) { g.add("dropout", {g.input("x", {2, 3})}, {{"p", 1.0}}, "bad"); }, "p must be in [0, 1)");
+  fails([](Graph& g) { g.add("gaussian_noise", {g.input("x", {2, 3})}, {{"sigma", -1.0}}, "bad"); },
+        "sigma must be >= 0");
+  fails([](Graph& g) {
+          g.add("constant", {}, {{"shape", std::vector<int64_t>{2}}, {"values", std::vector<double>{1, 2, 3}}}, "bad");
+        },
+        "'values' has 3 elements");
+  fails([](Graph& g) { g.add("input", {}, {{"shape", std::vector<int64_t>{0, 3}}}, "bad"); },
+        "must be at least 1");
+}
+
+TEST_CASE("bad data at run time: labels and indices out of range name the node") {
+  Graph loss;
+  loss.add("softmax_xent", {loss.input("s", {2, 3}), loss.input("y", {2}, DType::Index)}, {}, "xent");
+  Graph pick;
+  pick.add("gather", {pick.input("s", {2, 3}), pick.input("y", {2}, DType::Index)},
+           {{"axis", int64_t{1}}}, "pick");
+  const std::vector<double> zeros(6, 0.0);
+  const testing::Values label_too_big{{"s", zeros}, {"y", {1, 3}}};
+  const testing::Values negative{{"s", zeros}, {"y", {-1, 0}}};
+  const testing::Values fractional{{"s", zeros}, {"y", {0.5, 0}}};
+  CHECK_ERROR_MENTIONS(evaluate(loss, label_too_big, "xent"), "node 'xent'", "label 3 of row 1", "[0, 3)");
+  CHECK_ERROR_MENTIONS(evaluate(loss, fractional, "xent"), "label 0.5", "not a class");
+  CHECK_ERROR_MENTIONS(evaluate(pick, negative, "pick"), "node 'pick'", "index -1 is out of range");
+}
+
+TEST_CASE("constants hold their listed or repeated value") {
+  Graph g;
+  g.add("constant", {}, {{"shape", std::vector<int64_t>{2, 2}}, {"values", std::vector<double>{1, -2, 0.5, 3}}}, "c");
+  g.add("constant", {}, {{"shape", std::vector<int64_t>{kBatch, 2}}, {"value", 0.25}}, "fill");
+  check_close(evaluate(g, {}, "c"), {1, -2, 0.5, 3});
+  check_close(evaluate(g, {}, "fill", 3), {0.25, 0.25, 0.25, 0.25, 0.25, 0.25});
+}

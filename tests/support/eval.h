@@ -1,0 +1,19 @@
+// Evaluates a graph once, in double precision, for tests that check values.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "ops/random.h"
+
+namespace pens::testing {
+
+using Values = std::map<std::string, std::vector<double>>;
+
+// Feeds `values` (inputs and parameters by name), runs forward, returns node `out`.
+std::vector<double> evaluate(const Graph& g, const Values& values, const std::string& out,
+                             int64_t batch = 1, NoiseKey key = {});
+
+}  // namespace pens::testing
