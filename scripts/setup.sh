@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Prepares a fresh Debian 12 machine for pens and builds it: installs the Debian packages
+# pens needs (only those missing), configures an optimized build in build/ and compiles.
+# Called by scripts/test.sh and scripts/demo.sh; safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(g++ meson ninja-build pkg-config libeigen3-dev libboost-graph-dev
+          nlohmann-json3-dev doctest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -f build/build.ninja ]; then
+  meson setup build --buildtype=release >/dev/null
+fi
+echo "setup: building (meson, build/)"
+ninja -C build >/dev/null

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sets up (scripts/setup.sh), builds, runs the whole test suite and ends with one line:
+#   tests: N passed, M failed
+# Exits non-zero when anything failed. Extra arguments go to the doctest runner
+# (e.g. -tc="*tape*" to run some tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+build/tests/pens_tests "$@" 2>&1 | tee "$log" || status=$?
+
+summary=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1 || true)
+if [ -z "$summary" ]; then
+  echo "tests: 0 passed, 1 failed (the test runner did not finish; exit status $status)"
+  exit 1
+fi
+passed=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$summary")
+failed=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$summary")
+echo "tests: $passed passed, $failed failed"
+[ "$status" -eq 0 ] && [ "$failed" -eq 0 ]
