@@ -28,7 +28,8 @@ class ParamStore {
  public:
   ParamStore() = default;
   // One entry per parameter node of `g`, all zero. The layout is fixed from here on:
-  // tapes keep pointers into it.
+  // tapes keep pointers into it, so the store must stay alive, and in place, while
+  // tapes compiled against it run.
   explicit ParamStore(const Graph& g);
 
   const std::vector<ParamEntry>& entries() const { return entries_; }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -25,16 +26,13 @@ int run_gradcheck(const std::vector<std::string>& argv) {
   for (const OpDef* op : ops) {
     double worst = 0;
     int64_t entries = 0;
-    std::string detail;
-    bool passed = true;
+    std::string first_failure;  // "case: worst entry" of the first failing case
     for (const OpCheckResult& r : gradcheck_op(*op, options)) {
       entries += r.result.entries;
-      if (r.result.max_error >= worst) {
-        worst = r.result.max_error;
-        if (!r.result.passed) detail = r.label + ": " + r.result.worst;
-      }
-      passed = passed && r.result.passed;
+      worst = std::max(worst, r.result.max_error);
+      if (!r.result.passed && first_failure.empty()) first_failure = r.label + ": " + r.result.worst;
     }
+    const bool passed = first_failure.empty();
     char line[160];
     if (entries == 0) {
       ++not_differentiable;
@@ -47,7 +45,7 @@ int run_gradcheck(const std::vector<std::string>& argv) {
     std::cout << line << "\n";
     if (!passed) {
       ++failed;
-      std::cout << "    worst entry: " << detail << "\n";
+      std::cout << "    worst entry: " << first_failure << "\n";
     }
   }
   std::cout << "gradcheck: " << checked - failed << " of " << checked << " ops passed (tolerance "

@@ -25,9 +25,16 @@
 using namespace pens;
 
 namespace {
+// The value of --name N, a positive integer, or `fallback` when the flag is absent.
 int int_flag(int argc, char** argv, const std::string& name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (argv[i] == "--" + name) return std::atoi(argv[i + 1]);
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i] != "--" + name) continue;
+    char* end = nullptr;
+    const long v = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
+    if (i + 1 >= argc || *end != '\0' || v < 1 || v > 100000) {
+      fail("--", name, " needs a positive integer");
+    }
+    return static_cast<int>(v);
   }
   return fallback;
 }
