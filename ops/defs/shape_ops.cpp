@@ -157,30 +157,34 @@ struct Gather {
     out[axis] = ctx.in[1].shape[0];
     return {out, DType::Real};
   }
+  // x is [outer, dim, inner] along the axis; y is [outer, picked, inner].
+  struct Layout {
+    int64_t outer, dim, inner, picked;
+  };
+  static Layout layout(const Attributes& attrs, const Shape& x, int64_t picked) {
+    const int axis = resolve_axis(attrs.get_int("axis"), x.rank);
+    return {x.outer(axis), x[axis], x.inner(axis), picked};
+  }
   template <class T>
   static void forward(const KernelArgs<T>& args) {
-    const Shape& in = args.in[0].shape;
-    const int axis = resolve_axis(args.attr().get_int("axis"), in.rank);
-    const int64_t outer = in.outer(axis), inner = in.inner(axis), n = args.in[1].size();
-    for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t j = 0; j < n; ++j) {
-        const int64_t i = checked_index(args, args.in[1][j], in[axis]);
-        std::copy_n(args.in[0].data + (o * in[axis] + i) * inner, inner,
-                    args.out.data + (o * n + j) * inner);
+    const Layout l = layout(args.attr(), args.in[0].shape, args.in[1].size());
+    for (int64_t o = 0; o < l.outer; ++o) {
+      for (int64_t j = 0; j < l.picked; ++j) {
+        const int64_t i = checked_index(args, args.in[1][j], l.dim);
+        std::copy_n(args.in[0].data + (o * l.dim + i) * l.inner, l.inner,
+                    args.out.data + (o * l.picked + j) * l.inner);
       }
     }
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
-    const Shape& in = args.in[0].shape;
-    const int axis = resolve_axis(args.attr().get_int("axis"), in.rank);
-    const int64_t outer = in.outer(axis), inner = in.inner(axis), n = args.in[1].size();
-    for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t j = 0; j < n; ++j) {
+    const Layout l = layout(args.attr(), args.in[0].shape, args.in[1].size());
+    for (int64_t o = 0; o < l.outer; ++o) {
+      for (int64_t j = 0; j < l.picked; ++j) {
         const auto i = static_cast<int64_t>(args.in[1][j]);
-        T* g = args.gin[0].data + (o * in[axis] + i) * inner;
-        const T* src = args.gout.data + (o * n + j) * inner;
-        for (int64_t k = 0; k < inner; ++k) g[k] += src[k];
+        T* g = args.gin[0].data + (o * l.dim + i) * l.inner;
+        const T* src = args.gout.data + (o * l.picked + j) * l.inner;
+        for (int64_t k = 0; k < l.inner; ++k) g[k] += src[k];
       }
     }
   }
