@@ -1,5 +1,6 @@
 #include "graph/attributes.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -111,6 +112,44 @@ std::string Attributes::str() const {
     out += k + "=" + attr_to_string(v);
   }
   return out;
+}
+
+void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs, const std::string& owner) {
+  for (const auto& [key, value] : attrs.items()) {
+    auto spec = std::find_if(schema.begin(), schema.end(),
+                             [&](const AttrSpec& s) { return s.name == key; });
+    if (spec == schema.end()) {
+      fail(owner, ": unknown attribute '", key, "'");
+    }
+    AttrType got = attr_type_of(value);
+    bool ok = got == spec->type || (spec->type == AttrType::Float && got == AttrType::Int) ||
+              (spec->type == AttrType::Floats && got == AttrType::Ints) ||
+              // An empty list parses as either kind of list.
+              (spec->type == AttrType::Ints && got == AttrType::Floats &&
+               std::get<std::vector<double>>(value).empty());
+    if (!ok) {
+      fail(owner, ": attribute '", key, "' should be ", attr_type_name(spec->type), ", got ",
+           attr_type_name(got));
+    }
+  }
+  for (const AttrSpec& spec : schema) {
+    if (attrs.has(spec.name)) {
+      // Store ints given for float attributes as floats: one representation per value.
+      const AttrValue& v = *attrs.find(spec.name);
+      if (spec.type == AttrType::Float && attr_type_of(v) == AttrType::Int) {
+        attrs.set(spec.name, static_cast<double>(std::get<int64_t>(v)));
+      } else if (spec.type == AttrType::Floats && attr_type_of(v) == AttrType::Ints) {
+        attrs.set(spec.name, attrs.get_floats(spec.name));
+      } else if (spec.type == AttrType::Ints && attr_type_of(v) == AttrType::Floats) {
+        attrs.set(spec.name, std::vector<int64_t>{});
+      }
+      continue;
+    }
+    if (spec.required) {
+      fail(owner, ": missing required attribute '", spec.name, "'");
+    }
+    if (auto* d = std::get_if<AttrValue>(&spec.default_value)) attrs.set(spec.name, *d);
+  }
 }
 
 }  // namespace pens

@@ -66,4 +66,10 @@ struct AttrSpec {
   std::string doc;
 };
 
+// Checks `attrs` against `schema`: no unknown names, the declared types (an int is
+// accepted, and stored, as a float where a float is declared), required ones present;
+// fills in defaults. Errors start with `owner` ("node 'h1' (dropout)").
+void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs,
+                     const std::string& owner);
+
 }  // namespace pens

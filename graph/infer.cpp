@@ -4,6 +4,7 @@
 #include <set>
 
 #include "graph/error.h"
+#include "graph/noise.h"
 #include "ops/op.h"
 
 namespace pens {
@@ -52,6 +53,7 @@ std::vector<ValueInfo> verify(const Graph& g, int64_t batch) {
     node.op->check_arity(node, slots.size());
     Attributes attrs = node.attrs;
     node.op->normalize_attrs(attrs, node.name);
+    for (NoiseAnnotation annotation : node.noise) normalize_noise(node, annotation);
     if (is_param(node) && Shape::from(node.attrs.get_ints("shape")).has_batch()) {
       fail("node '", node.name, "' (parameter): a parameter cannot have a batch dimension");
     }

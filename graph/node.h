@@ -39,6 +39,10 @@ struct Node {
   std::string layer;
   std::vector<NoiseAnnotation> noise;
   uint32_t flags = 0;
+  // Where the node comes from in a pseudo-ensemble: "parent" (the model as written, and
+  // everything shared: inputs, parameters), "child:K" (child K's copy), "noise" (a
+  // stochastic op a child inserted), "penalty" (agreement penalties, the objective).
+  std::string role = "parent";
 
   bool has(NodeFlag f) const { return (flags & f) != 0; }
 };

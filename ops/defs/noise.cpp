@@ -2,6 +2,8 @@
 // from its NoiseStream, a pure function of the tape's NoiseKey (seed, step) and the
 // node's stream, so a step replays exactly and finite differences see the same noise
 // on every evaluation.
+#include <algorithm>
+
 #include "ops/check_case.h"
 #include "ops/registry.h"
 
@@ -81,9 +83,48 @@ struct GaussianNoise {
   static void check(CheckBuilder& b) { b.check({b.real({3, 4})}, {{"sigma", 0.3}}); }
 };
 
+// subset: `keep` distinct indices out of 0..n-1, sorted, uniformly at random (a partial
+// Fisher-Yates shuffle in scratch memory). Subspace sampling gathers parameters with
+// them. No inputs, so no gradient.
+struct Subset {
+  static constexpr const char* kName = "subset";
+  static constexpr const char* kSummary = "keep random distinct indices of 0..n-1 (subspace sampling)";
+  static constexpr bool kStochastic = true;
+  static std::vector<InputSlot> inputs() { return {}; }
+  static std::vector<AttrSpec> attrs() {
+    return {{"n", AttrType::Int, true, {}, "size of the index range"},
+            {"keep", AttrType::Int, true, {}, "indices drawn, 1 <= keep <= n"},
+            stream_attr()};
+  }
+  static ValueInfo infer(const InferCtx& ctx) {
+    const int64_t n = ctx.attrs().get_int("n"), keep = ctx.attrs().get_int("keep");
+    if (n < 1 || keep < 1 || keep > n) ctx.fail(cat("needs 1 <= keep <= n, got keep ", keep, " of ", n));
+    return {Shape{keep}, DType::Index};
+  }
+  static int64_t scratch(const InferCtx& ctx, const ValueInfo&) { return ctx.attrs().get_int("n"); }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    T* pool = args.scratch.data;
+    const int64_t n = args.scratch.size(), keep = args.out.size();
+    for (int64_t i = 0; i < n; ++i) pool[i] = static_cast<T>(i);
+    for (int64_t j = 0; j < keep; ++j) {
+      const auto offset = static_cast<int64_t>(args.noise.uniform(static_cast<uint64_t>(j)) *
+                                               static_cast<double>(n - j));
+      std::swap(pool[j], pool[j + std::min(offset, n - j - 1)]);
+    }
+    std::copy_n(pool, keep, args.out.data);
+    std::sort(args.out.data, args.out.data + keep);
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>&) {}
+  // Nothing to differentiate; tests check the draws.
+  static void check(CheckBuilder& b) { b.check({}, {{"n", int64_t{7}}, {"keep", int64_t{3}}}); }
+};
+
 void register_noise_ops(OpRegistry& r) {
   r.add<Dropout>();
   r.add<GaussianNoise>();
+  r.add<Subset>();
 }
 
 }  // namespace pens

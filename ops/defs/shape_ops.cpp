@@ -91,12 +91,13 @@ struct Slice {
   static std::vector<AttrSpec> attrs() {
     return {{"axis", AttrType::Int, false, AttrValue(int64_t{-1}), "axis to slice"},
             {"begin", AttrType::Int, true, {}, "first index kept"},
-            {"end", AttrType::Int, true, {}, "one past the last index kept"}};
+            {"end", AttrType::Int, false, {}, "one past the last index kept; default: the end"}};
   }
   static ValueInfo infer(const InferCtx& ctx) {
     infer::expect(ctx, 0, -1);
     const int axis = ctx.axis("axis", ctx.in[0].shape.rank);
-    const int64_t begin = ctx.attrs().get_int("begin"), end = ctx.attrs().get_int("end");
+    const int64_t begin = ctx.attrs().get_int("begin");
+    const int64_t end = ctx.attrs().has("end") ? ctx.attrs().get_int("end") : ctx.in[0].shape[axis];
     if (begin < 0 || end <= begin || end > ctx.in[0].shape[axis]) {
       ctx.fail(cat("range [", begin, ", ", end, ") does not fit axis ", axis, " of ",
                    ctx.in[0].shape.str()));
@@ -111,7 +112,8 @@ struct Slice {
   static Layout layout(const Attributes& attrs, const Shape& in) {
     const int axis = resolve_axis(attrs.get_int("axis"), in.rank);
     const int64_t inner = in.inner(axis);
-    const int64_t width = attrs.get_int("end") - attrs.get_int("begin");
+    const int64_t end = attrs.has("end") ? attrs.get_int("end") : in[axis];
+    const int64_t width = end - attrs.get_int("begin");
     return {in.outer(axis), in[axis] * inner, width * inner, attrs.get_int("begin") * inner};
   }
   template <class T>
@@ -135,6 +137,7 @@ struct Slice {
     b.check({b.real({3, 5})}, {{"begin", int64_t{1}}, {"end", int64_t{4}}}, "columns");
     b.check({b.real({4, 2})}, {{"axis", int64_t{0}}, {"begin", int64_t{2}}, {"end", int64_t{4}}},
             "rows");
+    b.check({b.real({5, 2})}, {{"axis", int64_t{0}}, {"begin", int64_t{1}}}, "rows to the end");
   }
 };
 

@@ -1,0 +1,179 @@
+#include "graph/noise.h"
+
+#include "graph/error.h"
+#include "ops/random.h"
+
+namespace pens {
+
+std::string child_prefix(int child) { return cat("c", child, "/"); }
+
+uint64_t noise_stream(uint64_t seed, int child, std::string_view source) {
+  return mix64(seed ^ mix64(hash_name(cat(child_prefix(child), source))));
+}
+
+uint64_t NoiseSite::stream() const {
+  return noise_stream(seed, child, cat(annotated.name, "#", index));
+}
+
+NodeId NoiseSite::add(std::string_view op, const std::vector<NodeId>& inputs, Attributes attrs,
+                      std::string_view tag) {
+  std::string name = cat(child_prefix(child), annotated.name, "~", tag);
+  if (graph.find(name)) name = cat(name, index);
+  const NodeId v = graph.add(op, inputs, std::move(attrs), std::move(name));
+  graph.node(v).role = "noise";
+  graph.node(v).layer = annotated.layer;
+  return v;
+}
+
+NodeId NoiseSite::subspace_indices(const std::string& group, int64_t size, int64_t keep) {
+  const std::string name = cat(child_prefix(child), "subspace:", group);
+  auto it = subspace_draws_->find(group);
+  if (it != subspace_draws_->end()) {
+    const Node& drawn = graph[it->second];
+    if (drawn.attrs.get_int("n") != size || drawn.attrs.get_int("keep") != keep) {
+      fail("node '", annotated.name, "': subspace group '", group, "' keeps ", keep, " of ", size,
+           " here but ", drawn.attrs.get_int("keep"), " of ", drawn.attrs.get_int("n"),
+           " elsewhere");
+    }
+    return it->second;
+  }
+  const NodeId v = graph.add("subset", {},
+                             {{"n", size},
+                              {"keep", keep},
+                              {"stream", static_cast<int64_t>(noise_stream(seed, child, name) >> 1)}},
+                             name);
+  graph.node(v).role = "noise";
+  subspace_draws_->emplace(group, v);
+  return v;
+}
+
+namespace {
+
+// The noise stream as an int attribute (the top bit dropped to stay non-negative).
+AttrValue stream_attr(const NoiseSite& site) { return static_cast<int64_t>(site.stream() >> 1); }
+
+NoiseKind mask_kind() {
+  return {"mask",
+          "inverted dropout of the node's output: keep with probability 1-p, scale by 1/(1-p)",
+          {{"p", AttrType::Float, false, AttrValue(0.5), "drop probability"},
+           {"rescale", AttrType::Int, false, AttrValue(int64_t{1}), "0: keep values unscaled"}},
+          false,
+          [](NoiseSite& site, const Attributes& a) {
+            return site.add("dropout", {site.value},
+                            {{"p", a.get_float("p")},
+                             {"rescale", a.get_int("rescale")},
+                             {"stream", stream_attr(site)}},
+                            "mask");
+          }};
+}
+
+NoiseKind gaussian_kind() {
+  return {"gaussian",
+          "additive Gaussian noise on the node's output (input noise, bias noise)",
+          {{"sigma", AttrType::Float, false, AttrValue(0.1), "standard deviation"}},
+          false,
+          [](NoiseSite& site, const Attributes& a) {
+            return site.add("gaussian_noise", {site.value},
+                            {{"sigma", a.get_float("sigma")}, {"stream", stream_attr(site)}},
+                            "gaussian");
+          }};
+}
+
+NoiseKind fuzz_kind() {
+  return {"fuzz",
+          "weight fuzzing: the child uses theta + N(0, sigma^2); gradients reach theta",
+          {{"sigma", AttrType::Float, false, AttrValue(0.02), "standard deviation"}},
+          true,
+          [](NoiseSite& site, const Attributes& a) {
+            return site.add("gaussian_noise", {site.value},
+                            {{"sigma", a.get_float("sigma")}, {"stream", stream_attr(site)}},
+                            "fuzz");
+          }};
+}
+
+NoiseKind subspace_kind() {
+  return {"subspace",
+          "subspace sampling: keep `keep` of the group's latent dimensions (one draw per child "
+          "and step), slicing this parameter along `axes`",
+          {{"group", AttrType::String, true, {}, "latent dimension group shared across parameters"},
+           {"keep", AttrType::Int, true, {}, "dimensions kept"},
+           {"axes", AttrType::Ints, false, AttrValue(std::vector<int64_t>{0}),
+            "axes of this parameter indexed by the group's dimensions"}},
+          true,
+          [](NoiseSite& site, const Attributes& a) {
+            const Shape shape = Shape::from(site.annotated.attrs.get_ints("shape"));
+            NodeId v = site.value;
+            for (int64_t axis : a.get_ints("axes")) {
+              if (axis < 0 || axis >= shape.rank) {
+                fail("node '", site.annotated.name, "': subspace axis ", axis, " is out of range for shape ",
+                     shape.str());
+              }
+              const int64_t size = shape[static_cast<int>(axis)];
+              const int64_t keep = a.get_int("keep");
+              if (keep < 1 || keep > size) {
+                fail("node '", site.annotated.name, "': subspace keep ", keep, " is not in [1, ", size, "]");
+              }
+              const NodeId indices = site.subspace_indices(a.get_string("group"), size, keep);
+              v = site.add("gather", {v, indices}, {{"axis", axis}}, cat("subspace", axis));
+            }
+            return v;
+          }};
+}
+
+}  // namespace
+
+NoiseRegistry& NoiseRegistry::mutable_global() {
+  static NoiseRegistry registry = [] {
+    NoiseRegistry r;
+    r.add(mask_kind());
+    r.add(gaussian_kind());
+    r.add(fuzz_kind());
+    r.add(subspace_kind());
+    return r;
+  }();
+  return registry;
+}
+
+const NoiseRegistry& NoiseRegistry::global() { return mutable_global(); }
+
+void NoiseRegistry::register_global(NoiseKind kind) { mutable_global().add(std::move(kind)); }
+
+void NoiseRegistry::add(NoiseKind kind) {
+  if (kinds_.count(kind.name)) fail("noise kind '", kind.name, "' registered twice");
+  std::string name = kind.name;
+  kinds_.emplace(std::move(name), std::make_unique<NoiseKind>(std::move(kind)));
+}
+
+const NoiseKind* NoiseRegistry::find(std::string_view name) const {
+  auto it = kinds_.find(name);
+  return it == kinds_.end() ? nullptr : it->second.get();
+}
+
+const NoiseKind& NoiseRegistry::at(std::string_view name) const {
+  const NoiseKind* k = find(name);
+  if (!k) fail("unknown noise kind '", name, "'");
+  return *k;
+}
+
+std::vector<const NoiseKind*> NoiseRegistry::all() const {
+  std::vector<const NoiseKind*> out;
+  for (const auto& [name, kind] : kinds_) out.push_back(kind.get());
+  return out;
+}
+
+void normalize_noise(const Node& node, NoiseAnnotation& annotation) {
+  const NoiseKind* kind = NoiseRegistry::global().find(annotation.kind);
+  if (!kind) fail("node '", node.name, "': unknown noise kind '", annotation.kind, "'");
+  if (kind->parameters_only && !is_param(node)) {
+    fail("node '", node.name, "': noise kind '", kind->name, "' applies to parameters only");
+  }
+  normalize_attrs(kind->params, annotation.params, cat("node '", node.name, "' (noise ", kind->name, ")"));
+}
+
+void add_noise(Graph& g, NodeId v, std::string kind, Attributes params) {
+  NoiseAnnotation annotation{std::move(kind), std::move(params)};
+  normalize_noise(g[v], annotation);
+  g.node(v).noise.push_back(std::move(annotation));
+}
+
+}  // namespace pens
