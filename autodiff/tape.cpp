@@ -79,6 +79,7 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
     s.name = n.name;
     s.info = values[v];
     s.is_param = is_param(n);
+    s.is_constant = is_constant(n);
     if (s.is_param) {
       const ParamEntry* e = params.find(n.name);
       if (!e) fail("parameter '", n.name, "' is not in the parameter store");
@@ -168,6 +169,13 @@ TensorView<const T> Tape<T>::grad(std::string_view name) const {
 template <class T>
 const ValueInfo& Tape<T>::info(std::string_view name) const {
   return slots_[slot_of(name)].info;
+}
+
+template <class T>
+void Tape<T>::set_constant(std::string_view name, T value) {
+  const Slot& s = slots_[slot_of(name)];
+  if (!s.is_constant) fail("'", name, "' is not a constant");
+  std::fill(s.value, s.value + s.info.shape.numel(), value);
 }
 
 template <class T>

@@ -48,6 +48,9 @@ class Tape {
   // none. For parameters this is the ParamStore's (accumulated) gradient.
   TensorView<const T> grad(std::string_view name) const;
   const ValueInfo& info(std::string_view name) const;
+  // Sets every element of a constant node between steps (a penalty weight following its
+  // schedule, say). Only constants can be changed this way.
+  void set_constant(std::string_view name, T value);
 
   void forward();
   // The sum of the loss nodes after forward().
@@ -70,6 +73,7 @@ class Tape {
     T* value = nullptr;
     T* grad = nullptr;  // null: no gradient flows through this node
     bool is_param = false;
+    bool is_constant = false;
   };
   struct Instr {
     const OpDef* op = nullptr;

@@ -1,7 +1,9 @@
 #include "graph/graph.h"
 
 #include <algorithm>
+#include <boost/graph/copy.hpp>
 #include <boost/graph/depth_first_search.hpp>
+#include <boost/graph/filtered_graph.hpp>
 
 #include "graph/error.h"
 #include "ops/registry.h"
@@ -153,6 +155,31 @@ std::vector<NodeId> Graph::topological_order() const {
   }
   std::reverse(order.begin(), order.end());
   return order;
+}
+
+namespace {
+// filtered_graph wants a default-constructible, assignable vertex predicate.
+struct IsKept {
+  const std::vector<char>* keep = nullptr;
+  bool operator()(NodeId v) const { return (*keep)[v] != 0; }
+};
+}  // namespace
+
+Graph copy_subgraph(const Graph& g, const std::vector<char>& keep, std::vector<NodeId>* old_to_new) {
+  boost::filtered_graph<Graph::Impl, boost::keep_all, IsKept> kept(g.impl(), boost::keep_all{},
+                                                                   IsKept{&keep});
+  std::vector<NodeId> mapping(g.size(), static_cast<NodeId>(-1));
+  Graph::Impl out;
+  boost::copy_graph(kept, out,
+                    boost::orig_to_copy(boost::make_iterator_property_map(
+                        mapping.begin(), boost::get(boost::vertex_index, g.impl()))));
+  if (old_to_new) {
+    for (NodeId v = 0; v < g.size(); ++v) {
+      if (!keep[v]) mapping[v] = static_cast<NodeId>(-1);
+    }
+    *old_to_new = std::move(mapping);
+  }
+  return Graph(std::move(out));
 }
 
 bool is_input(const Node& n) { return n.op->name == "input"; }

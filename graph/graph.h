@@ -72,6 +72,11 @@ class Graph {
 
 using NodeId = Graph::NodeId;
 
+// The subgraph of the nodes marked in `keep` (indexed by NodeId), with the edges among
+// them, as a new graph. `old_to_new`, when given, receives each kept node's new id.
+Graph copy_subgraph(const Graph& g, const std::vector<char>& keep,
+                    std::vector<NodeId>* old_to_new = nullptr);
+
 bool is_input(const Node& n);
 bool is_param(const Node& n);
 bool is_constant(const Node& n);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/infer.h"
 
 namespace pens {
 
@@ -17,9 +18,10 @@ class Pass {
   virtual Graph run(const Graph& in) const = 0;
 };
 
-// Runs passes in order and verifies the graph after each one; an Error from a pass or
-// from verification names the pass.
-Graph run_passes(const Graph& g, const std::vector<std::unique_ptr<Pass>>& passes);
+// Runs passes in order and verifies the graph after each one (binding the batch to
+// `batch`); an Error from a pass or from verification names the pass.
+Graph run_passes(const Graph& g, const std::vector<std::unique_ptr<Pass>>& passes,
+                 int64_t batch = kVerifyBatch);
 
 // Removes every node that no output or loss node depends on.
 class PruneDeadNodes : public Pass {

@@ -1,6 +1,7 @@
 #include "models/mlp.h"
 
 #include "graph/error.h"
+#include "graph/noise.h"
 
 namespace pens {
 
@@ -15,6 +16,8 @@ Graph build_mlp(const MlpSpec& spec) {
   Graph g;
   NodeId h = g.input("x", {kBatch, spec.layers[0]});
   g.node(h).layer = "in";
+  if (spec.gaussian_input > 0) add_noise(g, h, "gaussian", {{"sigma", spec.gaussian_input}});
+  if (spec.mask_input > 0) add_noise(g, h, "mask", {{"p", spec.mask_input}});
   const NodeId labels = g.input("y", {kBatch}, DType::Index);
   const size_t depth = spec.layers.size() - 1;
   for (size_t i = 1; i <= depth; ++i) {
@@ -34,8 +37,10 @@ Graph build_mlp(const MlpSpec& spec) {
     h = g.add("affine", {h, w, b}, {}, last ? "logits" : cat("a", i));
     g.node(h).layer = layer;
     if (!last) {
+      if (spec.gaussian_bias > 0) add_noise(g, h, "gaussian", {{"sigma", spec.gaussian_bias}});
       h = g.add("relu", {h}, {}, layer);
       g.node(h).layer = layer;
+      if (spec.mask_hidden > 0) add_noise(g, h, "mask", {{"p", spec.mask_hidden}});
     }
   }
   g.set_flag(h, kOutput);

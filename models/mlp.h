@@ -20,6 +20,13 @@ struct MlpSpec {
   double hidden_bias = 0.1;
   double output_bias = 0.0;
   double max_norm = 0.0;              // > 0: L2 bound on each unit's incoming weights
+  // Noise annotations, for pseudo-ensembles: they perturb the children a perturb pass
+  // derives, never the parent itself. In the authors' order: Gaussian noise on the input,
+  // then masking of each layer's input; Gaussian "bias noise" on hidden pre-activations.
+  double mask_input = 0.0;       // mask(p) on x
+  double mask_hidden = 0.0;      // mask(p) on every hidden layer's output
+  double gaussian_input = 0.0;   // gaussian(sigma) on x
+  double gaussian_bias = 0.0;    // gaussian(sigma) on every hidden pre-activation a<i>
   std::string loss = "softmax_xent";  // or "squared_hinge"
 };
 

@@ -1,6 +1,4 @@
 #include <boost/graph/breadth_first_search.hpp>
-#include <boost/graph/copy.hpp>
-#include <boost/graph/filtered_graph.hpp>
 #include <boost/graph/reverse_graph.hpp>
 
 #include "graph/error.h"
@@ -9,12 +7,12 @@
 
 namespace pens {
 
-Graph run_passes(const Graph& g, const std::vector<std::unique_ptr<Pass>>& passes) {
+Graph run_passes(const Graph& g, const std::vector<std::unique_ptr<Pass>>& passes, int64_t batch) {
   Graph current = g;
   for (const auto& pass : passes) {
     try {
       current = pass->run(current);
-      verify(current);
+      verify(current, batch);
     } catch (const Error& e) {
       fail("pass ", pass->name(), ": ", e.what());
     }
@@ -30,11 +28,6 @@ struct MarkReached : boost::default_bfs_visitor {
   void discover_vertex(NodeId v, const G&) const {
     (*live)[v] = 1;
   }
-};
-// filtered_graph wants a default-constructible, assignable vertex predicate.
-struct IsLive {
-  const std::vector<char>* live = nullptr;
-  bool operator()(NodeId v) const { return (*live)[v] != 0; }
 };
 }  // namespace
 
@@ -54,11 +47,7 @@ Graph PruneDeadNodes::run(const Graph& in) const {
       boost::breadth_first_visit(reversed, v, boost::visitor(visitor).color_map(color_map));
     }
   }
-  boost::filtered_graph<Graph::Impl, boost::keep_all, IsLive> kept(impl, boost::keep_all{},
-                                                                  IsLive{&live});
-  Graph::Impl out;
-  boost::copy_graph(kept, out);
-  return Graph(std::move(out));
+  return copy_subgraph(in, live);
 }
 
 }  // namespace pens

@@ -11,6 +11,7 @@ namespace pens::testing {
 std::vector<double> evaluate(const Graph& g, const Values& values, const std::string& out,
                              int64_t batch, NoiseKey key) {
   ParamStore<double> params(g);
+  params.initialize(g, 1);
   Tape<double> tape(g, params, {.batch = batch});
   for (const auto& [name, vals] : values) {
     TensorView<double> dst = params.find(name) ? params.value(name) : tape.input(name);

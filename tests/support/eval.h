@@ -12,7 +12,8 @@ namespace pens::testing {
 
 using Values = std::map<std::string, std::vector<double>>;
 
-// Feeds `values` (inputs and parameters by name), runs forward, returns node `out`.
+// Initializes parameters from their init attributes (seed 1), feeds `values` (inputs and
+// parameters by name, overriding), runs forward, returns node `out`.
 std::vector<double> evaluate(const Graph& g, const Values& values, const std::string& out,
                              int64_t batch = 1, NoiseKey key = {});
 

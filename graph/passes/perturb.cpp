@@ -1,0 +1,284 @@
+// The perturb pass: from a parent graph to K children that share its parameters, plus
+// the supervised loss on the network the spec names. See graph/pseudo_ensemble.h.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "graph/error.h"
+#include "graph/infer.h"
+#include "graph/noise.h"
+#include "graph/pseudo_ensemble.h"
+#include "ops/op.h"
+
+namespace pens {
+
+namespace {
+
+constexpr NodeId kNoNode = static_cast<NodeId>(-1);
+
+bool one_of(const std::string& s, std::initializer_list<const char*> options) {
+  return std::any_of(options.begin(), options.end(), [&](const char* o) { return s == o; });
+}
+
+// Marks the non-leaf nodes among `roots` and everything they depend on.
+std::vector<char> non_leaf_ancestors(const Graph& g, const std::vector<NodeId>& order,
+                                     const std::vector<NodeId>& roots) {
+  std::vector<char> marked(g.size(), 0);
+  for (NodeId r : roots) marked[r] = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (!marked[*it]) continue;
+    for (NodeId u : g.inputs(*it)) marked[u] = 1;
+  }
+  for (NodeId v : order) {
+    if (g[v].op->leaf) marked[v] = 0;
+  }
+  return marked;
+}
+
+NodeId copy_node(Graph& g, const Node& n, const std::vector<NodeId>& inputs, std::string name,
+                 const std::string& role) {
+  const NodeId c = g.add(n.op->name, inputs, n.attrs, std::move(name));
+  g.node(c).layer = n.layer;
+  g.node(c).role = role;
+  return c;
+}
+
+// The parent's network and its K children. The graph starts as the parent without its
+// loss head (every leaf, and the network: the non-leaf ancestors of its outputs); the
+// children are added to it.
+struct Children {
+  Graph graph;
+  std::vector<NodeId> order;                // the parent's topological order
+  std::vector<char> network;                // by parent id
+  std::vector<std::vector<NodeId>> reads;   // [k][parent id]: the value child k reads (k = 0: the parent)
+};
+
+Children make_children(const Graph& parent, int64_t children, uint64_t seed) {
+  Children c;
+  c.order = parent.topological_order();
+  const std::vector<NodeId> outputs = parent.nodes_with(kOutput);
+  if (outputs.empty()) {
+    fail("the parent graph marks no output node: flag the network's output (kOutput) so the "
+         "perturb pass knows what the children compute");
+  }
+  c.network = non_leaf_ancestors(parent, c.order, outputs);
+  std::vector<char> keep = c.network;
+  for (NodeId v : c.order) keep[v] = keep[v] || parent[v].op->leaf;
+  c.reads.assign(static_cast<size_t>(children) + 1, {});
+  c.graph = copy_subgraph(parent, keep, &c.reads[0]);
+  for (NodeId v : c.graph.nodes()) c.graph.node(v).flags &= ~static_cast<uint32_t>(kLoss);
+
+  for (int k = 1; k <= children; ++k) {
+    std::map<std::string, NodeId> subspace_draws;
+    std::vector<NodeId>& reads = c.reads[static_cast<size_t>(k)];
+    reads.assign(parent.size(), kNoNode);
+    for (NodeId v : c.order) {
+      const Node& n = parent[v];
+      NodeId value;
+      if (n.op->leaf) {
+        value = c.reads[0][v];  // inputs, parameters and constants are shared
+      } else if (c.network[v]) {
+        std::vector<NodeId> inputs;
+        for (NodeId u : parent.inputs(v)) inputs.push_back(reads[u]);
+        value = copy_node(c.graph, n, inputs, child_prefix(k) + n.name, cat("child:", k));
+        if (n.op->stochastic) {
+          // A stochastic op of the parent draws differently in every child.
+          c.graph.node(value).attrs.set("stream",
+                                        static_cast<int64_t>(noise_stream(seed, k, n.name) >> 1));
+        }
+      } else {
+        continue;  // the loss head, attached separately
+      }
+      for (size_t i = 0; i < n.noise.size(); ++i) {
+        NoiseSite site(c.graph, n, value, k, seed, i, &subspace_draws);
+        value = NoiseRegistry::global().at(n.noise[i].kind).apply(site, n.noise[i].params);
+      }
+      reads[v] = value;
+    }
+  }
+  return c;
+}
+
+// Copies the parent's loss head (the non-network nodes its loss nodes depend on) onto the
+// network `net` (0: the parent, k: child k), on the labeled rows when there are unlabeled
+// ones. Returns the copies of the loss nodes.
+std::vector<NodeId> attach_loss_head(Children& c, const Graph& parent, const std::vector<char>& head,
+                                     int net, int64_t labeled_rows) {
+  Graph& g = c.graph;
+  const std::string tag = net == 0 ? std::string("parent") : cat("c", net);
+  const std::string prefix = "loss/" + tag + "/";
+  const std::string role = net == 0 ? std::string("parent") : cat("child:", net);
+  std::vector<NodeId> copies(parent.size(), kNoNode);
+  std::map<NodeId, NodeId> labeled_view;
+  std::vector<NodeId> losses;
+  for (NodeId v : c.order) {
+    if (!head[v]) continue;
+    std::vector<NodeId> inputs;
+    for (NodeId u : parent.inputs(v)) {
+      if (head[u]) {
+        inputs.push_back(copies[u]);
+      } else if (c.network[u]) {
+        NodeId value = c.reads[static_cast<size_t>(net)][u];
+        if (labeled_rows >= 0) {
+          auto it = labeled_view.find(u);
+          if (it == labeled_view.end()) {
+            const NodeId s = g.add("slice", {value},
+                                   {{"axis", int64_t{0}}, {"begin", int64_t{0}}, {"end", labeled_rows}},
+                                   prefix + parent[u].name + "[labeled]");
+            g.node(s).role = role;
+            it = labeled_view.emplace(u, s).first;
+          }
+          value = it->second;
+        }
+        inputs.push_back(value);
+      } else {
+        inputs.push_back(c.reads[0][u]);  // a leaf: the labels
+      }
+    }
+    copies[v] = copy_node(g, parent[v], inputs, prefix + parent[v].name, role);
+    if (parent[v].has(kLoss)) losses.push_back(copies[v]);
+  }
+  return losses;
+}
+
+}  // namespace
+
+void PseudoEnsembleSpec::validate() const {
+  if (children < 1 || children > 64) fail("pseudo_ensemble.children must be in [1, 64], got ", children);
+  if (!one_of(pairing, {"child-child", "parent-child"})) {
+    fail("pseudo_ensemble.pairing must be 'child-child' or 'parent-child', got '", pairing, "'");
+  }
+  if (!one_of(loss_on, {"parent", "child", "children"})) {
+    fail("pseudo_ensemble.loss_on must be 'parent', 'child' or 'children', got '", loss_on, "'");
+  }
+  if (!(smoothing >= 0 && smoothing < 1)) fail("pseudo_ensemble.smoothing must be in [0, 1), got ", smoothing);
+  if (pairing == "child-child" && !penalties.empty() && children < 2) {
+    fail("pseudo_ensemble.pairing 'child-child' needs at least 2 children, got ", children);
+  }
+  std::set<std::pair<std::string, std::string>> seen;
+  for (size_t i = 0; i < penalties.size(); ++i) {
+    const PenaltyTerm& p = penalties[i];
+    const std::string where = cat("pseudo_ensemble.penalties[", i, "]");
+    if (p.node.empty()) fail(where, ".node is empty");
+    if (std::find(kPenaltyKinds.begin(), kPenaltyKinds.end(), p.kind) == kPenaltyKinds.end()) {
+      fail(where, ".kind must be kl, xent, tanh, direction or l2, got '", p.kind, "'");
+    }
+    if (!(p.lambda >= 0 && std::isfinite(p.lambda))) fail(where, ".lambda must be finite and >= 0, got ", p.lambda);
+    if (!one_of(p.rows, {"all", "labeled", "unlabeled"})) {
+      fail(where, ".rows must be 'all', 'labeled' or 'unlabeled', got '", p.rows, "'");
+    }
+    if (!seen.emplace(p.node, p.kind).second) fail(where, ": a second ", p.kind, " penalty on '", p.node, "'");
+  }
+  for (size_t i = 0; i < lambda_schedule.size(); ++i) {
+    const LambdaStage& s = lambda_schedule[i];
+    if (!(s.epochs > 0 && std::isfinite(s.epochs))) {
+      fail("pseudo_ensemble.lambda_schedule[", i, "].epochs must be > 0, got ", s.epochs);
+    }
+    if (!(s.scale >= 0 && std::isfinite(s.scale))) {
+      fail("pseudo_ensemble.lambda_schedule[", i, "].scale must be finite and >= 0, got ", s.scale);
+    }
+  }
+}
+
+double PseudoEnsembleSpec::lambda_scale(double epoch) const {
+  if (lambda_schedule.empty()) return 1.0;
+  double start = 0;
+  for (const LambdaStage& s : lambda_schedule) {
+    if (epoch < start + s.epochs) return s.scale;
+    start += s.epochs;
+  }
+  return lambda_schedule.back().scale;
+}
+
+Graph PerturbPass::run(const Graph& parent) const {
+  spec_.validate();
+  Children c = make_children(parent, spec_.children, options_.seed);
+  Graph& g = c.graph;
+  const std::vector<NodeId> losses = parent.nodes_with(kLoss);
+  if (!attach_loss_) return std::move(g);
+  // A training graph's result is its objective: the clean parent stays only where the
+  // loss or a penalty reads it.
+  for (NodeId v : g.nodes()) g.node(v).flags &= ~static_cast<uint32_t>(kOutput);
+  if (losses.empty()) fail("the parent graph marks no loss node: nothing to train the pseudo-ensemble on");
+
+  std::vector<char> head = non_leaf_ancestors(parent, c.order, losses);
+  for (NodeId v : c.order) head[v] = head[v] && !c.network[v];
+
+  if (options_.labeled_rows >= 0) {
+    if (options_.labeled_rows == 0) fail("labeled_rows must be positive (or -1: every row labeled)");
+    // Leaves only the loss head reads (the labels) hold the labeled rows only.
+    std::set<NodeId> head_leaves;
+    for (NodeId v : c.order) {
+      if (!head[v]) continue;
+      for (NodeId u : parent.inputs(v)) {
+        if (is_input(parent[u])) head_leaves.insert(u);
+      }
+    }
+    for (NodeId u : head_leaves) {
+      bool used_by_network = false;
+      for (NodeId consumer : parent.consumers(u)) used_by_network |= c.network[consumer] != 0;
+      std::vector<int64_t> shape = parent[u].attrs.get_ints("shape");
+      if (used_by_network || shape.empty() || shape[0] != kBatch) continue;
+      shape[0] = options_.labeled_rows;
+      g.node(c.reads[0][u]).attrs.set("shape", shape);
+    }
+  }
+
+  std::vector<int> nets;
+  if (spec_.loss_on == "parent") nets = {0};
+  if (spec_.loss_on == "child") nets = {1};
+  if (spec_.loss_on == "children") {
+    for (int k = 1; k <= spec_.children; ++k) nets.push_back(k);
+  }
+  for (int net : nets) {
+    for (NodeId loss : attach_loss_head(c, parent, head, net, options_.labeled_rows)) {
+      NodeId term = loss;
+      if (nets.size() > 1) {  // eq. 1 estimated by the mean over the children
+        term = g.add("scale", {loss}, {{"factor", 1.0 / static_cast<double>(nets.size())}},
+                     g[loss].name + "/mean");
+        g.node(term).role = g[loss].role;
+      }
+      g.set_flag(term, kLoss);
+    }
+  }
+  return std::move(g);
+}
+
+Graph build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSpec& spec,
+                            const EnsembleOptions& options) {
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(std::make_unique<PerturbPass>(spec, options));
+  passes.push_back(std::make_unique<PenaltyPass>(spec, options));
+  passes.push_back(std::make_unique<PruneDeadNodes>());
+  // With labeled rows the batch must have some unlabeled ones too.
+  return run_passes(parent, passes, std::max(kVerifyBatch, options.labeled_rows + 1));
+}
+
+Graph build_inference(const Graph& parent, int64_t samples, uint64_t seed) {
+  if (samples < 0) fail("Monte-Carlo samples must be >= 0, got ", samples);
+  Graph g;
+  if (samples == 0) {
+    g = parent;
+    for (NodeId v : g.nodes()) g.node(v).flags &= ~static_cast<uint32_t>(kLoss);
+  } else {
+    Children c = make_children(parent, samples, seed);
+    g = std::move(c.graph);
+    for (NodeId out : parent.nodes_with(kOutput)) {
+      NodeId total = kNoNode;
+      for (int k = 1; k <= samples; ++k) {
+        const NodeId p = g.add("softmax", {c.reads[static_cast<size_t>(k)][out]}, {},
+                               cat("mc/", parent[out].name, "/p", k));
+        total = total == kNoNode ? p : g.add("add", {total, p}, {}, cat("mc/", parent[out].name, "/sum", k));
+      }
+      const NodeId mean = g.add("scale", {total}, {{"factor", 1.0 / static_cast<double>(samples)}},
+                                "mc/" + parent[out].name);
+      g.node(c.reads[0][out]).flags &= ~static_cast<uint32_t>(kOutput);
+      g.set_flag(mean, kOutput);
+    }
+  }
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(std::make_unique<PruneDeadNodes>());
+  return run_passes(g, passes);
+}
+
+}  // namespace pens

@@ -1,0 +1,357 @@
+// The perturb and penalty passes: structure, determinism, gradients, and the paper's
+// dropout equivalence.
+#include <doctest/doctest.h>
+
+#include <bitset>
+#include <cmath>
+
+#include "autodiff/gradcheck.h"
+#include "autodiff/tape.h"
+#include "graph/infer.h"
+#include "graph/noise.h"
+#include "graph/printers.h"
+#include "graph/pseudo_ensemble.h"
+#include "models/mlp.h"
+#include "tests/support/eval.h"
+#include "tests/support/helpers.h"
+
+using namespace pens;
+
+namespace {
+
+MlpSpec pea_mlp(std::vector<int64_t> layers) {
+  // Large weights and a non-zero output bias keep every unit and every logit row away
+  // from zero, where finite differences of the direction penalty lose their accuracy.
+  return {.layers = std::move(layers),
+          .weight_std = 0.7,
+          .output_bias = 0.2,
+          .mask_input = 0.2,
+          .mask_hidden = 0.5,
+          .gaussian_input = 0.1,
+          .gaussian_bias = 0.1};
+}
+
+// The acceptance model: V^c on both hidden layers, V^t on the output, loss on child 1
+// for the labeled rows, penalties on the unlabeled ones.
+PseudoEnsembleSpec semi_supervised_spec() {
+  PseudoEnsembleSpec spec;
+  spec.loss_on = "child";
+  spec.penalties = {{"h1", "direction", 1.0, "unlabeled"},
+                    {"h2", "direction", 1.0, "unlabeled"},
+                    {"logits", "tanh", 2.0, "unlabeled"}};
+  return spec;
+}
+
+int count_role(const Graph& g, const std::string& role) {
+  int n = 0;
+  for (NodeId v : g.nodes()) n += g[v].role == role;
+  return n;
+}
+
+std::vector<double> labels(int64_t n, int64_t classes) {
+  std::vector<double> y;
+  for (int64_t i = 0; i < n; ++i) y.push_back(static_cast<double>((3 * i + 1) % classes));
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("perturb: the parent is untouched, children share its parameters, taps are right") {
+  const Graph parent = build_mlp(pea_mlp({784, 800, 800, 10}));
+  const std::string before = to_text(parent);
+  const PseudoEnsembleSpec spec = semi_supervised_spec();
+  const Graph g = build_pseudo_ensemble(parent, spec, {.seed = 1, .labeled_rows = 64});
+  CHECK(to_text(parent) == before);
+  CHECK(parent.size() == 15);
+  verify(g, 128);
+
+  // Parameters are shared: the same six nodes, read by both children.
+  int params = 0;
+  for (NodeId v : g.nodes()) {
+    if (!is_param(g[v])) continue;
+    ++params;
+    std::set<std::string> readers;
+    for (NodeId c : g.consumers(v)) readers.insert(g[c].role);
+    CHECK(readers == std::set<std::string>{"child:1", "child:2"});
+  }
+  CHECK(params == 6);
+
+  // Per child: copies of a1, h1, a2, h2, logits (5) and six noise ops (x: gaussian and
+  // mask; a1, a2: gaussian; h1, h2: mask). The clean parent network is pruned: neither
+  // the loss (on child 1) nor the child-child penalties read it.
+  CHECK(count_role(g, "child:1") == 5 + 3);  // + the loss head: slice, xent, mean
+  CHECK(count_role(g, "child:2") == 5);
+  CHECK(count_role(g, "noise") == 12);
+  CHECK(count_role(g, "parent") == 8);  // x, y and the six parameters
+  CHECK_FALSE(g.find("h1").has_value());
+  CHECK(g["c2/h1~mask"].op->name == "dropout");
+  CHECK(g.inputs(g.at("c1/a2")) == std::vector<NodeId>{g.at("c1/h1~mask"), g.at("W2"), g.at("b2")});
+  CHECK(g.nodes_with(kLoss).size() == 4);  // supervised loss + three penalties
+  // The labels hold the labeled rows only.
+  CHECK(infer_values(g, 128)[g.at("y")].shape == Shape{64});
+
+  const auto taps = tap_table(g, spec);
+  REQUIRE(taps.size() == 3);
+  CHECK(taps[0].layer == "h1");
+  CHECK(taps[0].children == std::vector<std::string>{"c1/h1", "c2/h1"});
+  CHECK(taps[0].parent.empty());
+  CHECK(taps[2].layer == "out");
+  CHECK(taps[2].penalty == "tanh");
+  CHECK(taps[2].lambda == 2.0);
+  // A tap is the child's value before its own noise: c1/h1 feeds the mask, not a2.
+  CHECK(g.consumers(g.at("c1/h1")).size() == 2);  // its mask, and the penalty's row slice
+}
+
+TEST_CASE("perturb: the same seed builds the same graph and draws the same noise") {
+  const Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));
+  const PseudoEnsembleSpec spec = semi_supervised_spec();
+  const Graph a = build_pseudo_ensemble(parent, spec, {.seed = 7, .labeled_rows = 2});
+  const Graph b = build_pseudo_ensemble(parent, spec, {.seed = 7, .labeled_rows = 2});
+  const Graph other = build_pseudo_ensemble(parent, spec, {.seed = 8, .labeled_rows = 2});
+  CHECK(to_text(a) == to_text(b));
+  CHECK(to_text(a) != to_text(other));  // other noise streams
+  const testing::Values v{{"x", std::vector<double>(30, 0.5)}, {"y", labels(2, 3)}};
+  CHECK(testing::evaluate(a, v, "c1/logits", 5, {3, 4}) == testing::evaluate(b, v, "c1/logits", 5, {3, 4}));
+  CHECK(testing::evaluate(a, v, "c1/logits", 5, {3, 4}) != testing::evaluate(other, v, "c1/logits", 5, {3, 4}));
+  CHECK(testing::evaluate(a, v, "c1/logits", 5, {3, 4}) != testing::evaluate(a, v, "c2/logits", 5, {3, 4}));
+}
+
+TEST_CASE("the combined objective's gradient, every penalty kind, both pairings, every noise kind") {
+  MlpSpec m = pea_mlp({6, 5, 4, 3});
+  Graph parent = build_mlp(m);
+  add_noise(parent, parent.at("W2"), "fuzz", {{"sigma", 0.05}});
+  // Subspace sampling over the first hidden layer's units: W1's columns, b1, W2's rows.
+  add_noise(parent, parent.at("W1"), "subspace", {{"group", std::string("h1")}, {"keep", int64_t{3}}, {"axes", std::vector<int64_t>{1}}});
+  add_noise(parent, parent.at("b1"), "subspace", {{"group", std::string("h1")}, {"keep", int64_t{3}}});
+  add_noise(parent, parent.at("W2"), "subspace", {{"group", std::string("h1")}, {"keep", int64_t{3}}});
+  for (const std::string& pairing : {"child-child", "parent-child"}) {
+    for (const std::string& kind : kPenaltyKinds) {
+      INFO(pairing << ", " << kind);
+      PseudoEnsembleSpec spec;
+      spec.pairing = pairing;
+      spec.loss_on = pairing == "parent-child" ? "parent" : "child";
+      spec.penalties = {{"h2", kind, 0.7, "unlabeled"}, {"logits", kind, 1.3, "all"}};
+      const Graph g = build_pseudo_ensemble(parent, spec, {.seed = 2, .labeled_rows = 2});
+      CHECK(g.find("c1/subspace:h1").has_value());
+      CHECK(g.find("c2/W2~fuzz").has_value());
+      GradcheckOptions options;
+      options.batch = 5;
+      const GradcheckResult r = gradcheck(g, {{"y", labels(2, 3)}}, options);
+      INFO(r.worst);
+      CHECK(r.passed);
+      CHECK(r.variables > 60);
+    }
+  }
+}
+
+TEST_CASE("subspace sampling slices every parameter of a group with one draw per child") {
+  Graph parent = build_mlp({.layers = {4, 6, 2}});
+  add_noise(parent, parent.at("W1"), "subspace", {{"group", std::string("h")}, {"keep", int64_t{2}}, {"axes", std::vector<int64_t>{1}}});
+  add_noise(parent, parent.at("b1"), "subspace", {{"group", std::string("h")}, {"keep", int64_t{2}}});
+  add_noise(parent, parent.at("W2"), "subspace", {{"group", std::string("h")}, {"keep", int64_t{2}}});
+  PseudoEnsembleSpec spec;
+  spec.children = 1;
+  spec.loss_on = "child";
+  const Graph g = build_pseudo_ensemble(parent, spec);
+  const auto values = infer_values(g, 3);
+  CHECK(values[g.at("c1/h1")].shape == Shape{3, 2});
+  CHECK(g.consumers(g.at("c1/subspace:h")).size() == 3);
+  // A group whose members disagree on the size is an error naming both.
+  Graph bad = build_mlp({.layers = {4, 6, 2}});
+  add_noise(bad, bad.at("W1"), "subspace", {{"group", std::string("h")}, {"keep", int64_t{2}}, {"axes", std::vector<int64_t>{1}}});
+  add_noise(bad, bad.at("W2"), "subspace", {{"group", std::string("h")}, {"keep", int64_t{3}}});
+  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(bad, spec), "subspace group 'h'", "keeps 3 of 6", "2 of 6");
+}
+
+TEST_CASE("subset draws distinct sorted indices, replays from its key, and is uniform") {
+  Graph g;
+  g.add("subset", {}, {{"n", int64_t{10}}, {"keep", int64_t{4}}}, "pick");
+  std::vector<int> hits(10, 0);
+  for (uint64_t step = 0; step < 2000; ++step) {
+    const auto idx = testing::evaluate(g, {}, "pick", 1, {5, step});
+    REQUIRE(idx.size() == 4);
+    for (size_t i = 0; i < idx.size(); ++i) {
+      CHECK(idx[i] >= 0);
+      CHECK(idx[i] < 10);
+      if (i) CHECK(idx[i - 1] < idx[i]);
+      hits[static_cast<size_t>(idx[i])]++;
+    }
+  }
+  for (int h : hits) CHECK(h == doctest::Approx(800).epsilon(0.15));  // 2000 * 4 / 10
+  CHECK(testing::evaluate(g, {}, "pick", 1, {5, 9}) == testing::evaluate(g, {}, "pick", 1, {5, 9}));
+}
+
+TEST_CASE("section 4.2: E KL(softmax(f(x)) || softmax(f(x; xi))) = E[A(f(x; xi)) - A(f(x))], exactly") {
+  // Softmax regression on 6 inputs with inverted dropout (keep 0.7) on the input: all
+  // 2^6 masks enumerated with their probabilities. The parent-child V^k penalty of pens
+  // (no smoothing) gives the left side; log-sum-exp of the logits the right.
+  const int d = 6, classes = 4;
+  const double keep = 0.7;
+  Graph g;
+  const NodeId x = g.input("x", {1, d});
+  const NodeId xm = g.input("x_masked", {1, d});
+  const NodeId w = g.param("W", {d, classes});
+  const NodeId b = g.param("b", {classes});
+  const NodeId f = g.add("affine", {x, w, b}, {}, "f");
+  const NodeId fm = g.add("affine", {xm, w, b}, {}, "f_masked");
+  // A(z) = log Σ exp z.
+  auto log_partition = [&](NodeId z, const std::string& name) {
+    return g.add("log", {g.add("sum", {g.add("exp", {z})}, {{"axes", std::vector<int64_t>{-1}}})}, {}, name);
+  };
+  log_partition(f, "A");
+  log_partition(fm, "A_masked");
+  g.set_flag(f, kOutput);
+  // The KL penalty nodes, from the penalty pass itself: a two-network "ensemble" whose
+  // parent tap is f and whose child tap is f_masked.
+  Graph with_child = g;
+  with_child.rename(with_child.at("f_masked"), "c1/f");
+  PseudoEnsembleSpec spec;
+  spec.children = 1;
+  spec.pairing = "parent-child";
+  spec.smoothing = 0;
+  spec.penalties = {{"f", "kl", 1.0, "all"}};
+  const Graph kl = PenaltyPass(spec, {}).run(with_child);
+
+  std::vector<double> xs{0.8, -1.2, 0.3, 2.0, -0.5, 1.1}, ws(d * classes), bs{0.1, -0.2, 0.3, 0.0};
+  for (size_t i = 0; i < ws.size(); ++i) ws[i] = std::sin(1.7 * static_cast<double>(i) + 0.3);
+  double lhs = 0, rhs = 0, total_probability = 0;
+  for (int mask = 0; mask < (1 << d); ++mask) {
+    std::vector<double> xm_values(d);
+    double probability = 1;
+    for (int j = 0; j < d; ++j) {
+      const bool kept = (mask >> j) & 1;
+      xm_values[static_cast<size_t>(j)] = kept ? xs[static_cast<size_t>(j)] / keep : 0.0;
+      probability *= kept ? keep : 1 - keep;
+    }
+    const testing::Values v{{"x", xs}, {"x_masked", xm_values}, {"W", ws}, {"b", bs}};
+    lhs += probability * testing::evaluate(kl, v, "pen/f/kl")[0];
+    rhs += probability * (testing::evaluate(g, v, "A_masked")[0] - testing::evaluate(g, v, "A")[0]);
+    total_probability += probability;
+  }
+  CHECK(total_probability == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(lhs > 0.01);  // the identity is not 0 = 0
+  CHECK(std::abs(lhs - rhs) < 1e-9);
+}
+
+TEST_CASE("lambda = 0 with the loss on a child reproduces plain dropout, loss and gradients") {
+  const int64_t batch = 6;
+  // The pseudo-ensemble: mask annotations, one child carrying the loss, penalties off.
+  const Graph parent = build_mlp({.layers = {5, 7, 3}, .weight_std = 0.5, .mask_input = 0.2, .mask_hidden = 0.5});
+  PseudoEnsembleSpec spec;
+  spec.loss_on = "child";
+  spec.penalties = {{"h1", "direction", 0.0, "all"}, {"logits", "kl", 0.0, "all"}};
+  const Graph ensemble = build_pseudo_ensemble(parent, spec, {.seed = 11});
+  // Plain dropout: explicit dropout ops drawing the streams child 1 draws.
+  Graph dropout = build_mlp({.layers = {5, 7, 3}, .input_dropout = 0.2, .hidden_dropout = 0.5, .weight_std = 0.5});
+  dropout.node(dropout.at("drop1")).attrs.set("stream", ensemble["c1/x~mask"].attrs.get_int("stream"));
+  dropout.node(dropout.at("drop2")).attrs.set("stream", ensemble["c1/h1~mask"].attrs.get_int("stream"));
+
+  auto run = [&](const Graph& g, std::vector<float>* grads) {
+    ParamStore<float> params(g);
+    params.initialize(g, 4);
+    Tape<float> tape(g, params, {.batch = batch});
+    auto x = tape.input("x");
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.3f * static_cast<float>(i));
+    auto y = tape.input("y");
+    for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 3);
+    tape.set_noise_key({21, 5});
+    tape.forward();
+    tape.backward();
+    for (const char* name : {"W1", "b1", "W2", "b2"}) {
+      const auto gr = params.grad(name);
+      grads->insert(grads->end(), gr.data, gr.data + gr.size());
+    }
+    return tape.objective();
+  };
+  std::vector<float> g_ensemble, g_dropout;
+  const float loss_ensemble = run(ensemble, &g_ensemble);
+  const float loss_dropout = run(dropout, &g_dropout);
+  CHECK(loss_ensemble == loss_dropout);
+  CHECK(g_ensemble == g_dropout);
+  CHECK(std::any_of(g_dropout.begin(), g_dropout.end(), [](float v) { return v != 0.0f; }));
+}
+
+TEST_CASE("inference: the clean parent, or the Monte-Carlo mean over sampled children") {
+  Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));
+  const Graph clean = build_inference(parent);
+  CHECK(count_role(clean, "noise") == 0);
+  CHECK(clean.nodes_with(kLoss).empty());
+  CHECK_FALSE(clean.find("y").has_value());  // no labels needed
+  const Graph mc = build_inference(parent, 8, 3);
+  CHECK(mc.find("c8/logits").has_value());
+  const testing::Values v{{"x", std::vector<double>(12, 0.3)}};
+  const auto probs = testing::evaluate(mc, v, "mc/logits", 2, {1, 1});
+  REQUIRE(probs.size() == 6);
+  CHECK(probs[0] + probs[1] + probs[2] == doctest::Approx(1.0));
+  CHECK(probs[3] + probs[4] + probs[5] == doctest::Approx(1.0));
+}
+
+TEST_CASE("noise kinds are an open set; bad annotations and specs name what is wrong") {
+  // A new kind, registered from outside: multiplicative Gaussian noise x * (1 + sigma eps).
+  if (!NoiseRegistry::global().find("test_multiplicative")) {
+    NoiseRegistry::register_global(
+        {"test_multiplicative", "x * (1 + sigma * eps) (tests only)",
+         {{"sigma", AttrType::Float, false, AttrValue(0.2), "standard deviation"}}, false,
+         [](NoiseSite& site, const Attributes& a) {
+           const NodeId ones = site.add("constant", {}, {{"shape", std::vector<int64_t>{}}, {"value", 1.0}}, "one");
+           const NodeId factor = site.add("gaussian_noise", {ones},
+                                          {{"sigma", a.get_float("sigma")},
+                                           {"stream", static_cast<int64_t>(site.stream() >> 1)}},
+                                          "factor");
+           return site.add("mul", {site.value, factor}, {}, "scaled");
+         }});
+  }
+  Graph parent = build_mlp({.layers = {4, 3, 2}});
+  add_noise(parent, parent.at("h1"), "test_multiplicative");
+  PseudoEnsembleSpec spec;
+  spec.loss_on = "children";
+  const Graph g = build_pseudo_ensemble(parent, spec);
+  CHECK(g["c2/h1~scaled"].op->name == "mul");
+  CHECK(g.nodes_with(kLoss).size() == 2);  // the mean over the two children's losses
+
+  CHECK_ERROR_MENTIONS(add_noise(parent, parent.at("h1"), "blur"), "node 'h1'", "unknown noise kind 'blur'");
+  CHECK_ERROR_MENTIONS(add_noise(parent, parent.at("h1"), "fuzz"), "node 'h1'", "parameters only");
+  CHECK_ERROR_MENTIONS(add_noise(parent, parent.at("h1"), "mask", {{"q", 0.1}}), "node 'h1'", "noise mask",
+                       "unknown attribute 'q'");
+
+  PseudoEnsembleSpec bad;
+  bad.pairing = "pairs";
+  CHECK_ERROR_MENTIONS(bad.validate(), "pseudo_ensemble.pairing", "'pairs'");
+  bad = {};
+  bad.penalties = {{"h1", "cosine", 1.0, "all"}};
+  CHECK_ERROR_MENTIONS(bad.validate(), "pseudo_ensemble.penalties[0].kind", "'cosine'");
+  bad.penalties = {{"h1", "kl", -1.0, "all"}};
+  CHECK_ERROR_MENTIONS(bad.validate(), "penalties[0].lambda");
+  bad.penalties = {{"nowhere", "kl", 1.0, "all"}};
+  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(parent, bad), "penalty kl on 'nowhere'", "no node named");
+  bad.penalties = {{"h1", "kl", 1.0, "unlabeled"}};
+  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(parent, bad), "rows 'unlabeled'", "labeled_rows");
+  Graph no_output = parent;
+  no_output.node(no_output.at("logits")).flags = 0;
+  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(no_output, {}), "marks no output node");
+}
+
+TEST_CASE("lambda schedules and penalty weights that change between steps") {
+  PseudoEnsembleSpec spec;
+  spec.lambda_schedule = {{5, 0.0}, {10, 1.0}, {10, 1.5}, {15, 2.0}, {70, 3.0}};
+  CHECK(spec.lambda_scale(0) == 0.0);
+  CHECK(spec.lambda_scale(4.9) == 0.0);
+  CHECK(spec.lambda_scale(5) == 1.0);
+  CHECK(spec.lambda_scale(26) == 2.0);
+  CHECK(spec.lambda_scale(500) == 3.0);
+
+  const Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));
+  spec.penalties = {{"logits", "xent", 1.0, "all"}};
+  const Graph g = build_pseudo_ensemble(parent, spec, {.seed = 1});
+  ParamStore<double> params(g);
+  params.initialize(g, 1);
+  Tape<double> tape(g, params, {.batch = 3});
+  tape.input("y")[0] = 1;
+  tape.forward();
+  const double with_penalty = tape.objective();
+  const double penalty = tape.value("pen/logits/xent")[0];
+  tape.set_constant("pen/logits/xent/lambda", 0.0);
+  tape.forward();
+  CHECK(tape.objective() == doctest::Approx(with_penalty - penalty));
+  CHECK_ERROR_MENTIONS(tape.set_constant("W1", 1.0), "'W1' is not a constant");
+}
