@@ -65,7 +65,8 @@ GradcheckResult gradcheck(const Graph& g, const std::map<std::string, std::vecto
       }
       for (int64_t i = 0; i < size; ++i) data[i] = 2.0 * fill.uniform(static_cast<uint64_t>(i)) - 1.0;
     }
-    const bool trainable = is_param(n) ? !n.has(kFrozen) : tape.info(n.name).dtype == DType::Real;
+    const bool trainable = is_param(n) ? !n.has(kFrozen)
+                                       : options.inputs && tape.info(n.name).dtype == DType::Real;
     if (trainable) variables.push_back({n.name, data, size});
   }
 

@@ -29,6 +29,7 @@ struct GradcheckOptions {
   double tolerance = 1e-6;
   double floor = 1e-3;
   int64_t batch = 3;              // bound to kBatch dimensions of inputs
+  bool inputs = true;             // real inputs are variables too (else parameters only)
   NoiseKey key{20141208, 17};     // noise frozen at this key
   uint64_t init_seed = 1;         // parameters not given values are initialized with it
 };

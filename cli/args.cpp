@@ -26,13 +26,13 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>&
     }
     if (known(flags, name)) {
       if (inline_value) fail("option --", name, " takes no value");
-      values_[name] = "1";
+      values_[name].push_back("1");
     } else if (known(options, name)) {
       if (!inline_value) {
         if (i + 1 >= argv.size()) fail("option --", name, " needs a value");
         value = argv[++i];
       }
-      values_[name] = value;
+      values_[name].push_back(value);
     } else {
       fail("unknown option --", name, " (see --help)");
     }
@@ -44,7 +44,31 @@ bool Args::flag(const std::string& name) const { return values_.count(name) != 0
 std::optional<std::string> Args::option(const std::string& name) const {
   auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;
-  return it->second;
+  return it->second.back();
+}
+
+std::vector<std::string> Args::all(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+const std::string& Args::one_positional(const char* what) const {
+  if (positional_.empty()) fail("missing ", what);
+  if (positional_.size() > 1) fail("unexpected argument '", positional_[1], "'");
+  return positional_[0];
+}
+
+double Args::option_double(const std::string& name, double fallback) const {
+  auto v = option(name);
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    const double x = std::stod(*v, &used);
+    if (used != v->size()) throw std::invalid_argument(*v);
+    return x;
+  } catch (const std::exception&) {
+    fail("option --", name, " needs a number, got '", *v, "'");
+  }
 }
 
 int64_t Args::option_int(const std::string& name, int64_t fallback) const {

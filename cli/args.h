@@ -16,12 +16,17 @@ class Args {
        const std::vector<std::string>& options);
 
   bool flag(const std::string& name) const;
+  // The option's value (the last one when given several times).
   std::optional<std::string> option(const std::string& name) const;
+  std::vector<std::string> all(const std::string& name) const;  // every value, in order
   int64_t option_int(const std::string& name, int64_t fallback) const;
+  double option_double(const std::string& name, double fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // The single positional argument a command takes (a model file).
+  const std::string& one_positional(const char* what) const;
 
  private:
-  std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> values_;
   std::vector<std::string> positional_;
 };
 
@@ -34,5 +39,8 @@ struct Command {
 
 int run_ops(const std::vector<std::string>& argv);
 int run_gradcheck(const std::vector<std::string>& argv);
+int run_inspect(const std::vector<std::string>& argv);
+int run_fmt(const std::vector<std::string>& argv);
+int run_new(const std::vector<std::string>& argv);
 
 }  // namespace pens::cli

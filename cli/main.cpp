@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/ensemble_args.h"
 #include "graph/error.h"
 
 namespace {
@@ -19,14 +20,61 @@ const std::vector<Command>& commands() {
        "  --json   print a JSON array instead of a table\n",
        pens::cli::run_ops},
       {"gradcheck", "finite-difference gradient checks in double precision",
-       "usage: pens gradcheck --all-ops [--op NAME]\n\n"
-       "Runs the double-precision finite-difference check of each op's gradient\n"
-       "(random shapes and values, fixed noise keys) and prints one line per op with\n"
-       "its largest error: |analytic - numeric| / max(|analytic|, |numeric|, 1e-3).\n"
-       "Exits non-zero if any op exceeds 1e-6.\n\n"
-       "  --all-ops   check every registered op\n"
-       "  --op NAME   check one op\n",
+       "usage: pens gradcheck MODEL.json [options]\n"
+       "       pens gradcheck --all-ops | --op NAME\n\n"
+       "With a model file: checks the gradient of the model's whole training objective\n"
+       "(its pseudo-ensemble: supervised loss plus penalties) with respect to every\n"
+       "parameter, noise frozen at a key, against central differences.\n"
+       "With --all-ops: checks every registered op (random shapes and values, fixed noise\n"
+       "keys) and prints one line per op.\n"
+       "The error of an entry is |analytic - numeric| / max(|analytic|, |numeric|, 1e-3);\n"
+       "the exit status is 1 when any entry exceeds the tolerance.\n\n"
+       "  --all-ops       check every registered op\n"
+       "  --op NAME       check one op\n"
+       "  --tolerance T   largest error accepted (default 1e-6)\n"
+       "  --step H        finite-difference step, relative (default 1e-5)\n"
+       "  --init-seed S   seed of the parameter values checked at (default 1)\n" +
+           std::string(pens::cli::kEnsembleHelp),
        pens::cli::run_gradcheck},
+      {"inspect", "print a model's pseudo-ensemble graph (text, DOT or JSON)",
+       "usage: pens inspect MODEL.json [options]\n\n"
+       "Builds the training graph of the model's pseudo-ensemble (the parent, its\n"
+       "children, the supervised loss and the penalties, with unused nodes pruned) and\n"
+       "prints it, with the tap table: for each penalized layer, the parent node and the\n"
+       "children's partial-noise taps.\n\n"
+       "  --format F     text (default), dot (Graphviz; children in clusters) or json\n" +
+           std::string(pens::cli::kEnsembleHelp),
+       pens::cli::run_inspect},
+      {"fmt", "validate a model file and print its canonical form",
+       "usage: pens fmt MODEL.json [--check]\n\n"
+       "Reads the model (every problem is reported with the JSON path of the field) and\n"
+       "prints it in canonical form: sorted keys, nodes in topological order, numbers that\n"
+       "read back exactly.\n\n"
+       "  --check   print nothing; exit 1 if the file is not in canonical form\n",
+       pens::cli::run_fmt},
+      {"new", "write a new model file",
+       "usage: pens new mlp [options]\n\n"
+       "Prints (or writes) a model file for a ReLU MLP, with noise annotations and a\n"
+       "pseudo-ensemble spec.\n\n"
+       "  --layers W0,W1,...      widths, input first (default 784,800,800,10)\n"
+       "  --mask-input P          mask noise on the input\n"
+       "  --mask-hidden P         mask noise on each hidden layer\n"
+       "  --gaussian-input S      Gaussian noise on the input\n"
+       "  --gaussian-bias S       Gaussian noise on each hidden pre-activation\n"
+       "  --max-norm C            L2 bound on each unit's incoming weights\n"
+       "  --weight-std S          initial weight standard deviation (default 0.01)\n"
+       "  --hidden-bias B         initial hidden biases (default 0.1)\n"
+       "  --output-bias B         initial output biases (default 0)\n"
+       "  --loss L                softmax_xent (default) or squared_hinge\n"
+       "  --penalty N:K:L[:ROWS]  a penalty of kind K (kl, xent, tanh, direction, l2) on node\n"
+       "                          N with weight L, on rows all|labeled|unlabeled; repeatable\n"
+       "  --children K            children (default 2)\n"
+       "  --pairing P             child-child (default) or parent-child\n"
+       "  --loss-on N             parent (default), child or children\n"
+       "  --smoothing S           softmax smoothing before kl/xent (default 1e-4)\n"
+       "  --description TEXT      stored in the metadata\n"
+       "  --output FILE           write FILE (atomically) instead of printing\n",
+       pens::cli::run_new},
   };
   return all;
 }

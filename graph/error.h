@@ -10,7 +10,14 @@ namespace pens {
 
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message, std::string node = {})
+      : std::runtime_error(message), node_(std::move(node)) {}
+  // The graph node the error is about, when there is one: readers of model files turn
+  // it into the JSON path of that node.
+  const std::string& node() const { return node_; }
+
+ private:
+  std::string node_;
 };
 
 // Concatenates its arguments with operator<< into one string.
@@ -24,6 +31,12 @@ std::string cat(const Args&... args) {
 template <class... Args>
 [[noreturn]] void fail(const Args&... args) {
   throw Error(cat(args...));
+}
+
+// An error about one node; the message should name it too.
+template <class... Args>
+[[noreturn]] void fail_at(const std::string& node, const Args&... args) {
+  throw Error(cat(args...), node);
 }
 
 }  // namespace pens

@@ -30,7 +30,7 @@ NodeId Graph::add(std::string_view op_name, const std::vector<NodeId>& inputs,
                   Attributes attrs, std::string name) {
   const OpDef& op = OpRegistry::global().at(op_name);
   if (name.empty()) name = fresh_name(op_name);
-  if (by_name_.count(name)) fail("duplicate node name '", name, "'");
+  if (by_name_.count(name)) fail_at(name, "duplicate node name '", name, "'");
   Node node;
   node.name = name;
   node.op = &op;
@@ -58,6 +58,20 @@ NodeId Graph::input(std::string name, Shape shape, DType dtype) {
 NodeId Graph::param(std::string name, Shape shape, Attributes init) {
   init.set("shape", shape.to_vector());
   return add("parameter", {}, std::move(init), std::move(name));
+}
+
+NodeId Graph::add_unwired(std::string_view op_name, Attributes attrs, std::string name) {
+  const OpDef& op = OpRegistry::global().at(op_name);
+  if (name.empty()) name = fresh_name(op_name);
+  if (by_name_.count(name)) fail_at(name, "duplicate node name '", name, "'");
+  op.normalize_attrs(attrs, name);
+  Node node;
+  node.name = name;
+  node.op = &op;
+  node.attrs = std::move(attrs);
+  const NodeId v = boost::add_vertex(std::move(node), impl_);
+  by_name_.emplace(std::move(name), v);
+  return v;
 }
 
 void Graph::set_inputs(NodeId v, const std::vector<NodeId>& inputs) {

@@ -37,6 +37,10 @@ class Graph {
   NodeId input(std::string name, Shape shape, DType dtype = DType::Real);
   NodeId param(std::string name, Shape shape, Attributes init = {});
 
+  // Adds a node without inputs, for readers that meet a node before its inputs exist:
+  // connect it with set_inputs(); verify() checks arity and cycles.
+  NodeId add_unwired(std::string_view op, Attributes attrs, std::string name);
+
   // Replaces the inputs of an existing node. Used by readers and passes that must
   // create nodes before their inputs exist; verify() catches any cycle this creates.
   void set_inputs(NodeId v, const std::vector<NodeId>& inputs);

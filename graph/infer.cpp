@@ -37,7 +37,7 @@ std::vector<ValueInfo> verify(const Graph& g, int64_t batch) {
   for (NodeId v : order) {
     const Node& node = g[v];
     if (!node.op) fail("node '", node.name, "' has no op");
-    if (!names.insert(node.name).second) fail("duplicate node name '", node.name, "'");
+    if (!names.insert(node.name).second) fail_at(node.name, "duplicate node name '", node.name, "'");
     // Slots must be exactly 0..n-1, each fed once.
     std::vector<int> slots;
     for (auto [it, end] = boost::in_edges(v, g.impl()); it != end; ++it) {
@@ -46,8 +46,8 @@ std::vector<ValueInfo> verify(const Graph& g, int64_t batch) {
     std::sort(slots.begin(), slots.end());
     for (size_t i = 0; i < slots.size(); ++i) {
       if (slots[i] != static_cast<int>(i)) {
-        fail("node '", node.name, "' (", node.op->name, "): input slot ", i,
-             " is missing or fed twice");
+        fail_at(node.name, "node '", node.name, "' (", node.op->name, "): input slot ", i,
+                " is missing or fed twice");
       }
     }
     node.op->check_arity(node, slots.size());
@@ -55,18 +55,18 @@ std::vector<ValueInfo> verify(const Graph& g, int64_t batch) {
     node.op->normalize_attrs(attrs, node.name);
     for (NoiseAnnotation annotation : node.noise) normalize_noise(node, annotation);
     if (is_param(node) && Shape::from(node.attrs.get_ints("shape")).has_batch()) {
-      fail("node '", node.name, "' (parameter): a parameter cannot have a batch dimension");
+      fail_at(node.name, "node '", node.name, "' (parameter): a parameter cannot have a batch dimension");
     }
   }
   std::vector<ValueInfo> values = infer_in_order(g, order, batch);
   for (NodeId v : order) {
     const Node& node = g[v];
     if (node.has(kLoss) && (values[v].shape.numel() != 1 || values[v].dtype != DType::Real)) {
-      fail("node '", node.name, "' is marked as a loss but its value is ",
-           dtype_name(values[v].dtype), " ", values[v].shape.str(), ", not a real scalar");
+      fail_at(node.name, "node '", node.name, "' is marked as a loss but its value is ",
+              dtype_name(values[v].dtype), " ", values[v].shape.str(), ", not a real scalar");
     }
     if (node.has(kFrozen) && !is_param(node)) {
-      fail("node '", node.name, "' is marked frozen but is not a parameter");
+      fail_at(node.name, "node '", node.name, "' is marked frozen but is not a parameter");
     }
   }
   return values;

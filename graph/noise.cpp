@@ -163,11 +163,15 @@ std::vector<const NoiseKind*> NoiseRegistry::all() const {
 
 void normalize_noise(const Node& node, NoiseAnnotation& annotation) {
   const NoiseKind* kind = NoiseRegistry::global().find(annotation.kind);
-  if (!kind) fail("node '", node.name, "': unknown noise kind '", annotation.kind, "'");
+  if (!kind) fail_at(node.name, "node '", node.name, "': unknown noise kind '", annotation.kind, "'");
   if (kind->parameters_only && !is_param(node)) {
-    fail("node '", node.name, "': noise kind '", kind->name, "' applies to parameters only");
+    fail_at(node.name, "node '", node.name, "': noise kind '", kind->name, "' applies to parameters only");
   }
-  normalize_attrs(kind->params, annotation.params, cat("node '", node.name, "' (noise ", kind->name, ")"));
+  try {
+    normalize_attrs(kind->params, annotation.params, cat("node '", node.name, "' (noise ", kind->name, ")"));
+  } catch (const Error& e) {
+    throw Error(e.what(), node.name);
+  }
 }
 
 void add_noise(Graph& g, NodeId v, std::string kind, Attributes params) {

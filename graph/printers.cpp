@@ -1,7 +1,7 @@
 #include "graph/printers.h"
 
-#include <boost/graph/graphviz.hpp>
 #include <iomanip>
+#include <map>
 #include <sstream>
 
 #include "graph/error.h"
@@ -100,33 +100,63 @@ std::string dot_escape(const std::string& s) {
   }
   return out;
 }
+
+// Which cluster of the drawing a node belongs to: one per child (its copies and its
+// noise), one for the penalties; parent nodes, parameters and inputs stay outside, so
+// that edges from a shared parameter into every child show the sharing.
+std::string cluster_of(const Node& n) {
+  if (n.role.rfind("child:", 0) == 0) return "child " + n.role.substr(6);
+  if (n.role == "noise" && n.name.size() > 1 && n.name[0] == 'c') {
+    const size_t slash = n.name.find('/');
+    if (slash != std::string::npos) return "child " + n.name.substr(1, slash - 1);
+  }
+  if (n.role == "penalty") return "penalties";
+  return "";
+}
+
+std::string node_style(const Node& n) {
+  if (is_param(n)) return "shape=box, style=filled, fillcolor=lightyellow";
+  if (is_input(n)) return "shape=box, style=filled, fillcolor=lightblue";
+  if (n.has(kLoss)) return "shape=ellipse, style=filled, fillcolor=salmon";
+  if (n.op->stochastic) return "shape=ellipse, style=filled, fillcolor=plum";
+  return "shape=ellipse";
+}
 }  // namespace
 
 void write_dot(std::ostream& out, const Graph& g, int64_t batch) {
   std::string error;
   auto values = try_infer(g, batch, &error);
-  const Graph::Impl& impl = g.impl();
-  auto vertex_writer = [&](std::ostream& os, NodeId v) {
-    const Node& n = impl[v];
-    std::string label = n.name + "\\n" + n.op->name;
-    if (values) label += " " + (*values)[v].shape.str();
-    if (!n.noise.empty()) label += "\\nnoise: " + dot_escape(noise_str(n));
-    std::string style = is_param(n)   ? "shape=box, style=filled, fillcolor=lightyellow"
-                        : is_input(n) ? "shape=box, style=filled, fillcolor=lightblue"
-                        : n.has(kLoss) ? "shape=ellipse, style=filled, fillcolor=salmon"
-                        : n.op->stochastic ? "shape=ellipse, style=filled, fillcolor=plum"
-                                           : "shape=ellipse";
-    os << "[label=\"" << dot_escape(label) << "\", " << style << "]";
-  };
-  auto edge_writer = [&](std::ostream& os, Graph::Impl::edge_descriptor e) {
-    const Node& target = impl[boost::target(e, impl)];
-    if (target.op->inputs.size() > 1 || target.op->variadic) {
-      os << "[label=\"" << dot_escape(target.op->slot(static_cast<size_t>(impl[e].slot)).name)
-         << "\", fontsize=9]";
+  out << "digraph pens {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n";
+  std::map<std::string, std::vector<NodeId>> clusters;
+  for (NodeId v : g.nodes()) clusters[cluster_of(g[v])].push_back(v);
+  for (const auto& [cluster, members] : clusters) {
+    const std::string indent = cluster.empty() ? "  " : "    ";
+    if (!cluster.empty()) {
+      out << "  subgraph \"cluster_" << dot_escape(cluster) << "\" {\n    label=\"" << dot_escape(cluster)
+          << "\";\n    style=dashed;\n";
     }
-  };
-  auto graph_writer = [](std::ostream& os) { os << "rankdir=TB;\nnode [fontname=\"Helvetica\"];\n"; };
-  boost::write_graphviz(out, impl, vertex_writer, edge_writer, graph_writer);
+    for (NodeId v : members) {
+      const Node& n = g[v];
+      // Lines of the label are escaped one by one and joined with DOT's "\\n".
+      std::string label = dot_escape(n.name) + "\\n" + dot_escape(n.op->name);
+      if (values) label += " " + (*values)[v].shape.str();
+      if (!n.noise.empty()) label += "\\nnoise: " + dot_escape(noise_str(n));
+      out << indent << "n" << v << " [label=\"" << label << "\", " << node_style(n) << "];\n";
+    }
+    if (!cluster.empty()) out << "  }\n";
+  }
+  for (NodeId v : g.nodes()) {
+    const Node& n = g[v];
+    const std::vector<NodeId> inputs = g.inputs(v);
+    for (size_t slot = 0; slot < inputs.size(); ++slot) {
+      out << "  n" << inputs[slot] << " -> n" << v;
+      if (n.op->inputs.size() > 1 || n.op->variadic) {
+        out << " [label=\"" << dot_escape(n.op->slot(slot).name) << "\", fontsize=8]";
+      }
+      out << ";\n";
+    }
+  }
+  out << "}\n";
 }
 
 }  // namespace pens

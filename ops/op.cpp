@@ -5,7 +5,7 @@
 namespace pens {
 
 void InferCtx::fail(const std::string& message) const {
-  pens::fail("node '", node.name, "' (", node.op ? node.op->name : "?", "): ", message);
+  fail_at(node.name, "node '", node.name, "' (", node.op ? node.op->name : "?", "): ", message);
 }
 
 int InferCtx::axis(std::string_view attr, int rank) const {
@@ -28,14 +28,18 @@ std::string OpDef::arity_str() const {
 void OpDef::check_arity(const Node& node, size_t n) const {
   const bool ok = variadic ? n >= inputs.size() : n == inputs.size();
   if (!ok) {
-    pens::fail("node '", node.name, "' (", name, "): expected ",
+    fail_at(node.name, "node '", node.name, "' (", name, "): expected ",
                variadic ? "at least " : "", inputs.size(), " input",
                inputs.size() == 1 ? "" : "s", ", got ", n);
   }
 }
 
 void OpDef::normalize_attrs(Attributes& attrs, std::string_view node_name) const {
-  pens::normalize_attrs(this->attrs, attrs, cat("node '", node_name, "' (", name, ")"));
+  try {
+    pens::normalize_attrs(this->attrs, attrs, cat("node '", node_name, "' (", name, ")"));
+  } catch (const Error& e) {
+    throw Error(e.what(), std::string(node_name));
+  }
 }
 
 namespace infer {

@@ -1,0 +1,119 @@
+// pens fmt and pens new: model files in canonical form.
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "cli/args.h"
+#include "graph/error.h"
+#include "models/mlp.h"
+#include "serialization/files.h"
+#include "serialization/model_file.h"
+
+namespace pens::cli {
+
+int run_fmt(const std::vector<std::string>& argv) {
+  const Args args(argv, {"check"}, {});
+  const std::string& path = args.one_positional("a model file");
+  const Model model = load_model(path);
+  const ValueStorage storage = !model.values ? ValueStorage::None
+                               : model.weights_file.empty() ? ValueStorage::Inline
+                                                            : ValueStorage::Sidecar;
+  const std::string canonical = write_model(model, storage, model.weights_file).json;
+  if (args.flag("check")) {
+    if (read_file(path, kMaxModelFileBytes) != canonical) {
+      std::cout << path << ": not in canonical form (`pens fmt " << path << "` prints it)\n";
+      return 1;
+    }
+    return 0;
+  }
+  std::cout << canonical;
+  return 0;
+}
+
+namespace {
+
+std::vector<int64_t> parse_layers(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      const long long w = std::stoll(item, &used);
+      if (used != item.size() || w < 1) throw std::invalid_argument(item);
+      out.push_back(w);
+    } catch (const std::exception&) {
+      fail("--layers: '", item, "' is not a positive width");
+    }
+  }
+  if (out.size() < 2) fail("--layers needs at least two widths, e.g. 784,800,800,10");
+  return out;
+}
+
+// NODE:KIND:LAMBDA[:ROWS]
+PenaltyTerm parse_penalty(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ':')) parts.push_back(item);
+  if (parts.size() < 3 || parts.size() > 4) fail("--penalty '", text, "': expected NODE:KIND:LAMBDA[:ROWS]");
+  PenaltyTerm t;
+  t.node = parts[0];
+  t.kind = parts[1];
+  try {
+    t.lambda = std::stod(parts[2]);
+  } catch (const std::exception&) {
+    fail("--penalty '", text, "': '", parts[2], "' is not a number");
+  }
+  if (parts.size() == 4) t.rows = parts[3];
+  return t;
+}
+
+}  // namespace
+
+int run_new(const std::vector<std::string>& argv) {
+  const Args args(argv, {},
+                  {"layers", "mask-input", "mask-hidden", "gaussian-input", "gaussian-bias", "max-norm",
+                   "weight-std", "hidden-bias", "output-bias", "loss", "penalty", "children", "pairing", "loss-on", "smoothing", "output",
+                   "description"});
+  const std::string& kind = args.one_positional("a model kind (mlp)");
+  if (kind != "mlp") fail("unknown model kind '", kind, "' (mlp)");
+  MlpSpec spec;
+  spec.layers = parse_layers(args.option("layers").value_or("784,800,800,10"));
+  spec.mask_input = args.option_double("mask-input", 0);
+  spec.mask_hidden = args.option_double("mask-hidden", 0);
+  spec.gaussian_input = args.option_double("gaussian-input", 0);
+  spec.gaussian_bias = args.option_double("gaussian-bias", 0);
+  spec.max_norm = args.option_double("max-norm", 0);
+  spec.weight_std = args.option_double("weight-std", spec.weight_std);
+  spec.hidden_bias = args.option_double("hidden-bias", spec.hidden_bias);
+  spec.output_bias = args.option_double("output-bias", spec.output_bias);
+  spec.loss = args.option("loss").value_or(spec.loss);
+  Model model;
+  model.graph = build_mlp(spec);
+  if (auto d = args.option("description")) model.metadata["description"] = *d;
+  const std::vector<std::string> penalties = args.all("penalty");
+  if (!penalties.empty() || args.option("children")) {
+    PseudoEnsembleSpec pe;
+    for (const std::string& p : penalties) pe.penalties.push_back(parse_penalty(p));
+    pe.children = args.option_int("children", pe.children);
+    pe.pairing = args.option("pairing").value_or(pe.pairing);
+    pe.loss_on = args.option("loss-on").value_or(pe.loss_on);
+    pe.smoothing = args.option_double("smoothing", pe.smoothing);
+    pe.validate();
+    for (const PenaltyTerm& t : pe.penalties) {
+      if (!model.graph.find(t.node)) fail("--penalty: the model has no node named '", t.node, "'");
+    }
+    model.ensemble = pe;
+  }
+  const std::string text = write_model(model, ValueStorage::None, "").json;
+  if (auto out = args.option("output")) {
+    write_file_atomically(*out, text);
+    std::cerr << "wrote " << *out << "\n";
+  } else {
+    std::cout << text;
+  }
+  return 0;
+}
+
+}  // namespace pens::cli

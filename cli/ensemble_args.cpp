@@ -1,0 +1,34 @@
+#include "cli/ensemble_args.h"
+
+#include "graph/error.h"
+
+namespace pens::cli {
+
+BuiltGraph build_for_cli(const Model& model, const Args& args) {
+  BuiltGraph out;
+  out.batch = args.option_int("batch", 8);
+  if (out.batch < 1) fail("--batch must be at least 1");
+  if (args.flag("parent") || !model.ensemble) {
+    out.graph = model.graph;
+    return out;
+  }
+  PseudoEnsembleSpec spec = *model.ensemble;
+  spec.children = args.option_int("children", spec.children);
+  spec.pairing = args.option("pairing").value_or(spec.pairing);
+  if (auto kind = args.option("kind")) {
+    for (PenaltyTerm& t : spec.penalties) t.kind = *kind;
+  }
+  bool split_rows = false;
+  for (const PenaltyTerm& t : spec.penalties) split_rows = split_rows || t.rows != "all";
+  EnsembleOptions options;
+  options.seed = static_cast<uint64_t>(args.option_int("seed", 0));
+  options.labeled_rows = args.option_int("labeled", split_rows ? out.batch / 2 : -1);
+  if (options.labeled_rows >= out.batch) {
+    fail("--labeled ", options.labeled_rows, " leaves no unlabeled rows in a batch of ", out.batch);
+  }
+  out.graph = build_pseudo_ensemble(model.graph, spec, options);
+  out.spec = spec;
+  return out;
+}
+
+}  // namespace pens::cli

@@ -1,0 +1,30 @@
+// What inspect and gradcheck share: turning a model file and the options
+// --children --seed --labeled --batch --parent into the graph they look at.
+#pragma once
+
+#include "cli/args.h"
+#include "models/model.h"
+
+namespace pens::cli {
+
+inline const std::vector<std::string> kEnsembleOptions = {"children", "seed", "labeled", "batch", "pairing",
+                                                          "kind"};
+inline constexpr const char* kEnsembleHelp =
+    "  --children K   children in the pseudo-ensemble (default: the model's spec)\n"
+    "  --seed S       seed of the children's noise streams (default 0)\n"
+    "  --batch B      batch size shapes are shown for (default 8)\n"
+    "  --labeled L    rows 0..L-1 of a batch carry labels (default: half the batch\n"
+    "                 when a penalty asks for labeled or unlabeled rows, else all)\n"
+    "  --pairing P    override the spec's pairing (child-child or parent-child)\n"
+    "  --kind K       override the kind of every penalty (kl, xent, tanh, direction, l2)\n"
+    "  --parent       the parent graph as written, without the pseudo-ensemble\n";
+
+struct BuiltGraph {
+  Graph graph;
+  int64_t batch = 8;
+  std::optional<PseudoEnsembleSpec> spec;  // set when the graph is a pseudo-ensemble
+};
+
+BuiltGraph build_for_cli(const Model& model, const Args& args);
+
+}  // namespace pens::cli

@@ -1,0 +1,90 @@
+#include "serialization/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "graph/error.h"
+
+namespace pens {
+
+std::string read_file(const std::string& path, uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, ": not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    fail(path, ": ", st.st_size, " bytes, more than the limit of ", max_bytes);
+  }
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      fail(path, ": read failed after ", done, " bytes");
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return out;
+}
+
+void write_file_atomically(const std::string& path, std::string_view bytes,
+                           const std::function<void()>& before_rename) {
+  const std::filesystem::path target(path);
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  std::string temp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  const int fd = ::mkstemp(temp.data());
+  if (fd < 0) fail(path, ": cannot create a temporary file in ", dir.string(), ": ", std::strerror(errno));
+  auto abandon = [&](const std::string& what) {
+    const int saved = errno;
+    ::close(fd);
+    ::unlink(temp.c_str());
+    fail(path, ": ", what, ": ", std::strerror(saved));
+  };
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) abandon("write failed");
+    done += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd, 0644) != 0) abandon("chmod failed");
+  if (::fsync(fd) != 0) abandon("fsync failed");
+  if (::close(fd) != 0) {
+    ::unlink(temp.c_str());
+    fail(path, ": close failed: ", std::strerror(errno));
+  }
+  if (before_rename) {
+    try {
+      before_rename();
+    } catch (...) {
+      ::unlink(temp.c_str());
+      throw;
+    }
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int saved = errno;
+    ::unlink(temp.c_str());
+    fail(path, ": rename failed: ", std::strerror(saved));
+  }
+  // Make the rename itself durable.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace pens

@@ -1,0 +1,22 @@
+// Reading and writing whole files safely: writes go to a temporary file in the same
+// folder, are flushed to disk, then renamed over the target, so a process killed at any
+// moment leaves either the old file or the new one, never a torn one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace pens {
+
+// Reads a file; refuses files larger than `max_bytes` before reading them.
+std::string read_file(const std::string& path, uint64_t max_bytes);
+
+// Atomically replaces `path` with `bytes`. `before_rename`, when set, runs after the
+// temporary file is complete and synced and before it is renamed: tests use it to
+// simulate a crash at the worst moment.
+void write_file_atomically(const std::string& path, std::string_view bytes,
+                           const std::function<void()>& before_rename = {});
+
+}  // namespace pens

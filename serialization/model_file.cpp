@@ -1,0 +1,608 @@
+#include "serialization/model_file.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "graph/error.h"
+#include "graph/infer.h"
+#include "graph/noise.h"
+#include "ops/op.h"
+#include "serialization/files.h"
+#include "serialization/sha256.h"
+
+namespace pens {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Nesting deeper than this is refused before parsing: no model needs it, and it keeps a
+// hostile file from exhausting the stack.
+constexpr int kMaxDepth = 64;
+
+// Reads JSON values with their paths, so that every error names the file and the field.
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  template <class... Args>
+  [[noreturn]] void fail(const std::string& path, const Args&... args) const {
+    pens::fail(source_, ": ", path.empty() ? "/" : path, ": ", args...);
+  }
+
+  const json& object(const json& v, const std::string& path) const {
+    if (!v.is_object()) fail(path, "expected an object, got ", v.type_name());
+    return v;
+  }
+  const json& array(const json& v, const std::string& path) const {
+    if (!v.is_array()) fail(path, "expected an array, got ", v.type_name());
+    return v;
+  }
+  // Every key of `obj` must be one of `allowed`.
+  void only(const json& obj, const std::string& path, std::initializer_list<const char*> allowed) const {
+    for (const auto& [key, value] : obj.items()) {
+      bool known = false;
+      for (const char* a : allowed) known = known || key == a;
+      if (!known) {
+        std::string list;
+        for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        fail(path + "/" + key, "unknown field '", key, "' (expected one of: ", list, ")");
+      }
+    }
+  }
+  const json& required(const json& obj, const std::string& path, const char* key) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) fail(path, "missing field '", key, "'");
+    return *it;
+  }
+  const json* optional(const json& obj, const char* key) const {
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+  std::string string(const json& v, const std::string& path) const {
+    if (!v.is_string()) fail(path, "expected a string, got ", v.type_name());
+    return v.get<std::string>();
+  }
+  std::string name(const json& v, const std::string& path) const {
+    std::string s = string(v, path);
+    if (s.empty()) fail(path, "a name cannot be empty");
+    for (unsigned char c : s) {
+      if (c < 0x20) fail(path, "a name cannot contain control characters");
+    }
+    return s;
+  }
+  int64_t integer(const json& v, const std::string& path) const {
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_number_unsigned()) fail(path, "integer out of range");
+    fail(path, "expected an integer, got ", v.is_number_float() ? "a float" : v.type_name());
+  }
+  double number(const json& v, const std::string& path) const {
+    if (!v.is_number()) fail(path, "expected a number, got ", v.type_name());
+    if (v.is_number_unsigned() && v.get<uint64_t>() > (uint64_t{1} << 53)) fail(path, "number out of range");
+    const double x = v.get<double>();
+    if (!std::isfinite(x)) fail(path, "expected a finite number");
+    return x;
+  }
+  // A shape: at most kMaxRank dimensions of at least 1 (-1 too for inputs), at most
+  // kMaxTensorElements elements.
+  Shape shape(const json& v, const std::string& path, bool allow_batch) const {
+    array(v, path);
+    if (v.size() > static_cast<size_t>(kMaxRank)) fail(path, "rank ", v.size(), " exceeds the maximum ", kMaxRank);
+    std::vector<int64_t> dims;
+    int64_t elements = 1;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string p = path + "/" + std::to_string(i);
+      const int64_t d = integer(v[i], p);
+      if (d == kBatch && allow_batch) {
+        dims.push_back(d);
+        continue;
+      }
+      if (d < 1) fail(p, "dimension ", d, " must be at least 1", allow_batch ? " (or -1 for the batch)" : "");
+      if (d > kMaxTensorElements || elements > kMaxTensorElements / d) {
+        fail(path, "more than ", kMaxTensorElements, " elements");
+      }
+      elements *= d;
+      dims.push_back(d);
+    }
+    return Shape::from(dims);
+  }
+  AttrValue attr_value(const json& v, const std::string& path) const {
+    if (v.is_number_integer()) return integer(v, path);
+    if (v.is_number()) return number(v, path);
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_array()) {
+      bool all_integers = true;
+      for (const json& x : v) all_integers = all_integers && x.is_number_integer();
+      if (all_integers && !v.empty()) {
+        std::vector<int64_t> out;
+        for (size_t i = 0; i < v.size(); ++i) out.push_back(integer(v[i], path + "/" + std::to_string(i)));
+        return out;
+      }
+      std::vector<double> out;
+      for (size_t i = 0; i < v.size(); ++i) out.push_back(number(v[i], path + "/" + std::to_string(i)));
+      return out;
+    }
+    fail(path, "attribute values are numbers, strings or flat lists of numbers, got ", v.type_name());
+  }
+  Attributes attributes(const json& v, const std::string& path) const {
+    object(v, path);
+    Attributes a;
+    for (const auto& [key, value] : v.items()) a.set(key, attr_value(value, path + "/" + key));
+    return a;
+  }
+  // Runs `f`, turning a pens::Error into one that names the file and `path`.
+  template <class F>
+  auto at(const std::string& path, F&& f) const {
+    try {
+      return f();
+    } catch (const Error& e) {
+      fail(path, e.what());
+    }
+  }
+
+ private:
+  std::string source_;
+};
+
+void check_depth(const std::string& text, const Reader& r) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) r.fail("", "nested deeper than ", kMaxDepth, " levels");
+    }
+    if (c == ']' || c == '}') --depth;
+  }
+}
+
+uint32_t flag_of(const std::string& name) {
+  if (name == "loss") return kLoss;
+  if (name == "frozen") return kFrozen;
+  return 0;
+}
+
+void read_flags(const Reader& r, const json& obj, const std::string& path, Node& node) {
+  const json* flags = r.optional(obj, "flags");
+  if (!flags) return;
+  r.array(*flags, path + "/flags");
+  for (size_t i = 0; i < flags->size(); ++i) {
+    const std::string p = path + "/flags/" + std::to_string(i);
+    const std::string f = r.string((*flags)[i], p);
+    const uint32_t bit = flag_of(f);
+    if (!bit) r.fail(p, "unknown flag '", f, "' (loss | frozen)");
+    node.flags |= bit;
+  }
+}
+
+void read_noise(const Reader& r, const json& obj, const std::string& path, Node& node) {
+  const json* noise = r.optional(obj, "noise");
+  if (!noise) return;
+  r.array(*noise, path + "/noise");
+  for (size_t i = 0; i < noise->size(); ++i) {
+    const std::string p = path + "/noise/" + std::to_string(i);
+    const json& entry = r.object((*noise)[i], p);
+    NoiseAnnotation a;
+    a.kind = r.string(r.required(entry, p, "kind"), p + "/kind");
+    for (const auto& [key, value] : entry.items()) {
+      if (key != "kind") a.params.set(key, r.attr_value(value, p + "/" + key));
+    }
+    r.at(p, [&] { normalize_noise(node, a); });
+    node.noise.push_back(std::move(a));
+  }
+}
+
+void read_common(const Reader& r, const json& obj, const std::string& path, Node& node) {
+  if (const json* layer = r.optional(obj, "layer")) node.layer = r.string(*layer, path + "/layer");
+  if (const json* role = r.optional(obj, "role")) node.role = r.string(*role, path + "/role");
+  read_flags(r, obj, path, node);
+  read_noise(r, obj, path, node);
+}
+
+PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::string& path, const Graph& g) {
+  r.object(v, path);
+  r.only(v, path, {"children", "pairing", "loss_on", "smoothing", "penalties", "lambda_schedule"});
+  PseudoEnsembleSpec s;
+  if (const json* x = r.optional(v, "children")) s.children = r.integer(*x, path + "/children");
+  if (const json* x = r.optional(v, "pairing")) s.pairing = r.string(*x, path + "/pairing");
+  if (const json* x = r.optional(v, "loss_on")) s.loss_on = r.string(*x, path + "/loss_on");
+  if (const json* x = r.optional(v, "smoothing")) s.smoothing = r.number(*x, path + "/smoothing");
+  if (const json* x = r.optional(v, "penalties")) {
+    r.array(*x, path + "/penalties");
+    for (size_t i = 0; i < x->size(); ++i) {
+      const std::string p = path + "/penalties/" + std::to_string(i);
+      const json& e = r.object((*x)[i], p);
+      r.only(e, p, {"node", "kind", "lambda", "rows"});
+      PenaltyTerm t;
+      t.node = r.name(r.required(e, p, "node"), p + "/node");
+      if (!g.find(t.node)) r.fail(p + "/node", "no node named '", t.node, "'");
+      t.kind = r.string(r.required(e, p, "kind"), p + "/kind");
+      t.lambda = r.number(r.required(e, p, "lambda"), p + "/lambda");
+      if (const json* rows = r.optional(e, "rows")) t.rows = r.string(*rows, p + "/rows");
+      s.penalties.push_back(std::move(t));
+    }
+  }
+  if (const json* x = r.optional(v, "lambda_schedule")) {
+    r.array(*x, path + "/lambda_schedule");
+    for (size_t i = 0; i < x->size(); ++i) {
+      const std::string p = path + "/lambda_schedule/" + std::to_string(i);
+      const json& e = r.object((*x)[i], p);
+      r.only(e, p, {"epochs", "scale"});
+      s.lambda_schedule.push_back({r.number(r.required(e, p, "epochs"), p + "/epochs"),
+                                   r.number(r.required(e, p, "scale"), p + "/scale")});
+    }
+  }
+  r.at(path, [&] { s.validate(); });
+  return s;
+}
+
+float checked_value(const Reader& r, double x, const std::string& path) {
+  if (!std::isfinite(x) || std::abs(x) > 3.4028234663852886e38) r.fail(path, "value ", x, " is not a finite float32");
+  return static_cast<float>(x);
+}
+
+}  // namespace
+
+Model parse_model(const std::string& text, const std::string& source, const std::string& dir) {
+  const Reader r(source);
+  check_depth(text, r);
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    pens::fail(source, ": not valid JSON: ", e.what());
+  }
+  r.object(doc, "");
+  r.only(doc, "", {"format_version", "opset_version", "metadata", "inputs", "parameters", "nodes", "outputs",
+                   "pseudo_ensemble", "weights"});
+  const int64_t version = r.integer(r.required(doc, "", "format_version"), "/format_version");
+  if (version != kFormatVersion) {
+    r.fail("/format_version", "unsupported format_version ", version, " (this pens reads ", kFormatVersion, ")");
+  }
+  const int64_t opset = r.integer(r.required(doc, "", "opset_version"), "/opset_version");
+  if (opset != kOpsetVersion) {
+    r.fail("/opset_version", "unsupported opset_version ", opset, " (this pens has ", kOpsetVersion, ")");
+  }
+
+  Model m;
+  if (const json* meta = r.optional(doc, "metadata")) m.metadata = r.object(*meta, "/metadata");
+  Graph& g = m.graph;
+  std::map<std::string, std::string> path_of;  // node name -> JSON path, for errors
+
+  // Inputs.
+  const json& inputs = r.array(r.required(doc, "", "inputs"), "/inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string p = "/inputs/" + std::to_string(i);
+    const json& e = r.object(inputs[i], p);
+    r.only(e, p, {"name", "shape", "dtype", "layer", "role", "noise", "flags"});
+    const std::string name = r.name(r.required(e, p, "name"), p + "/name");
+    const Shape shape = r.shape(r.required(e, p, "shape"), p + "/shape", true);
+    std::string dtype = "real";
+    if (const json* d = r.optional(e, "dtype")) dtype = r.string(*d, p + "/dtype");
+    const NodeId v = r.at(p, [&] {
+      return g.add("input", {}, {{"shape", shape.to_vector()}, {"dtype", dtype}}, name);
+    });
+    read_common(r, e, p, g.node(v));
+    path_of[name] = p;
+  }
+
+  // Parameters.
+  const json* params = r.optional(doc, "parameters");
+  std::vector<std::pair<std::string, std::string>> inline_values;  // name, path of "values"
+  int64_t total_elements = 0;
+  if (params) {
+    r.array(*params, "/parameters");
+    for (size_t i = 0; i < params->size(); ++i) {
+      const std::string p = "/parameters/" + std::to_string(i);
+      const json& e = r.object((*params)[i], p);
+      r.only(e, p, {"name", "shape", "dtype", "init", "max_norm", "layer", "role", "noise", "flags", "values"});
+      const std::string name = r.name(r.required(e, p, "name"), p + "/name");
+      const Shape shape = r.shape(r.required(e, p, "shape"), p + "/shape", false);
+      total_elements += shape.numel();
+      if (total_elements > kMaxTensorElements) r.fail(p + "/shape", "the parameters exceed ", kMaxTensorElements, " elements in all");
+      if (const json* d = r.optional(e, "dtype"); d && r.string(*d, p + "/dtype") != "float32") {
+        r.fail(p + "/dtype", "parameters are float32, got '", d->get<std::string>(), "'");
+      }
+      Attributes attrs;
+      if (const json* init = r.optional(e, "init")) {
+        const std::string ip = p + "/init";
+        r.object(*init, ip);
+        r.only(*init, ip, {"kind", "std", "value", "limit"});
+        attrs.set("init", r.string(r.required(*init, ip, "kind"), ip + "/kind"));
+        for (const char* key : {"std", "value", "limit"}) {
+          if (const json* x = r.optional(*init, key)) attrs.set(key, r.number(*x, ip + "/" + key));
+        }
+      }
+      if (const json* x = r.optional(e, "max_norm")) attrs.set("max_norm", r.number(*x, p + "/max_norm"));
+      const NodeId v = r.at(p, [&] { return g.param(name, shape, attrs); });
+      read_common(r, e, p, g.node(v));
+      path_of[name] = p;
+      if (r.optional(e, "values")) inline_values.emplace_back(name, p + "/values");
+    }
+  }
+
+  // Nodes: created first, wired once all exist, so inputs may name later nodes.
+  const json& nodes = r.array(r.required(doc, "", "nodes"), "/nodes");
+  std::vector<std::pair<NodeId, size_t>> to_wire;  // node, index in /nodes
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const std::string p = "/nodes/" + std::to_string(i);
+    const json& e = r.object(nodes[i], p);
+    r.only(e, p, {"name", "op", "inputs", "attrs", "layer", "role", "noise", "flags"});
+    const std::string name = r.name(r.required(e, p, "name"), p + "/name");
+    const std::string op = r.string(r.required(e, p, "op"), p + "/op");
+    if (op == "input" || op == "parameter") r.fail(p + "/op", "declare ", op, "s in /", op, "s");
+    Attributes attrs;
+    if (const json* a = r.optional(e, "attrs")) attrs = r.attributes(*a, p + "/attrs");
+    const NodeId v = r.at(p, [&] { return g.add_unwired(op, attrs, name); });
+    read_common(r, e, p, g.node(v));
+    path_of[name] = p;
+    to_wire.emplace_back(v, i);
+  }
+  for (const auto& [v, i] : to_wire) {
+    const std::string p = "/nodes/" + std::to_string(i);
+    const json& e = nodes[i];
+    std::vector<NodeId> in;
+    if (const json* list = r.optional(e, "inputs")) {
+      r.array(*list, p + "/inputs");
+      for (size_t j = 0; j < list->size(); ++j) {
+        const std::string ip = p + "/inputs/" + std::to_string(j);
+        const std::string name = r.string((*list)[j], ip);
+        const auto u = g.find(name);
+        if (!u) r.fail(ip, "no node named '", name, "'");
+        in.push_back(*u);
+      }
+    }
+    r.at(p, [&] { g.set_inputs(v, in); });
+  }
+
+  // Outputs.
+  const json& outputs = r.array(r.required(doc, "", "outputs"), "/outputs");
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string p = "/outputs/" + std::to_string(i);
+    const std::string name = r.string(outputs[i], p);
+    const auto v = g.find(name);
+    if (!v) r.fail(p, "no node named '", name, "'");
+    if (g[*v].has(kOutput)) r.fail(p, "'", name, "' is listed twice");
+    g.set_flag(*v, kOutput);
+  }
+
+  // The whole graph, with errors pointing at the node's entry.
+  try {
+    verify(g);
+  } catch (const Error& e) {
+    auto it = path_of.find(e.node());
+    r.fail(it == path_of.end() ? "/nodes" : it->second, e.what());
+  }
+
+  if (const json* pe = r.optional(doc, "pseudo_ensemble")) m.ensemble = read_ensemble(r, *pe, "/pseudo_ensemble", g);
+
+  // Parameter values: inline, in a sidecar, or none.
+  const json* weights = r.optional(doc, "weights");
+  if (weights && !inline_values.empty()) {
+    r.fail(inline_values[0].second, "values are given both inline and in /weights");
+  }
+  if (!inline_values.empty() || weights) {
+    m.values = std::make_shared<ParamStore<float>>(g);
+    ParamStore<float>& store = *m.values;
+    if (weights) {
+      r.object(*weights, "/weights");
+      r.only(*weights, "/weights", {"file", "bytes", "sha256", "dtype", "byte_order"});
+      const std::string file = r.string(r.required(*weights, "/weights", "file"), "/weights/file");
+      if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..") {
+        r.fail("/weights/file", "must be a file name beside the model file, got '", file, "'");
+      }
+      if (r.string(r.required(*weights, "/weights", "dtype"), "/weights/dtype") != "float32") {
+        r.fail("/weights/dtype", "only float32 sidecars exist");
+      }
+      if (r.string(r.required(*weights, "/weights", "byte_order"), "/weights/byte_order") != "little") {
+        r.fail("/weights/byte_order", "only little-endian sidecars exist");
+      }
+      const int64_t declared = r.integer(r.required(*weights, "/weights", "bytes"), "/weights/bytes");
+      const int64_t expected = 4 * store.numel();
+      if (declared != expected) {
+        r.fail("/weights/bytes", "declares ", declared, " bytes, the parameters need ", expected);
+      }
+      const std::string sha = r.string(r.required(*weights, "/weights", "sha256"), "/weights/sha256");
+      m.weights_file = file;
+      const std::string path = (std::filesystem::path(dir) / file).string();
+      std::string bytes;
+      try {
+        bytes = read_file(path, static_cast<uint64_t>(expected));
+      } catch (const Error& e) {
+        r.fail("/weights/file", e.what());
+      }
+      if (static_cast<int64_t>(bytes.size()) != expected) {
+        r.fail("/weights/file", path, " holds ", bytes.size(), " bytes, expected ", expected);
+      }
+      if (sha256_hex(bytes) != sha) r.fail("/weights/sha256", path, " does not match its checksum");
+      size_t offset = 0;
+      for (const ParamEntry& p : store.entries()) {
+        float* dst = store.value(p).data;
+        for (int64_t i = 0; i < p.shape.numel(); ++i, offset += 4) {
+          uint32_t bits;
+          std::memcpy(&bits, bytes.data() + offset, 4);
+          if constexpr (std::endian::native == std::endian::big) bits = __builtin_bswap32(bits);
+          float x;
+          std::memcpy(&x, &bits, 4);
+          if (!std::isfinite(x)) r.fail("/weights/file", "parameter '", p.name, "' element ", i, " is not finite");
+          dst[i] = x;
+        }
+      }
+    } else {
+      std::set<std::string> given;
+      for (const auto& [name, path] : inline_values) given.insert(name);
+      for (const ParamEntry& p : store.entries()) {
+        if (!given.count(p.name)) r.fail(path_of[p.name], "values are given for some parameters but not for '", p.name, "'");
+      }
+      for (size_t i = 0; i < params->size(); ++i) {
+        const std::string p = "/parameters/" + std::to_string(i);
+        const json& e = (*params)[i];
+        const json& vals = r.array(e.at("values"), p + "/values");
+        const ParamEntry& entry = store.at(e.at("name").get<std::string>());
+        if (static_cast<int64_t>(vals.size()) != entry.shape.numel()) {
+          r.fail(p + "/values", vals.size(), " values, shape ", entry.shape.str(), " needs ", entry.shape.numel());
+        }
+        float* dst = store.value(entry).data;
+        for (size_t j = 0; j < vals.size(); ++j) {
+          const std::string vp = p + "/values/" + std::to_string(j);
+          dst[j] = checked_value(r, r.number(vals[j], vp), vp);
+        }
+      }
+    }
+  }
+  return m;
+}
+
+Model load_model(const std::string& path) {
+  const std::string text = read_file(path, kMaxModelFileBytes);
+  const std::filesystem::path p(path);
+  return parse_model(text, path, p.has_parent_path() ? p.parent_path().string() : ".");
+}
+
+namespace {
+
+json attr_json(const AttrValue& v) {
+  return std::visit([](const auto& x) { return json(x); }, v);
+}
+
+json flags_json(const Node& n) {
+  json f = json::array();
+  if (n.has(kLoss)) f.push_back("loss");
+  if (n.has(kFrozen)) f.push_back("frozen");
+  return f;
+}
+
+// Fields every kind of entry may carry, written only when they say something.
+void write_common(json& e, const Node& n) {
+  if (!n.layer.empty()) e["layer"] = n.layer;
+  if (n.role != "parent") e["role"] = n.role;
+  if (const json f = flags_json(n); !f.empty()) e["flags"] = f;
+  if (!n.noise.empty()) {
+    json list = json::array();
+    for (const NoiseAnnotation& a : n.noise) {
+      json entry = {{"kind", a.kind}};
+      for (const auto& [k, v] : a.params.items()) entry[k] = attr_json(v);
+      list.push_back(entry);
+    }
+    e["noise"] = list;
+  }
+}
+
+json ensemble_json(const PseudoEnsembleSpec& s) {
+  json pen = json::array();
+  for (const PenaltyTerm& t : s.penalties) {
+    pen.push_back({{"node", t.node}, {"kind", t.kind}, {"lambda", t.lambda}, {"rows", t.rows}});
+  }
+  json out = {{"children", s.children}, {"pairing", s.pairing}, {"loss_on", s.loss_on},
+              {"smoothing", s.smoothing}, {"penalties", pen}};
+  if (!s.lambda_schedule.empty()) {
+    json stages = json::array();
+    for (const LambdaStage& st : s.lambda_schedule) stages.push_back({{"epochs", st.epochs}, {"scale", st.scale}});
+    out["lambda_schedule"] = stages;
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelText write_model(const Model& m, ValueStorage storage, const std::string& sidecar_name) {
+  const Graph& g = m.graph;
+  verify(g);
+  if (m.ensemble) m.ensemble->validate();
+  json doc = {{"format_version", kFormatVersion}, {"opset_version", kOpsetVersion}, {"metadata", m.metadata}};
+  json inputs = json::array(), params = json::array(), nodes = json::array(), outputs = json::array();
+
+  if (!m.values) storage = ValueStorage::None;
+  if (storage == ValueStorage::Auto) {
+    storage = m.values->numel() <= kInlineLimit ? ValueStorage::Inline : ValueStorage::Sidecar;
+  }
+  std::string sidecar;
+  for (NodeId v : g.topological_order()) {
+    const Node& n = g[v];
+    json e = {{"name", n.name}};
+    if (is_input(n)) {
+      e["shape"] = n.attrs.get_ints("shape");
+      e["dtype"] = n.attrs.get_string("dtype");
+      write_common(e, n);
+      inputs.push_back(e);
+    } else if (is_param(n)) {
+      e["shape"] = n.attrs.get_ints("shape");
+      e["dtype"] = "float32";
+      json init = {{"kind", n.attrs.get_string("init")}};
+      for (const char* key : {"std", "value", "limit"}) {
+        if (n.attrs.has(key)) init[key] = n.attrs.get_float(key);
+      }
+      e["init"] = init;
+      if (n.attrs.has("max_norm")) e["max_norm"] = n.attrs.get_float("max_norm");
+      write_common(e, n);
+      if (storage == ValueStorage::Inline || storage == ValueStorage::Sidecar) {
+        const TensorView<const float> values = static_cast<const ParamStore<float>&>(*m.values)
+                                                   .value(m.values->at(n.name));
+        if (storage == ValueStorage::Inline) {
+          json list = json::array();
+          for (int64_t i = 0; i < values.size(); ++i) list.push_back(static_cast<double>(values[i]));
+          e["values"] = list;
+        } else {
+          for (int64_t i = 0; i < values.size(); ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, &values.data[i], 4);
+            if constexpr (std::endian::native == std::endian::big) bits = __builtin_bswap32(bits);
+            sidecar.append(reinterpret_cast<const char*>(&bits), 4);
+          }
+        }
+      }
+      params.push_back(e);
+    } else {
+      e["op"] = n.op->name;
+      json in = json::array();
+      for (NodeId u : g.inputs(v)) in.push_back(g[u].name);
+      if (!in.empty()) e["inputs"] = in;
+      if (!n.attrs.empty()) {
+        json attrs = json::object();
+        for (const auto& [k, val] : n.attrs.items()) attrs[k] = attr_json(val);
+        e["attrs"] = attrs;
+      }
+      write_common(e, n);
+      nodes.push_back(e);
+    }
+    if (n.has(kOutput)) outputs.push_back(n.name);
+  }
+  doc["inputs"] = inputs;
+  doc["parameters"] = params;
+  doc["nodes"] = nodes;
+  doc["outputs"] = outputs;
+  if (m.ensemble) doc["pseudo_ensemble"] = ensemble_json(*m.ensemble);
+  if (storage == ValueStorage::Sidecar) {
+    doc["weights"] = {{"file", sidecar_name},
+                      {"bytes", sidecar.size()},
+                      {"sha256", sha256_hex(sidecar)},
+                      {"dtype", "float32"},
+                      {"byte_order", "little"}};
+  }
+  return {doc.dump(2) + "\n", sidecar};
+}
+
+void save_model(const Model& model, const std::string& path, ValueStorage storage) {
+  std::filesystem::path p(path);
+  const std::string sidecar_name = p.stem().string() + ".weights.bin";
+  const ModelText text = write_model(model, storage, sidecar_name);
+  // The sidecar first: the JSON that refers to it only appears once it is complete.
+  if (!text.sidecar.empty()) write_file_atomically((p.parent_path() / sidecar_name).string(), text.sidecar);
+  write_file_atomically(path, text.json);
+}
+
+}  // namespace pens

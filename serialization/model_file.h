@@ -1,0 +1,44 @@
+// The JSON model format (docs/model-format.md). Reading is safe against any input: every
+// problem is an Error naming the file, the JSON path of the field (a JSON pointer such as
+// /nodes/3/inputs/1) and what was expected. Writing is canonical: sorted keys, nodes in
+// topological order, numbers that read back to the same bits, so a model read and
+// written again reproduces its file byte for byte.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "models/model.h"
+
+namespace pens {
+
+inline constexpr int64_t kFormatVersion = 1;
+inline constexpr int64_t kOpsetVersion = 1;
+
+// Limits that keep a hostile file from exhausting memory before it is rejected.
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 31;
+inline constexpr uint64_t kMaxModelFileBytes = uint64_t{1} << 30;
+
+enum class ValueStorage {
+  Auto,     // inline up to kInlineLimit elements in all, a sidecar beyond
+  Inline,   // "values" arrays in the JSON
+  Sidecar,  // one little-endian float32 file beside the JSON, with size and SHA-256
+  None,     // structure only
+};
+inline constexpr int64_t kInlineLimit = 4096;
+
+// Reads a model file (and its sidecar, resolved relative to the file).
+Model load_model(const std::string& path);
+// Parses model JSON text. `source` names it in errors; `dir` is where a sidecar is found.
+Model parse_model(const std::string& text, const std::string& source, const std::string& dir);
+
+struct ModelText {
+  std::string json;     // canonical JSON text, ending in a newline
+  std::string sidecar;  // sidecar bytes, empty when there is none
+};
+// `sidecar_name` is the file name the JSON refers to for the sidecar.
+ModelText write_model(const Model& model, ValueStorage storage, const std::string& sidecar_name);
+// Writes the JSON (and the sidecar "<stem>.weights.bin" beside it), each atomically.
+void save_model(const Model& model, const std::string& path, ValueStorage storage = ValueStorage::Auto);
+
+}  // namespace pens
