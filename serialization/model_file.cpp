@@ -263,7 +263,7 @@ Model parse_model(const std::string& text, const std::string& source, const std:
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax errors, and numbers out of range
     pens::fail(source, ": not valid JSON: ", e.what());
   }
   r.object(doc, "");

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -64,7 +65,7 @@ TEST_CASE("pens gradcheck --all-ops passes and prints one line per op") {
 }
 
 TEST_CASE("every subcommand has --help, and mistakes give a message and a non-zero exit") {
-  for (const char* cmd : {"ops", "gradcheck"}) {
+  for (const char* cmd : {"ops", "gradcheck", "inspect", "fmt", "new"}) {
     const Run help = pens_cli(std::string(cmd) + " --help");
     CHECK(help.status == 0);
     CHECK(help.out.rfind("usage: pens ", 0) == 0);
@@ -79,4 +80,99 @@ TEST_CASE("every subcommand has --help, and mistakes give a message and a non-ze
   const Run bad_op = pens_cli("gradcheck --op relux");
   CHECK(bad_op.status == 1);
   CHECK(bad_op.out.find("unknown op 'relux'") != std::string::npos);
+}
+
+namespace {
+std::string example(const std::string& name) { return std::string(PENS_SOURCE_DIR) + "/examples/models/" + name; }
+}  // namespace
+
+TEST_CASE("pens inspect: 2 children, 3 taps, shared parameters, in JSON, text and DOT") {
+  const Run r = pens_cli("inspect " + example("mlp-pea.json") + " --children 2 --format json");
+  REQUIRE(r.status == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc.at("children") == 2);
+  CHECK(doc.at("taps").size() == 3);
+  CHECK(doc.at("parameter_nodes") == 6);  // the parent's six: W1, b1, W2, b2, W3, b3
+  std::set<std::string> roles;
+  int parameters = 0;
+  for (const auto& n : doc.at("nodes")) {
+    roles.insert(n.at("role").get<std::string>());
+    CHECK(n.contains("inputs"));
+    CHECK(n.contains("noise"));
+    if (n.at("op") == "parameter") {
+      ++parameters;
+      CHECK(n.at("role") == "parent");
+    }
+  }
+  CHECK(parameters == 6);
+  CHECK(roles == std::set<std::string>{"parent", "child:1", "child:2", "noise", "penalty"});
+  const auto& tap = doc.at("taps")[0];
+  CHECK(tap.at("layer") == "h1");
+  CHECK(tap.at("children") == nlohmann::json::array({"c1/h1", "c2/h1"}));
+  CHECK(tap.at("penalty") == "direction");
+  CHECK(doc.at("taps")[2].at("penalty") == "tanh");
+  CHECK(doc.at("taps")[2].at("lambda") == 2.0);
+
+  const Run text = pens_cli("inspect " + example("mlp-pea.json") + " --children 2");
+  CHECK(text.status == 0);
+  CHECK(text.out.find("pseudo-ensemble: 2 children sharing 6 parameter nodes; 3 taps") != std::string::npos);
+  CHECK(text.out.find("tap out: parent -, children c1/logits c2/logits; tanh, lambda 2") != std::string::npos);
+  CHECK(text.out.find("graph: " + std::to_string(doc.at("nodes").size()) + " nodes") != std::string::npos);
+
+  const Run dot = pens_cli("inspect " + example("mlp-pea.json") + " --children 2 --format dot");
+  CHECK(dot.status == 0);
+  CHECK(dot.out.find("subgraph \"cluster_child 1\"") != std::string::npos);
+  CHECK(dot.out.find("subgraph \"cluster_child 2\"") != std::string::npos);
+  CHECK(dot.out.find("subgraph \"cluster_penalties\"") != std::string::npos);
+  const std::regex node_line("\\n +n[0-9]+ \\[label=");
+  const auto drawn = std::distance(std::sregex_iterator(dot.out.begin(), dot.out.end(), node_line),
+                                   std::sregex_iterator());
+  CHECK(static_cast<size_t>(drawn) == doc.at("nodes").size());  // every node, once
+
+  const Run three = pens_cli("inspect " + example("mlp-pea.json") + " --children 3 --format json");
+  CHECK(nlohmann::json::parse(three.out).at("taps")[0].at("children").size() == 3);
+}
+
+TEST_CASE("pens gradcheck MODEL: every penalty kind, both pairings; a failing check exits 1") {
+  for (const char* pairing : {"child-child", "parent-child"}) {
+    for (const char* kind : {"kl", "xent", "tanh", "direction", "l2"}) {
+      const Run r = pens_cli("gradcheck " + example("mlp-pea-small.json") + " --pairing " + pairing + " --kind " + kind);
+      INFO(pairing << " " << kind << ": " << r.out);
+      CHECK(r.status == 0);
+      CHECK(r.out.find(": ok") != std::string::npos);
+    }
+  }
+  // An unreachable tolerance: the check fails, says where, and the exit status says so.
+  const Run strict = pens_cli("gradcheck " + example("mlp-pea-small.json") + " --tolerance 1e-14");
+  CHECK(strict.status == 1);
+  CHECK(strict.out.find("FAIL") != std::string::npos);
+  CHECK(strict.out.find("worst entry: d target[0] / d ") != std::string::npos);
+}
+
+TEST_CASE("pens fmt prints example models unchanged and rejects garbage with one line") {
+  for (const char* name : {"mlp-pea.json", "mlp-pea-small.json"}) {
+    const Run r = pens_cli("fmt " + example(name));
+    CHECK(r.status == 0);
+    std::ifstream in(example(name));
+    const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(r.out == original);
+    CHECK(pens_cli("fmt --check " + example(name)).status == 0);
+  }
+  const Run garbage = pens_cli("fmt " + std::string(PENS_CLI));  // a binary file
+  CHECK(garbage.status == 1);
+  CHECK(std::count(garbage.out.begin(), garbage.out.end(), '\n') == 1);
+  CHECK(garbage.out.find("not valid JSON") != std::string::npos);
+  CHECK(pens_cli("fmt /nonexistent.json").status == 1);
+}
+
+TEST_CASE("pens new writes a model that loads, and names bad options") {
+  const Run r = pens_cli("new mlp --layers 10,6,3 --mask-hidden 0.5 --penalty logits:kl:1 --loss-on parent");
+  REQUIRE(r.status == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc.at("pseudo_ensemble").at("penalties")[0].at("kind") == "kl");
+  CHECK(doc.at("parameters").size() == 4);
+  const Run bad = pens_cli("new mlp --penalty h7:kl:1");
+  CHECK(bad.status == 1);
+  CHECK(bad.out.find("no node named 'h7'") != std::string::npos);
+  CHECK(pens_cli("new mlp --layers 10,x").out.find("'x' is not a positive width") != std::string::npos);
 }
