@@ -43,7 +43,8 @@ class TermBuilder {
     if (it != probs_.end()) return it->second;
     NodeId p = add("softmax", {a});
     if (smoothing_ > 0) {
-      p = add("add", {p, scalar(smoothing_)});
+      if (smoothing_node_ == kNone) smoothing_node_ = scalar(smoothing_);
+      p = add("add", {p, smoothing_node_});
       p = add("scale", {p}, {{"factor", 1.0 / (1.0 + smoothing_ * static_cast<double>(classes_))}});
     }
     return probs_[a] = p;
@@ -82,6 +83,8 @@ class TermBuilder {
   std::string prefix_;
   int counter_ = 0;
   int64_t classes_ = 0;
+  static constexpr NodeId kNone = static_cast<NodeId>(-1);
+  NodeId smoothing_node_ = kNone;  // the constant s, shared by every softmax of the term
   std::map<NodeId, NodeId> probs_, log_probs_;
 };
 
