@@ -4,6 +4,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <span>
 #include <vector>
 
 #include "autodiff/param_store.h"
@@ -18,6 +19,10 @@ class Sgd {
 
   // One update from the gradients in the store (which it does not zero).
   void step(double learning_rate, double momentum);
+
+  // The momentum buffer, laid out like the store's values (checkpoints save it).
+  std::span<const float> state() const { return velocity_; }
+  std::span<float> state() { return velocity_; }
 
  private:
   struct Constraint {

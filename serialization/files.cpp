@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -84,6 +85,24 @@ void write_file_atomically(const std::string& path, std::string_view bytes,
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
+  }
+}
+
+void append_float32_le(std::string& out, const float* data, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, data + i, 4);
+    if constexpr (std::endian::native == std::endian::big) bits = __builtin_bswap32(bits);
+    out.append(reinterpret_cast<const char*>(&bits), 4);
+  }
+}
+
+void read_float32_le(const char* bytes, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, bytes + 4 * i, 4);
+    if constexpr (std::endian::native == std::endian::big) bits = __builtin_bswap32(bits);
+    std::memcpy(out + i, &bits, 4);
   }
 }
 

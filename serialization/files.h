@@ -19,4 +19,8 @@ std::string read_file(const std::string& path, uint64_t max_bytes);
 void write_file_atomically(const std::string& path, std::string_view bytes,
                            const std::function<void()>& before_rename = {});
 
+// Little-endian float32, the byte layout of sidecars and checkpoints.
+void append_float32_le(std::string& out, const float* data, int64_t n);
+void read_float32_le(const char* bytes, float* out, int64_t n);
+
 }  // namespace pens

@@ -1,6 +1,5 @@
 #include "serialization/model_file.h"
 
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -432,14 +431,10 @@ Model parse_model(const std::string& text, const std::string& source, const std:
       size_t offset = 0;
       for (const ParamEntry& p : store.entries()) {
         float* dst = store.value(p).data;
-        for (int64_t i = 0; i < p.shape.numel(); ++i, offset += 4) {
-          uint32_t bits;
-          std::memcpy(&bits, bytes.data() + offset, 4);
-          if constexpr (std::endian::native == std::endian::big) bits = __builtin_bswap32(bits);
-          float x;
-          std::memcpy(&x, &bits, 4);
-          if (!std::isfinite(x)) r.fail("/weights/file", "parameter '", p.name, "' element ", i, " is not finite");
-          dst[i] = x;
+        read_float32_le(bytes.data() + offset, dst, p.shape.numel());
+        offset += 4 * static_cast<size_t>(p.shape.numel());
+        for (int64_t i = 0; i < p.shape.numel(); ++i) {
+          if (!std::isfinite(dst[i])) r.fail("/weights/file", "parameter '", p.name, "' element ", i, " is not finite");
         }
       }
     } else {
@@ -557,12 +552,7 @@ ModelText write_model(const Model& m, ValueStorage storage, const std::string& s
           for (int64_t i = 0; i < values.size(); ++i) list.push_back(static_cast<double>(values[i]));
           e["values"] = list;
         } else {
-          for (int64_t i = 0; i < values.size(); ++i) {
-            uint32_t bits;
-            std::memcpy(&bits, &values.data[i], 4);
-            if constexpr (std::endian::native == std::endian::big) bits = __builtin_bswap32(bits);
-            sidecar.append(reinterpret_cast<const char*>(&bits), 4);
-          }
+          append_float32_le(sidecar, values.data, values.size());
         }
       }
       params.push_back(e);
