@@ -75,7 +75,7 @@ int run_new(const std::vector<std::string>& argv) {
   const Args args(argv, {},
                   {"layers", "mask-input", "mask-hidden", "gaussian-input", "gaussian-bias", "max-norm",
                    "weight-std", "hidden-bias", "output-bias", "loss", "penalty", "children", "pairing", "loss-on", "smoothing", "output",
-                   "description"});
+                   "description", "values"});
   const std::string& kind = args.one_positional("a model kind (mlp)");
   if (kind != "mlp") fail("unknown model kind '", kind, "' (mlp)");
   MlpSpec spec;
@@ -106,7 +106,13 @@ int run_new(const std::vector<std::string>& argv) {
     }
     model.ensemble = pe;
   }
-  const std::string text = write_model(model, ValueStorage::None, "").json;
+  ValueStorage storage = ValueStorage::None;
+  if (args.option("values")) {
+    model.values = std::make_shared<ParamStore<float>>(model.graph);
+    model.values->initialize(model.graph, static_cast<uint64_t>(args.option_int("values", 0)));
+    storage = ValueStorage::Inline;
+  }
+  const std::string text = write_model(model, storage, "").json;
   if (auto out = args.option("output")) {
     write_file_atomically(*out, text);
     std::cerr << "wrote " << *out << "\n";

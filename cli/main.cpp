@@ -73,6 +73,7 @@ const std::vector<Command>& commands() {
        "  --loss-on N             parent (default), child or children\n"
        "  --smoothing S           softmax smoothing before kl/xent (default 1e-4)\n"
        "  --description TEXT      stored in the metadata\n"
+       "  --values SEED           store initial parameter values (drawn with SEED) inline\n"
        "  --output FILE           write FILE (atomically) instead of printing\n",
        pens::cli::run_new},
   };

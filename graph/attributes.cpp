@@ -115,7 +115,9 @@ std::string Attributes::str() const {
 }
 
 void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs, const std::string& owner) {
-  for (const auto& [key, value] : attrs.items()) {
+  for (const auto& item : attrs.items()) {
+    const std::string& key = item.first;
+    const AttrValue& value = item.second;
     auto spec = std::find_if(schema.begin(), schema.end(),
                              [&](const AttrSpec& s) { return s.name == key; });
     if (spec == schema.end()) {

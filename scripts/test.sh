@@ -1,16 +1,33 @@
 #!/usr/bin/env bash
 # Sets up (scripts/setup.sh), builds, runs the whole test suite and ends with one line:
 #   tests: N passed, M failed
-# Exits non-zero when anything failed. Extra arguments go to the doctest runner
-# (e.g. -tc="*tape*" to run some tests).
+# Exits non-zero when anything failed.
+#
+#   scripts/test.sh              the optimized build in build/
+#   scripts/test.sh --sanitize   a build with AddressSanitizer and UndefinedBehaviorSanitizer
+#                                in build-sanitize/
+# Further arguments go to the doctest runner (e.g. -tc="*tape*" to run some tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
+dir=build
+if [ "${1:-}" = "--sanitize" ]; then
+  shift
+  dir=build-sanitize
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+  fi
+  echo "test: building with AddressSanitizer and UndefinedBehaviorSanitizer ($dir/)"
+  ninja -C "$dir" tests/pens_tests pens >/dev/null
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+fi
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-build/tests/pens_tests "$@" 2>&1 | tee "$log" || status=$?
+"$dir/tests/pens_tests" "$@" 2>&1 | tee "$log" || status=$?
 
 summary=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1 || true)
 if [ -z "$summary" ]; then

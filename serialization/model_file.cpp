@@ -351,7 +351,8 @@ Model parse_model(const std::string& text, const std::string& source, const std:
     path_of[name] = p;
     to_wire.emplace_back(v, i);
   }
-  for (const auto& [v, i] : to_wire) {
+  for (const auto& [node, i] : to_wire) {
+    const NodeId v = node;  // clang 14 cannot capture structured bindings in lambdas
     const std::string p = "/nodes/" + std::to_string(i);
     const json& e = nodes[i];
     std::vector<NodeId> in;

@@ -85,7 +85,11 @@ TEST_CASE("the arena is allocated once: steady-state steps allocate nothing and 
   tape.forward();  // lets anything lazily initialized settle
   tape.backward();
   const StepRun single = count_steps(tape, params);
-  CHECK(single.allocations == 0);
+  if (!testing::CountAllocations::available()) {
+    MESSAGE("allocation counting is off under AddressSanitizer; only buffer addresses are checked");
+  } else {
+    CHECK(single.allocations == 0);
+  }
 
   // Several threads: Eigen's parallel GEMM allocates its packing buffers inside each
   // product and frees them before returning; memory held across steps does not grow.

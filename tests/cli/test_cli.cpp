@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ops/registry.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 struct Run {
@@ -158,10 +159,25 @@ TEST_CASE("pens fmt prints example models unchanged and rejects garbage with one
     CHECK(r.out == original);
     CHECK(pens_cli("fmt --check " + example(name)).status == 0);
   }
-  const Run garbage = pens_cli("fmt " + std::string(PENS_CLI));  // a binary file
-  CHECK(garbage.status == 1);
-  CHECK(std::count(garbage.out.begin(), garbage.out.end(), '\n') == 1);
-  CHECK(garbage.out.find("not valid JSON") != std::string::npos);
+  // Garbage of several kinds: every one a single line and exit status 1, never a signal.
+  pens::testing::TempDir dir;
+  std::string binary;
+  for (int i = 0; i < 4096; ++i) binary += static_cast<char>((i * 7919 + 13) % 256);
+  const std::vector<std::pair<std::string, const char*>> garbage = {
+      {binary, ""}, {"{\"format_version\": 1", "not valid JSON"}, {"[[[[[[[[", "not valid JSON"},
+      {"{}", "missing field 'format_version'"}, {"", "not valid JSON"}};
+  for (const auto& [bytes, expected] : garbage) {
+    {
+      std::ofstream out(dir / "garbage.json", std::ios::binary);
+      out << bytes;
+    }
+    const Run r = pens_cli("fmt " + (dir / "garbage.json"));
+    INFO(r.out);
+    CHECK(r.status == 1);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+    CHECK(r.out.rfind("pens fmt: error: ", 0) == 0);
+    CHECK(r.out.find(expected) != std::string::npos);
+  }
   CHECK(pens_cli("fmt /nonexistent.json").status == 1);
 }
 

@@ -53,9 +53,10 @@ std::vector<float> forward_logits(const Model& m) {
 
 }  // namespace
 
-TEST_CASE("every example model reads and writes back byte for byte") {
+TEST_CASE("every example and test-data model reads and writes back byte for byte") {
   int files = 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(std::string(PENS_SOURCE_DIR) + "/examples")) {
+  for (const char* folder : {"/examples", "/tests/data/models"}) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(std::string(PENS_SOURCE_DIR) + folder)) {
     if (entry.path().extension() != ".json") continue;
     INFO(entry.path().string());
     const std::string text = read_file(entry.path().string(), kMaxModelFileBytes);
@@ -65,7 +66,8 @@ TEST_CASE("every example model reads and writes back byte for byte") {
     CHECK(write_model(m, storage, m.weights_file).json == text);
     ++files;
   }
-  CHECK(files >= 2);
+  }
+  CHECK(files >= 6);
 }
 
 TEST_CASE("trained parameters survive saving, inline and in a sidecar, bit for bit") {

@@ -11,6 +11,7 @@ std::atomic<bool> armed{false};
 std::atomic<int64_t> allocations{0};
 std::atomic<int64_t> live{0};
 
+#if PENS_COUNT_ALLOCATIONS
 inline void* noted(void* p) {
   if (p && armed.load(std::memory_order_relaxed)) {
     allocations.fetch_add(1, std::memory_order_relaxed);
@@ -23,8 +24,10 @@ inline void forget(void* p) {
     live.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
   }
 }
+#endif
 }  // namespace
 
+#if PENS_COUNT_ALLOCATIONS
 extern "C" {
 void* __libc_malloc(size_t);
 void* __libc_calloc(size_t, size_t);
@@ -49,6 +52,7 @@ void free(void* p) {
   __libc_free(p);
 }
 }
+#endif
 
 namespace pens::testing {
 

@@ -6,10 +6,24 @@
 
 #include <cstdint>
 
+// Under AddressSanitizer the sanitizer owns malloc; the counter then counts nothing and
+// says so through CountAllocations::available().
+#if defined(__SANITIZE_ADDRESS__)
+#define PENS_COUNT_ALLOCATIONS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PENS_COUNT_ALLOCATIONS 0
+#endif
+#endif
+#ifndef PENS_COUNT_ALLOCATIONS
+#define PENS_COUNT_ALLOCATIONS 1
+#endif
+
 namespace pens::testing {
 
 class CountAllocations {
  public:
+  static constexpr bool available() { return PENS_COUNT_ALLOCATIONS != 0; }
   CountAllocations();
   ~CountAllocations();
   int64_t count() const;       // allocations since construction
