@@ -143,7 +143,13 @@ TEST_CASE("pens gradcheck MODEL: every penalty kind, both pairings; a failing ch
       CHECK(r.out.find(": ok") != std::string::npos);
     }
   }
-  // An unreachable tolerance: the check fails, says where, and the exit status says so.
+  // A model evaluated exactly at a ReLU kink: the analytic gradient (the subgradient 0)
+  // is not the slope central differences see. The check fails and says where.
+  const Run kink = pens_cli("gradcheck " + std::string(PENS_SOURCE_DIR) + "/tests/data/models/relu-kink.json");
+  CHECK(kink.status == 1);
+  CHECK(kink.out.find("FAIL") != std::string::npos);
+  CHECK(kink.out.find("worst entry: d target[0] / d W1[0]: analytic 0, numeric") != std::string::npos);
+  // An unreachable tolerance fails too.
   const Run strict = pens_cli("gradcheck " + example("mlp-pea-small.json") + " --tolerance 1e-14");
   CHECK(strict.status == 1);
   CHECK(strict.out.find("FAIL") != std::string::npos);
