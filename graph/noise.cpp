@@ -125,10 +125,10 @@ NoiseKind subspace_kind() {
 NoiseRegistry& NoiseRegistry::mutable_global() {
   static NoiseRegistry registry = [] {
     NoiseRegistry r;
-    r.add(mask_kind());
-    r.add(gaussian_kind());
-    r.add(fuzz_kind());
-    r.add(subspace_kind());
+    r.kinds_.add(mask_kind());
+    r.kinds_.add(gaussian_kind());
+    r.kinds_.add(fuzz_kind());
+    r.kinds_.add(subspace_kind());
     return r;
   }();
   return registry;
@@ -136,30 +136,7 @@ NoiseRegistry& NoiseRegistry::mutable_global() {
 
 const NoiseRegistry& NoiseRegistry::global() { return mutable_global(); }
 
-void NoiseRegistry::register_global(NoiseKind kind) { mutable_global().add(std::move(kind)); }
-
-void NoiseRegistry::add(NoiseKind kind) {
-  if (kinds_.count(kind.name)) fail("noise kind '", kind.name, "' registered twice");
-  std::string name = kind.name;
-  kinds_.emplace(std::move(name), std::make_unique<NoiseKind>(std::move(kind)));
-}
-
-const NoiseKind* NoiseRegistry::find(std::string_view name) const {
-  auto it = kinds_.find(name);
-  return it == kinds_.end() ? nullptr : it->second.get();
-}
-
-const NoiseKind& NoiseRegistry::at(std::string_view name) const {
-  const NoiseKind* k = find(name);
-  if (!k) fail("unknown noise kind '", name, "'");
-  return *k;
-}
-
-std::vector<const NoiseKind*> NoiseRegistry::all() const {
-  std::vector<const NoiseKind*> out;
-  for (const auto& [name, kind] : kinds_) out.push_back(kind.get());
-  return out;
-}
+void NoiseRegistry::register_global(NoiseKind kind) { mutable_global().kinds_.add(std::move(kind)); }
 
 void normalize_noise(const Node& node, NoiseAnnotation& annotation) {
   const NoiseKind* kind = NoiseRegistry::global().find(annotation.kind);

@@ -6,13 +6,13 @@
 
 #include <functional>
 #include <map>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "graph/attributes.h"
 #include "graph/graph.h"
+#include "graph/named_table.h"
 
 namespace pens {
 
@@ -59,14 +59,13 @@ class NoiseRegistry {
   static const NoiseRegistry& global();
   static void register_global(NoiseKind kind);
 
-  const NoiseKind* find(std::string_view name) const;
-  const NoiseKind& at(std::string_view name) const;  // throws "unknown noise kind 'x'"
-  std::vector<const NoiseKind*> all() const;
+  const NoiseKind* find(std::string_view name) const { return kinds_.find(name); }
+  const NoiseKind& at(std::string_view name) const { return kinds_.at(name); }  // "unknown noise kind 'x'"
+  std::vector<const NoiseKind*> all() const { return kinds_.all(); }
 
  private:
   static NoiseRegistry& mutable_global();
-  void add(NoiseKind kind);
-  std::map<std::string, std::unique_ptr<NoiseKind>, std::less<>> kinds_;
+  NamedTable<NoiseKind> kinds_{"noise kind", ""};
 };
 
 // Checks an annotation against its kind's schema (naming the node), fills defaults.

@@ -2,12 +2,10 @@
 // register_*_ops function per file of ops/defs/, and each of those lists its ops.
 #pragma once
 
-#include <map>
-#include <memory>
-#include <string>
 #include <string_view>
 #include <vector>
 
+#include "graph/named_table.h"
 #include "ops/op.h"
 
 namespace pens {
@@ -24,11 +22,10 @@ class OpRegistry {
     mutable_global().add(define_op<Op>());
   }
 
-  void add(OpDef def);  // throws on a duplicate name
-  const OpDef* find(std::string_view name) const;
-  const OpDef& at(std::string_view name) const;  // throws "unknown op 'x'"
-  // All ops, sorted by name.
-  std::vector<const OpDef*> all() const;
+  void add(OpDef def) { ops_.add(std::move(def)); }  // throws on a duplicate name
+  const OpDef* find(std::string_view name) const { return ops_.find(name); }
+  const OpDef& at(std::string_view name) const { return ops_.at(name); }  // "unknown op 'x'"
+  std::vector<const OpDef*> all() const { return ops_.all(); }            // sorted by name
 
   template <class Op>
   void add() {
@@ -37,7 +34,7 @@ class OpRegistry {
 
  private:
   static OpRegistry& mutable_global();
-  std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops_;
+  NamedTable<OpDef> ops_{"op", " (`pens ops` lists the known ones)"};
 };
 
 // One per file of ops/defs/.

@@ -45,31 +45,38 @@ struct Concat {
     }
     return {out, DType::Real};
   }
+  // The output is `outer` blocks of `out_block` elements; input k fills `block(k)` of
+  // each, starting at the sum of the earlier inputs' blocks.
+  struct Layout {
+    int axis;
+    int64_t outer, inner, out_block;
+    int64_t block(const Shape& in) const { return in[axis] * inner; }
+  };
+  static Layout layout(const Attributes& attrs, const Shape& out) {
+    const int axis = resolve_axis(attrs.get_int("axis"), out.rank);
+    return {axis, out.outer(axis), out.inner(axis), out[axis] * out.inner(axis)};
+  }
   template <class T>
   static void forward(const KernelArgs<T>& args) {
-    const int axis = resolve_axis(args.attr().get_int("axis"), args.out.shape.rank);
-    const int64_t outer = args.out.shape.outer(axis), inner = args.out.shape.inner(axis);
-    const int64_t out_block = args.out.shape[axis] * inner;
+    const Layout l = layout(args.attr(), args.out.shape);
     int64_t offset = 0;
     for (const auto& x : args.in) {
-      const int64_t block = x.shape[axis] * inner;
-      for (int64_t o = 0; o < outer; ++o) {
-        std::copy_n(x.data + o * block, block, args.out.data + o * out_block + offset);
+      const int64_t block = l.block(x.shape);
+      for (int64_t o = 0; o < l.outer; ++o) {
+        std::copy_n(x.data + o * block, block, args.out.data + o * l.out_block + offset);
       }
       offset += block;
     }
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
-    const int axis = resolve_axis(args.attr().get_int("axis"), args.out.shape.rank);
-    const int64_t outer = args.out.shape.outer(axis), inner = args.out.shape.inner(axis);
-    const int64_t out_block = args.out.shape[axis] * inner;
+    const Layout l = layout(args.attr(), args.out.shape);
     int64_t offset = 0;
     for (size_t k = 0; k < args.in.size(); ++k) {
-      const int64_t block = args.in[k].shape[axis] * inner;
+      const int64_t block = l.block(args.in[k].shape);
       if (T* g = args.gin[k].data) {
-        for (int64_t o = 0; o < outer; ++o) {
-          const T* src = args.gout.data + o * out_block + offset;
+        for (int64_t o = 0; o < l.outer; ++o) {
+          const T* src = args.gout.data + o * l.out_block + offset;
           for (int64_t j = 0; j < block; ++j) g[o * block + j] += src[j];
         }
       }
