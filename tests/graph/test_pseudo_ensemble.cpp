@@ -124,7 +124,7 @@ TEST_CASE("the combined objective's gradient, every penalty kind, both pairings,
   add_noise(parent, parent.at("W1"), "subspace", {{"group", std::string("h1")}, {"keep", int64_t{3}}, {"axes", std::vector<int64_t>{1}}});
   add_noise(parent, parent.at("b1"), "subspace", {{"group", std::string("h1")}, {"keep", int64_t{3}}});
   add_noise(parent, parent.at("W2"), "subspace", {{"group", std::string("h1")}, {"keep", int64_t{3}}});
-  for (const std::string& pairing : {"child-child", "parent-child"}) {
+  for (const std::string pairing : {"child-child", "parent-child"}) {
     for (const std::string& kind : kPenaltyKinds) {
       INFO(pairing << ", " << kind);
       PseudoEnsembleSpec spec;
