@@ -1,10 +1,11 @@
 // pens fmt and pens new: model files in canonical form.
-#include <filesystem>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
 #include "cli/args.h"
 #include "graph/error.h"
+#include "graph/noise.h"
 #include "models/mlp.h"
 #include "serialization/files.h"
 #include "serialization/model_file.h"
@@ -69,13 +70,46 @@ PenaltyTerm parse_penalty(const std::string& text) {
   return t;
 }
 
+// NODE:KIND[:NAME=VALUE,...]
+void add_noise_option(Graph& g, const std::string& text) {
+  const size_t first = text.find(':');
+  if (first == std::string::npos) fail("--noise '", text, "': expected NODE:KIND[:NAME=VALUE,...]");
+  const size_t second = text.find(':', first + 1);
+  const std::string node = text.substr(0, first);
+  const std::string kind = text.substr(first + 1, second == std::string::npos ? std::string::npos : second - first - 1);
+  const auto v = g.find(node);
+  if (!v) fail("--noise '", text, "': the model has no node named '", node, "'");
+  Attributes params;
+  if (second != std::string::npos) {
+    std::stringstream in(text.substr(second + 1));
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      const size_t eq = item.find('=');
+      if (eq == std::string::npos) fail("--noise '", text, "': '", item, "' is not NAME=VALUE");
+      const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+      char* end = nullptr;
+      const double number = std::strtod(value.c_str(), &end);
+      if (end && *end == '\0' && !value.empty()) {
+        if (value.find_first_of(".eE") == std::string::npos) {
+          params.set(name, static_cast<int64_t>(number));
+        } else {
+          params.set(name, number);
+        }
+      } else {
+        params.set(name, value);
+      }
+    }
+  }
+  add_noise(g, *v, kind, params);
+}
+
 }  // namespace
 
 int run_new(const std::vector<std::string>& argv) {
   const Args args(argv, {},
                   {"layers", "mask-input", "mask-hidden", "gaussian-input", "gaussian-bias", "max-norm",
                    "weight-std", "hidden-bias", "output-bias", "loss", "penalty", "children", "pairing", "loss-on", "smoothing", "output",
-                   "description", "values"});
+                   "description", "values", "noise"});
   const std::string& kind = args.one_positional("a model kind (mlp)");
   if (kind != "mlp") fail("unknown model kind '", kind, "' (mlp)");
   MlpSpec spec;
@@ -91,6 +125,7 @@ int run_new(const std::vector<std::string>& argv) {
   spec.loss = args.option("loss").value_or(spec.loss);
   Model model;
   model.graph = build_mlp(spec);
+  for (const std::string& n : args.all("noise")) add_noise_option(model.graph, n);
   if (auto d = args.option("description")) model.metadata["description"] = *d;
   const std::vector<std::string> penalties = args.all("penalty");
   if (!penalties.empty() || args.option("children")) {

@@ -197,4 +197,12 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   CHECK(bad.status == 1);
   CHECK(bad.out.find("no node named 'h7'") != std::string::npos);
   CHECK(pens_cli("new mlp --layers 10,x").out.find("'x' is not a positive width") != std::string::npos);
+  const Run noisy = pens_cli("new mlp --layers 10,6,3 --noise W2:fuzz:sigma=0.05 --noise h1:mask:p=0.3,rescale=0");
+  REQUIRE(noisy.status == 0);
+  const auto nd = nlohmann::json::parse(noisy.out);
+  CHECK(nd.at("parameters")[2].at("noise")[0] == nlohmann::json({{"kind", "fuzz"}, {"sigma", 0.05}}));
+  CHECK(nd.at("nodes")[1].at("noise")[0] == nlohmann::json({{"kind", "mask"}, {"p", 0.3}, {"rescale", 0}}));
+  const Run bad_noise = pens_cli("new mlp --noise h1:fuzz");
+  CHECK(bad_noise.status == 1);
+  CHECK(bad_noise.out.find("parameters only") != std::string::npos);
 }

@@ -4,6 +4,7 @@
 
 #include <bitset>
 #include <cmath>
+#include <iomanip>
 
 #include "autodiff/gradcheck.h"
 #include "autodiff/tape.h"
@@ -229,6 +230,8 @@ TEST_CASE("section 4.2: E KL(softmax(f(x)) || softmax(f(x; xi))) = E[A(f(x; xi))
     total_probability += probability;
   }
   CHECK(total_probability == doctest::Approx(1.0).epsilon(1e-12));
+  MESSAGE("E KL = " << std::setprecision(17) << lhs << ", E[A(f(x; xi)) - A(f(x))] = " << rhs
+                    << ", difference " << std::abs(lhs - rhs));
   CHECK(lhs > 0.01);  // the identity is not 0 = 0
   CHECK(std::abs(lhs - rhs) < 1e-9);
 }
