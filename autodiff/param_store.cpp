@@ -7,13 +7,6 @@
 
 namespace pens {
 
-namespace {
-// Parameters start on 64-byte boundaries so that vector loads over one never straddle
-// its neighbour.
-constexpr int64_t kAlign = 16;
-int64_t round_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-}  // namespace
-
 template <class T>
 ParamStore<T>::ParamStore(const Graph& g) {
   int64_t offset = 0;
@@ -24,7 +17,7 @@ ParamStore<T>::ParamStore(const Graph& g) {
     if (shape.has_batch()) fail("parameter '", n.name, "' cannot have a batch dimension");
     index_.emplace(n.name, entries_.size());
     entries_.push_back({n.name, shape, offset});
-    offset += round_up(shape.numel());
+    offset += aligned_size(shape.numel());
   }
   values_.assign(static_cast<size_t>(offset), T(0));
   grads_.assign(static_cast<size_t>(offset), T(0));

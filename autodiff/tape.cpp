@@ -8,15 +8,12 @@
 namespace pens {
 
 namespace {
-constexpr int64_t kAlign = 16;  // elements; 64 bytes for float
-int64_t round_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
 // The arena is planned as offsets first and turned into pointers once it exists.
 struct Plan {
   int64_t size = 0;
   int64_t take(int64_t n) {
     const int64_t at = size;
-    size += round_up(n);
+    size += aligned_size(n);
     return at;
   }
 };

@@ -10,6 +10,11 @@
 
 namespace pens {
 
+// Buffers planned by pens (tape arenas, parameter stores) start every tensor on a
+// 64-byte boundary, so vector loads over one never straddle its neighbour.
+inline constexpr int64_t kAlignElements = 16;
+inline int64_t aligned_size(int64_t n) { return (n + kAlignElements - 1) / kAlignElements * kAlignElements; }
+
 template <class T>
 struct TensorView {
   using Scalar = std::remove_const_t<T>;
