@@ -52,6 +52,12 @@ namespace {
 // The noise stream as an int attribute (the top bit dropped to stay non-negative).
 AttrValue stream_attr(const NoiseSite& site) { return static_cast<int64_t>(site.stream() >> 1); }
 
+// Gaussian input or bias noise, and weight fuzzing: the same op on different values.
+NodeId add_gaussian(NoiseSite& site, const Attributes& a, std::string_view tag) {
+  return site.add("gaussian_noise", {site.value},
+                  {{"sigma", a.get_float("sigma")}, {"stream", stream_attr(site)}}, tag);
+}
+
 NoiseKind mask_kind() {
   return {"mask",
           "inverted dropout of the node's output: keep with probability 1-p, scale by 1/(1-p)",
@@ -72,11 +78,7 @@ NoiseKind gaussian_kind() {
           "additive Gaussian noise on the node's output (input noise, bias noise)",
           {{"sigma", AttrType::Float, false, AttrValue(0.1), "standard deviation"}},
           false,
-          [](NoiseSite& site, const Attributes& a) {
-            return site.add("gaussian_noise", {site.value},
-                            {{"sigma", a.get_float("sigma")}, {"stream", stream_attr(site)}},
-                            "gaussian");
-          }};
+          [](NoiseSite& site, const Attributes& a) { return add_gaussian(site, a, "gaussian"); }};
 }
 
 NoiseKind fuzz_kind() {
@@ -84,11 +86,7 @@ NoiseKind fuzz_kind() {
           "weight fuzzing: the child uses theta + N(0, sigma^2); gradients reach theta",
           {{"sigma", AttrType::Float, false, AttrValue(0.02), "standard deviation"}},
           true,
-          [](NoiseSite& site, const Attributes& a) {
-            return site.add("gaussian_noise", {site.value},
-                            {{"sigma", a.get_float("sigma")}, {"stream", stream_attr(site)}},
-                            "fuzz");
-          }};
+          [](NoiseSite& site, const Attributes& a) { return add_gaussian(site, a, "fuzz"); }};
 }
 
 NoiseKind subspace_kind() {
