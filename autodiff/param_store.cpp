@@ -72,26 +72,7 @@ void ParamStore<T>::initialize(const Graph& g, uint64_t seed) {
   }
 }
 
-template <class T>
-template <class U>
-void ParamStore<T>::copy_values_from(const ParamStore<U>& other) {
-  for (const ParamEntry& e : entries_) {
-    const ParamEntry& o = other.at(e.name);
-    if (o.shape != e.shape) {
-      fail("parameter '", e.name, "' has shape ", e.shape.str(), " here but ", o.shape.str(),
-           " in the source");
-    }
-    const U* src = other.values().data() + o.offset;
-    std::transform(src, src + e.shape.numel(), values_.data() + e.offset,
-                   [](U x) { return static_cast<T>(x); });
-  }
-}
-
 template class ParamStore<float>;
 template class ParamStore<double>;
-template void ParamStore<float>::copy_values_from(const ParamStore<double>&);
-template void ParamStore<double>::copy_values_from(const ParamStore<float>&);
-template void ParamStore<float>::copy_values_from(const ParamStore<float>&);
-template void ParamStore<double>::copy_values_from(const ParamStore<double>&);
 
 }  // namespace pens

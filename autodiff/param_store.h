@@ -54,9 +54,6 @@ class ParamStore {
   // not depend on the order parameters were declared in.
   void initialize(const Graph& g, uint64_t seed);
 
-  template <class U>
-  void copy_values_from(const ParamStore<U>& other);
-
  private:
   using Buffer = std::vector<T, Eigen::aligned_allocator<T>>;
   static TensorView<T> view(Buffer& b, const ParamEntry& e) { return {b.data() + e.offset, e.shape}; }

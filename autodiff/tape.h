@@ -38,7 +38,6 @@ class Tape {
   // The noise every stochastic op draws in the next forward(): replaying a key replays
   // every mask and every Gaussian draw exactly.
   void set_noise_key(NoiseKey key) { key_ = key; }
-  NoiseKey noise_key() const { return key_; }
 
   // Write an input here before forward(). Index inputs hold integers as T.
   TensorView<T> input(std::string_view name);
@@ -62,9 +61,7 @@ class Tape {
 
   int64_t batch() const { return options_.batch; }
   // The arena, for tests and memory reports.
-  int64_t arena_elements() const { return static_cast<int64_t>(arena_.size()); }
   const T* arena_data() const { return arena_.data(); }
-  size_t instructions() const { return program_.size(); }
 
  private:
   struct Slot {

@@ -55,11 +55,6 @@ std::string attr_to_string(const AttrValue& v) {
   return "?";
 }
 
-void Attributes::erase(std::string_view name) {
-  auto it = items_.find(name);
-  if (it != items_.end()) items_.erase(it);
-}
-
 const AttrValue* Attributes::find(std::string_view name) const {
   auto it = items_.find(name);
   return it == items_.end() ? nullptr : &it->second;

@@ -34,7 +34,6 @@ class Attributes {
 
   bool has(std::string_view name) const { return items_.find(name) != items_.end(); }
   void set(std::string name, AttrValue value) { items_[std::move(name)] = std::move(value); }
-  void erase(std::string_view name);
 
   // Typed reads; a Float read accepts an Int value, a Floats read accepts Ints.
   // A missing attribute or a wrong type throws an Error naming the attribute.
