@@ -23,8 +23,8 @@ constexpr int64_t kNone = -1;
 template <class T>
 Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
     : options_(options) {
-  const std::vector<ValueInfo> values = verify(g, options.batch);
-  const std::vector<NodeId> order = g.topological_order();
+  std::vector<NodeId> order;
+  const std::vector<ValueInfo> values = verify(g, options.batch, &order);
 
   // Which nodes carry a gradient: trainable parameters, real inputs when asked, and
   // every node that reads one of those through a differentiable slot.

@@ -6,6 +6,21 @@
 
 namespace pens::cli {
 
+namespace {
+// Parses all of `text` with `parse` (std::stoll, std::stod), or fails naming the option.
+template <class Parse>
+auto parse_whole(const std::string& name, const std::string& text, Parse parse, const char* what) {
+  try {
+    size_t used = 0;
+    const auto x = parse(text, &used);
+    if (used != text.size()) throw std::invalid_argument(text);
+    return x;
+  } catch (const std::exception&) {
+    fail("option --", name, " needs ", what, ", got '", text, "'");
+  }
+}
+}  // namespace
+
 Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>& flags,
            const std::vector<std::string>& options) {
   auto known = [](const std::vector<std::string>& list, const std::string& name) {
@@ -61,27 +76,15 @@ const std::string& Args::one_positional(const char* what) const {
 double Args::option_double(const std::string& name, double fallback) const {
   auto v = option(name);
   if (!v) return fallback;
-  try {
-    size_t used = 0;
-    const double x = std::stod(*v, &used);
-    if (used != v->size()) throw std::invalid_argument(*v);
-    return x;
-  } catch (const std::exception&) {
-    fail("option --", name, " needs a number, got '", *v, "'");
-  }
+  return parse_whole(name, *v, [](const std::string& s, size_t* used) { return std::stod(s, used); },
+                     "a number");
 }
 
 int64_t Args::option_int(const std::string& name, int64_t fallback) const {
   auto v = option(name);
   if (!v) return fallback;
-  try {
-    size_t used = 0;
-    const int64_t x = std::stoll(*v, &used);
-    if (used != v->size()) throw std::invalid_argument(*v);
-    return x;
-  } catch (const std::exception&) {
-    fail("option --", name, " needs an integer, got '", *v, "'");
-  }
+  return parse_whole(name, *v, [](const std::string& s, size_t* used) { return std::stoll(s, used); },
+                     "an integer");
 }
 
 }  // namespace pens::cli

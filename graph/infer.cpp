@@ -30,7 +30,7 @@ std::vector<ValueInfo> infer_values(const Graph& g, int64_t batch) {
   return infer_in_order(g, g.topological_order(), batch);
 }
 
-std::vector<ValueInfo> verify(const Graph& g, int64_t batch) {
+std::vector<ValueInfo> verify(const Graph& g, int64_t batch, std::vector<NodeId>* order_out) {
   if (batch < 1) fail("batch size must be at least 1, got ", batch);
   const std::vector<NodeId> order = g.topological_order();
   std::set<std::string> names;
@@ -59,6 +59,7 @@ std::vector<ValueInfo> verify(const Graph& g, int64_t batch) {
     }
   }
   std::vector<ValueInfo> values = infer_in_order(g, order, batch);
+  if (order_out) *order_out = order;
   for (NodeId v : order) {
     const Node& node = g[v];
     if (node.has(kLoss) && (values[v].shape.numel() != 1 || values[v].dtype != DType::Real)) {

@@ -20,7 +20,8 @@ std::vector<ValueInfo> infer_values(const Graph& g, int64_t batch);
 // right number of inputs on every node with no gaps in the slots, attributes that fit
 // the op's schema, consistent shapes and types, scalar real loss nodes, parameters
 // with fixed shapes, unique names. Throws an Error naming the offending node.
-// Returns the inferred values.
-std::vector<ValueInfo> verify(const Graph& g, int64_t batch = kVerifyBatch);
+// Returns the inferred values; `order`, when given, receives the topological order.
+std::vector<ValueInfo> verify(const Graph& g, int64_t batch = kVerifyBatch,
+                              std::vector<NodeId>* order = nullptr);
 
 }  // namespace pens

@@ -546,8 +546,7 @@ ModelText write_model(const Model& m, ValueStorage storage, const std::string& s
       if (n.attrs.has("max_norm")) e["max_norm"] = n.attrs.get_float("max_norm");
       write_common(e, n);
       if (storage == ValueStorage::Inline || storage == ValueStorage::Sidecar) {
-        const TensorView<const float> values = static_cast<const ParamStore<float>&>(*m.values)
-                                                   .value(m.values->at(n.name));
+        const TensorView<const float> values = m.values->value(n.name);
         if (storage == ValueStorage::Inline) {
           json list = json::array();
           for (int64_t i = 0; i < values.size(); ++i) list.push_back(static_cast<double>(values[i]));

@@ -93,6 +93,9 @@ class TermBuilder {
 Graph PenaltyPass::run(const Graph& perturbed) const {
   spec_.validate();
   Graph g = perturbed;
+  // Shapes of the graph as the perturb pass left it: the nodes penalties tap are in it
+  // and keep their shapes while penalties are added.
+  const std::vector<ValueInfo> values = infer_values(perturbed, std::max(kVerifyBatch, options_.labeled_rows + 1));
   for (const PenaltyTerm& term : spec_.penalties) {
     const std::string where = cat("penalty ", term.kind, " on '", term.node, "'");
     const auto parent = g.find(term.node);
@@ -104,7 +107,7 @@ Graph PenaltyPass::run(const Graph& perturbed) const {
       taps.push_back(*tap);
     }
     TermBuilder b(g, term, spec_.smoothing, g[*parent].layer);
-    b.set_classes(infer_values(g, std::max(kVerifyBatch, options_.labeled_rows + 1))[*parent].shape.cols());
+    b.set_classes(values[*parent].shape.cols());
 
     // The rows the penalty covers.
     auto rows = [&](NodeId v) {
