@@ -42,5 +42,7 @@ int run_gradcheck(const std::vector<std::string>& argv);
 int run_inspect(const std::vector<std::string>& argv);
 int run_fmt(const std::vector<std::string>& argv);
 int run_new(const std::vector<std::string>& argv);
+int run_train(const std::vector<std::string>& argv);
+int run_eval(const std::vector<std::string>& argv);
 
 }  // namespace pens::cli

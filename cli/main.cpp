@@ -79,6 +79,33 @@ const std::vector<Command>& commands() {
        "  --values SEED           store initial parameter values (drawn with SEED) inline\n"
        "  --output FILE           write FILE (atomically) instead of printing\n",
        pens::cli::run_new},
+      {"train", "train a model on MNIST from a config file",
+       "usage: pens train CONFIG.json [options]\n\n"
+       "Trains the model file the config names (its pseudo-ensemble: supervised loss on\n"
+       "labeled rows, PEA penalties) on MNIST with the config's split, batch composition,\n"
+       "optimizer schedules and length (docs/training.md). Writes to the output folder:\n"
+       "metrics.jsonl (one line per evaluation), summary.json, config.json, model.json,\n"
+       "best.model.json, checkpoint.pens, learning-curve.png and filters.png. A NaN or Inf\n"
+       "stops the run with exit status 1, keeping the last good checkpoint.\n\n"
+       "  --out DIR              output folder (default runs/<config name>)\n"
+       "  --labels N             labeled examples (N/10 per class; 0: all)\n"
+       "  --split-seed S         seed of the labeled/validation split\n"
+       "  --seed S               seed of batch order and noise\n"
+       "  --epochs E             epochs (of the config's steps per epoch)\n"
+       "  --budget-minutes M     stop after M minutes of wall-clock time\n"
+       "  --data-dir DIR         folder of the MNIST IDX files (default data/mnist)\n"
+       "  --threads T            threads\n",
+       pens::cli::run_train},
+      {"eval", "error and confusion matrix of a trained model on MNIST",
+       "usage: pens eval MODEL.json [options]\n\n"
+       "Evaluates the clean parent network (or the mean of sampled children) of a model\n"
+       "file holding trained values, and prints its error and confusion matrix.\n\n"
+       "  --data PART       test (default) or train\n"
+       "  --data-dir DIR    folder of the MNIST IDX files (default data/mnist)\n"
+       "  --samples K       average softmax over K sampled children instead (default 0)\n"
+       "  --seed S          noise seed of the sampled children (default 1)\n"
+       "  --batch B         rows per forward pass (default 1000)\n",
+       pens::cli::run_eval},
   };
   return all;
 }

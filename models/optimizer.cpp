@@ -6,8 +6,14 @@
 
 namespace pens {
 
-Sgd::Sgd(const Graph& model, ParamStore<float>& params)
-    : params_(params), velocity_(params.values().size(), 0.0f) {
+MaxNormRule parse_max_norm_rule(const std::string& name) {
+  if (name == "unit-incoming") return MaxNormRule::UnitIncoming;
+  if (name == "input-outgoing-squared") return MaxNormRule::InputOutgoingSquared;
+  fail("max-norm rule '", name, "': expected unit-incoming (the paper) or input-outgoing-squared (the authors' code)");
+}
+
+Sgd::Sgd(const Graph& model, ParamStore<float>& params, MaxNormRule rule)
+    : params_(params), rule_(rule), velocity_(params.values().size(), 0.0f) {
   for (const ParamEntry& e : params.entries()) {
     const Attributes& a = model[e.name].attrs;
     if (!a.has("max_norm")) continue;
@@ -30,9 +36,16 @@ void Sgd::step(double learning_rate, double momentum) {
   }
   for (const Constraint& c : constraints_) {
     auto w = params_.value(*c.param).mat();
-    for (int64_t j = 0; j < w.cols(); ++j) {
-      const double norm = w.col(j).norm();
-      if (norm > c.max_norm) w.col(j) *= static_cast<float>(c.max_norm / norm);
+    if (rule_ == MaxNormRule::UnitIncoming) {
+      for (int64_t j = 0; j < w.cols(); ++j) {
+        const double norm = w.col(j).norm();
+        if (norm > c.max_norm) w.col(j) *= static_cast<float>(c.max_norm / norm);
+      }
+    } else {
+      for (int64_t i = 0; i < w.rows(); ++i) {
+        const double squared = w.row(i).squaredNorm();
+        if (squared > c.max_norm) w.row(i) *= static_cast<float>(std::sqrt(c.max_norm / squared));
+      }
     }
   }
 }

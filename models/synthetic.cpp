@@ -34,29 +34,4 @@ Dataset make_teacher_task(int64_t size, int64_t dim, int64_t classes, uint64_t s
   return d;
 }
 
-void copy_batch(const Dataset& d, int64_t first, TensorView<float> x, TensorView<float> y) {
-  const int64_t batch = y.size();
-  if (x.size() != batch * d.dim) fail("batch of ", batch, " rows needs x of ", batch * d.dim, " values");
-  for (int64_t r = 0; r < batch; ++r) {
-    const int64_t i = (first + r) % d.size;
-    std::copy_n(d.x.data() + i * d.dim, d.dim, x.data + r * d.dim);
-    y[r] = d.y[static_cast<size_t>(i)];
-  }
-}
-
-double error_rate(const Dataset& d, TensorView<const float> scores) {
-  if (scores.shape.rows() != d.size || scores.shape.cols() != d.classes) {
-    fail("scores of shape ", scores.shape.str(), " do not fit ", d.size, " examples of ",
-         d.classes, " classes");
-  }
-  auto s = scores.mat();
-  int64_t wrong = 0;
-  for (int64_t i = 0; i < d.size; ++i) {
-    Eigen::Index best;
-    s.row(i).maxCoeff(&best);
-    wrong += static_cast<float>(best) != d.y[static_cast<size_t>(i)];
-  }
-  return static_cast<double>(wrong) / static_cast<double>(d.size);
-}
-
 }  // namespace pens

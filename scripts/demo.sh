@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Sets up (scripts/setup.sh), builds, and runs the main job: a real pseudo-ensemble
-# training run with progress on the terminal. Until the MNIST data path exists this is
-# a dropout MLP trained on a synthetic teacher task (examples/mlp_synthetic.cpp).
-# Extra arguments go to the program (--epochs N, --threads N).
+# The main job: sets up (scripts/setup.sh), fetches MNIST (scripts/fetch-mnist.sh), and
+# trains semi-supervised PEA on MNIST with 600 labels for about 10 minutes
+# (examples/mnist/demo.json), with progress on the terminal; ends with the test error
+# and where the plots are. Extra arguments go to `pens train` (--budget-minutes M,
+# --split-seed S, --threads T, --out DIR, ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec build/examples/mlp_synthetic "$@"
+scripts/ensure-packages.sh gnuplot-nox  # draws the learning curve
+scripts/fetch-mnist.sh
+exec build/pens train examples/mnist/demo.json --out runs/demo "$@"

@@ -1,0 +1,181 @@
+// pens train and pens eval: MNIST runs from a config file, and evaluation of a trained
+// model file.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+
+#include "autodiff/tape.h"
+#include "cli/args.h"
+#include "graph/error.h"
+#include "graph/pseudo_ensemble.h"
+#include "models/mnist.h"
+#include "models/trainer.h"
+#include "serialization/files.h"
+#include "serialization/model_file.h"
+
+namespace pens::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string duration(double seconds) {
+  const auto s = static_cast<int64_t>(std::max(0.0, seconds));
+  if (s >= 3600) return cat(s / 3600, "h", std::setw(2), std::setfill('0'), s / 60 % 60, "m");
+  if (s >= 60) return cat(s / 60, "m", std::setw(2), std::setfill('0'), s % 60, "s");
+  return cat(s, "s");
+}
+
+std::string percent(const json& v) {
+  if (!v.is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * v.get<double>());
+  return buf;
+}
+
+// On a terminal: one line redrawn in place (epoch, bar, objective, last errors, speed,
+// ETA). Otherwise: a plain line per evaluation, for log files.
+class Progress : public TrainObserver {
+ public:
+  explicit Progress(double budget_minutes)
+      : tty_(::isatty(STDERR_FILENO) != 0), budget_seconds_(60.0 * budget_minutes) {}
+
+  void on_step(int64_t step, int64_t total, double epoch, double objective, double elapsed) override {
+    smoothed_ = smoothed_ < 0 ? objective : 0.98 * smoothed_ + 0.02 * objective;
+    if (!tty_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (step != total && now - drawn_ < std::chrono::milliseconds(200)) return;
+    drawn_ = now;
+    double eta = elapsed / static_cast<double>(step) * static_cast<double>(total - step);
+    if (budget_seconds_ > 0) eta = std::min(eta, budget_seconds_ - elapsed);
+    const double fraction = static_cast<double>(step) / static_cast<double>(total);
+    const int filled = static_cast<int>(fraction * 24);
+    std::fprintf(stderr, "\r\033[Kepoch %6.2f [%s%s] %3.0f%%  loss %.4f  val %s  test %s  ETA %s", epoch,
+                 std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(24 - filled), '.').c_str(), 100 * fraction, smoothed_,
+                 last_validation_.c_str(), last_test_.c_str(), duration(eta).c_str());
+    std::fflush(stderr);
+  }
+  void on_eval(const json& m) override {
+    last_validation_ = percent(m["validation_error"]);
+    last_test_ = percent(m["test_error"]);
+    if (tty_) return;
+    std::fprintf(stderr, "epoch %7.2f  step %7lld  objective %.4f  train %s  val %s  test %s  %6.0f ex/s  %s\n",
+                 m["epoch"].get<double>(), static_cast<long long>(m["step"].get<int64_t>()),
+                 m["objective"].get<double>(), percent(m["train_error"]).c_str(), last_validation_.c_str(),
+                 last_test_.c_str(), m["examples_per_second"].get<double>(),
+                 duration(m["elapsed_seconds"].get<double>()).c_str());
+    std::fflush(stderr);
+  }
+  void on_message(const std::string& text) override {
+    if (tty_) std::fprintf(stderr, "\r\033[K");
+    std::fprintf(stderr, "%s\n", text.c_str());
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (tty_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  bool tty_;
+  double budget_seconds_;
+  double smoothed_ = -1;
+  std::string last_validation_ = "-", last_test_ = "-";
+  std::chrono::steady_clock::time_point drawn_{};
+};
+
+}  // namespace
+
+int run_train(const std::vector<std::string>& argv) {
+  const Args args(argv, {}, {"out", "labels", "split-seed", "seed", "epochs", "budget-minutes", "data-dir", "threads"});
+  const std::string& config_path = args.one_positional("a training config");
+  const json j = json::parse(read_file(config_path, 1 << 20), nullptr, false);
+  if (j.is_discarded()) fail(config_path, ": not valid JSON");
+  TrainConfig config = parse_train_config(j, config_path);
+  // A relative model path is relative to the config file.
+  if (fs::path(config.model).is_relative()) {
+    config.model = (fs::path(config_path).parent_path() / config.model).lexically_normal().string();
+  }
+  if (auto v = args.option("data-dir")) config.data_dir = *v;
+  config.labeled = args.option_int("labels", config.labeled);
+  config.split_seed = static_cast<uint64_t>(args.option_int("split-seed", static_cast<int64_t>(config.split_seed)));
+  config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
+  config.epochs = args.option_int("epochs", config.epochs);
+  config.budget_minutes = args.option_double("budget-minutes", config.budget_minutes);
+  config.threads = static_cast<int>(args.option_int("threads", config.threads));
+  if (config.epochs < 1) fail("--epochs must be at least 1");
+  if (config.threads < 1) fail("--threads must be at least 1");
+  const std::string out_dir =
+      args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
+
+  const TrainData data{load_mnist(config.data_dir, "train"), load_mnist(config.data_dir, "test")};
+  fs::create_directories(out_dir);
+  write_file_atomically((fs::path(out_dir) / "config.json").string(), to_json(config).dump(2) + "\n");
+  std::cerr << "pens train: " << config.model << " on " << config.data_dir << " for " << config.epochs
+            << " epochs of " << config.steps_per_epoch << " steps"
+            << (config.budget_minutes > 0 ? cat(" (budget ", config.budget_minutes, " min)") : std::string())
+            << ", " << config.threads << " threads; writing " << out_dir << "\n";
+  Progress progress(config.budget_minutes);
+  const TrainSummary summary = train(config, data, out_dir, progress);
+  progress.finish();
+  const json& s = summary.json;
+  if (summary.diverged) {
+    std::cerr << "pens train: " << s["message"].get<std::string>() << "\n";
+    return 1;
+  }
+  std::cout << "finished " << s["epochs"].get<double>() << " epochs in " << duration(s["wall_seconds"].get<double>())
+            << "\n";
+  if (s.contains("best_validation")) {
+    const json& b = s["best_validation"];
+    std::cout << "test error " << percent(b["test_error"]) << " at the best validation error ("
+              << percent(b["validation_error"]) << ", epoch " << b["epoch"].get<double>() << ")\n";
+  }
+  std::cout << "test error " << percent(s["final"]["test_error"]) << " at the end\n"
+            << "outputs in " << out_dir << ": summary.json, metrics.jsonl, model.json, best.model.json, "
+            << "learning-curve.png, filters.png\n";
+  return 0;
+}
+
+int run_eval(const std::vector<std::string>& argv) {
+  const Args args(argv, {}, {"data", "data-dir", "batch", "samples", "seed"});
+  const std::string& model_path = args.one_positional("a model file");
+  const std::string part = args.option("data").value_or("test");
+  const Dataset d = load_mnist(args.option("data-dir").value_or("data/mnist"), part);
+  const Model model = load_model(model_path);
+  if (!model.values) fail(model_path, ": the model holds no parameter values (train it first)");
+  const int64_t samples = args.option_int("samples", 0);
+  const auto seed = static_cast<uint64_t>(args.option_int("seed", 1));
+  const Graph g = build_inference(model.graph, samples, seed);
+  std::string x, output;
+  for (NodeId v : g.nodes()) {
+    if (g[v].op->name == "input" && g[v].attrs.get_string("dtype") == "real") x = g[v].name;
+    if (g[v].flags & kOutput) output = g[v].name;
+  }
+  const int64_t batch = args.option_int("batch", 1000);
+  if (batch < 1) fail("--batch must be at least 1");
+  Tape<float> tape(g, *model.values, {.batch = batch});
+  tape.set_noise_key({seed, 0});
+  const auto confusion = confusion_matrix(tape, x, output, d);
+  int64_t wrong = d.size;
+  for (size_t c = 0; c < confusion.size(); ++c) wrong -= confusion[c][c];
+  std::printf("%s on MNIST %s (%lld examples)%s: error %.2f%% (%lld wrong)\n\n", model_path.c_str(), part.c_str(),
+              static_cast<long long>(d.size), samples > 0 ? cat(", mean of ", samples, " sampled children").c_str() : "",
+              100.0 * static_cast<double>(wrong) / static_cast<double>(d.size), static_cast<long long>(wrong));
+  std::printf("confusion (rows: true class, columns: predicted)\n      ");
+  for (int c = 0; c < 10; ++c) std::printf("%6d", c);
+  std::printf("\n");
+  for (int t = 0; t < 10; ++t) {
+    std::printf("%6d", t);
+    for (int c = 0; c < 10; ++c) std::printf("%6lld", static_cast<long long>(confusion[static_cast<size_t>(t)][static_cast<size_t>(c)]));
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace pens::cli

@@ -1,0 +1,107 @@
+#include "models/dataset.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+
+#include "graph/error.h"
+#include "ops/random.h"
+
+namespace pens {
+
+void copy_batch(const Dataset& d, int64_t first, TensorView<float> x, TensorView<float> y) {
+  const int64_t batch = y.size();
+  if (x.size() != batch * d.dim) fail("batch of ", batch, " rows needs x of ", batch * d.dim, " values");
+  for (int64_t r = 0; r < batch; ++r) {
+    const int64_t i = (first + r) % d.size;
+    std::copy_n(d.x.data() + i * d.dim, d.dim, x.data + r * d.dim);
+    y[r] = d.y[static_cast<size_t>(i)];
+  }
+}
+
+void gather_rows(const Dataset& d, std::span<const int64_t> rows, int64_t at, TensorView<float> x,
+                 TensorView<float> y) {
+  const auto n = static_cast<int64_t>(rows.size());
+  if ((at + n) * d.dim > x.size()) fail("rows ", at, "..", at + n, " do not fit a batch of ", x.size() / d.dim);
+  if (y && at + n > y.size()) fail("rows ", at, "..", at + n, " do not fit ", y.size(), " labels");
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t i = rows[static_cast<size_t>(r)];
+    std::copy_n(d.x.data() + i * d.dim, d.dim, x.data + (at + r) * d.dim);
+    if (y) y[at + r] = d.y[static_cast<size_t>(i)];
+  }
+}
+
+Dataset subset(const Dataset& d, std::span<const int64_t> rows) {
+  Dataset s;
+  s.size = static_cast<int64_t>(rows.size());
+  s.dim = d.dim;
+  s.classes = d.classes;
+  s.x.resize(static_cast<size_t>(s.size * s.dim));
+  s.y.resize(static_cast<size_t>(s.size));
+  for (int64_t r = 0; r < s.size; ++r) {
+    const int64_t i = rows[static_cast<size_t>(r)];
+    if (i < 0 || i >= d.size) fail("example ", i, " is outside a set of ", d.size);
+    std::copy_n(d.x.data() + i * d.dim, d.dim, s.x.data() + r * d.dim);
+    s.y[static_cast<size_t>(r)] = d.y[static_cast<size_t>(i)];
+  }
+  return s;
+}
+
+double error_rate(const Dataset& d, TensorView<const float> scores) {
+  if (scores.shape.rows() != d.size || scores.shape.cols() != d.classes) {
+    fail("scores of shape ", scores.shape.str(), " do not fit ", d.size, " examples of ",
+         d.classes, " classes");
+  }
+  auto s = scores.mat();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < d.size; ++i) {
+    Eigen::Index best;
+    s.row(i).maxCoeff(&best);
+    wrong += static_cast<float>(best) != d.y[static_cast<size_t>(i)];
+  }
+  return static_cast<double>(wrong) / static_cast<double>(d.size);
+}
+
+std::vector<int64_t> permutation(int64_t n, uint64_t seed, uint64_t stream) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = i;
+  const NoiseStream draws(NoiseKey{seed, 0}, stream);
+  for (int64_t i = n - 1; i > 0; --i) {
+    const auto j = std::min(i, static_cast<int64_t>(draws.uniform(static_cast<uint64_t>(i)) * static_cast<double>(i + 1)));
+    std::swap(p[static_cast<size_t>(i)], p[static_cast<size_t>(j)]);
+  }
+  return p;
+}
+
+Split semi_supervised_split(const Dataset& train, int64_t labeled, int64_t validation, uint64_t seed) {
+  if (train.classes <= 0) fail("the training set has no classes");
+  if (labeled <= 0 || labeled % train.classes != 0) {
+    fail("labeled examples: ", labeled, " is not a positive multiple of the ", train.classes,
+         " classes (the labeled set holds the same number of each class)");
+  }
+  if (validation < 0 || validation + labeled > train.size) {
+    fail(labeled, " labeled and ", validation, " validation examples do not fit a training set of ", train.size);
+  }
+  // Stream 1 of the split seed shuffles; training draws use other streams.
+  const std::vector<int64_t> order = permutation(train.size, seed, 1);
+  Split s;
+  s.validation.assign(order.begin(), order.begin() + validation);
+  const int64_t per_class = labeled / train.classes;
+  std::vector<int64_t> taken(static_cast<size_t>(train.classes), 0);
+  for (auto it = order.begin() + validation; it != order.end(); ++it) {
+    const auto c = static_cast<size_t>(train.y[static_cast<size_t>(*it)]);
+    if (taken[c] < per_class) {
+      ++taken[c];
+      s.labeled.push_back(*it);
+    } else {
+      s.unlabeled.push_back(*it);
+    }
+  }
+  for (size_t c = 0; c < taken.size(); ++c) {
+    if (taken[c] < per_class) {
+      fail("class ", c, " has only ", taken[c], " examples outside the validation set; ", per_class, " are needed");
+    }
+  }
+  return s;
+}
+
+}  // namespace pens

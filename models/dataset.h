@@ -1,0 +1,54 @@
+// Labeled examples in memory, batches drawn from them, and the semi-supervised protocol
+// of the paper: a class-balanced labeled set, a disjoint validation set, everything else
+// unlabeled.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace pens {
+
+struct Dataset {
+  int64_t size = 0;
+  int64_t dim = 0;
+  int64_t classes = 0;
+  std::vector<float> x;  // size × dim, row-major
+  std::vector<float> y;  // size labels, as exact integers
+};
+
+// Copies examples first, first + 1, ... (wrapping around the end) into a batch of
+// inputs x [B, dim] and labels y [B].
+void copy_batch(const Dataset& d, int64_t first, TensorView<float> x, TensorView<float> y);
+
+// Copies the examples `rows` into the first rows.size() rows of x (from row `at` on)
+// and, when y is given (non-null), their labels into y[at...].
+void gather_rows(const Dataset& d, std::span<const int64_t> rows, int64_t at, TensorView<float> x,
+                 TensorView<float> y);
+
+// The examples `rows` as a dataset of their own.
+Dataset subset(const Dataset& d, std::span<const int64_t> rows);
+
+// Fraction of examples whose largest score is not their label; scores [size, classes].
+double error_rate(const Dataset& d, TensorView<const float> scores);
+
+// Indices into a training set. `labeled` holds exactly labeled / classes examples of each
+// class; the three sets are disjoint and together cover the set.
+struct Split {
+  std::vector<int64_t> labeled;
+  std::vector<int64_t> unlabeled;
+  std::vector<int64_t> validation;
+};
+
+// The split a seed fixes, the same on every machine: the examples are shuffled by a
+// Philox stream of `seed`; the first `validation` become the validation set; walking
+// the rest in order, each class's first labeled / classes examples are labeled and
+// everything else is unlabeled. `labeled` must be a multiple of the class count.
+Split semi_supervised_split(const Dataset& train, int64_t labeled, int64_t validation, uint64_t seed);
+
+// A permutation of 0..n-1 fixed by (seed, stream): Fisher-Yates over Philox draws.
+std::vector<int64_t> permutation(int64_t n, uint64_t seed, uint64_t stream);
+
+}  // namespace pens

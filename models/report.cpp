@@ -1,0 +1,116 @@
+#include "models/report.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "graph/error.h"
+#include "serialization/files.h"
+#include "serialization/png.h"
+
+extern char** environ;
+
+namespace pens {
+
+namespace {
+
+// Runs `program args...` without a shell; its exit status, or -1 when it cannot start.
+int run_program(std::vector<std::string> argv) {
+  std::vector<char*> raw;
+  for (std::string& a : argv) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, raw[0], nullptr, nullptr, raw.data(), environ) != 0) return -1;
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string learning_curve(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "metrics.jsonl");
+  std::ostringstream tsv;
+  tsv << "# epoch\ttrain_error_%\tvalidation_error_%\ttest_error_%\tobjective\n";
+  const auto percent = [](const nlohmann::json& v) { return v.is_number() ? cat(100.0 * v.get<double>()) : std::string("NaN"); };
+  std::string line;
+  int points = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json m = nlohmann::json::parse(line, nullptr, false);
+    if (m.is_discarded()) continue;
+    tsv << m.value("epoch", 0.0) << "\t" << percent(m["train_error"]) << "\t" << percent(m["validation_error"]) << "\t"
+        << percent(m["test_error"]) << "\t" << m.value("objective", 0.0) << "\n";
+    ++points;
+  }
+  if (points == 0) return "learning-curve.png: metrics.jsonl holds no evaluations";
+  write_file_atomically((dir / "curve.tsv").string(), tsv.str());
+  const std::string script = cat(
+      "set terminal pngcairo size 900,560 noenhanced\n"
+      "set output '", (dir / "learning-curve.png").string(), "'\n"
+      "set title 'error by epoch'\nset xlabel 'epoch'\nset ylabel 'error (%)'\n"
+      "set logscale y\nset grid\nset key top right\n"
+      "data = '", (dir / "curve.tsv").string(), "'\n"
+      "plot data using 1:2 with lines lw 2 title 'train (labeled)', \\\n"
+      "     data using 1:3 with lines lw 2 title 'validation', \\\n"
+      "     data using 1:4 with lines lw 2 title 'test'\n");
+  write_file_atomically((dir / "curve.gp").string(), script);
+  const int status = run_program({"gnuplot", (dir / "curve.gp").string()});
+  if (status == -1) return "learning-curve.png: gnuplot is not installed (apt-get install gnuplot-nox); curve.tsv and curve.gp hold the curve";
+  if (status != 0) return cat("learning-curve.png: gnuplot exited with status ", status);
+  return "";
+}
+
+}  // namespace
+
+std::vector<uint8_t> filter_mosaic(TensorView<const float> w, int64_t count, int64_t& width, int64_t& height) {
+  const auto side = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(w.shape.rows()))));
+  if (side * side != w.shape.rows()) fail("filters of ", w.shape.rows(), " inputs are not square images");
+  count = std::min(count, w.shape.cols());
+  const auto grid = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(count))));
+  const int64_t tile = side + 1;
+  width = height = grid * tile + 1;
+  std::vector<uint8_t> pixels(static_cast<size_t>(width * height), 0);
+  auto m = w.mat();
+  for (int64_t f = 0; f < count; ++f) {
+    const float lo = m.col(f).minCoeff(), hi = m.col(f).maxCoeff();
+    const float scale = hi > lo ? 255.0f / (hi - lo) : 0.0f;
+    const int64_t top = 1 + (f / grid) * tile, left = 1 + (f % grid) * tile;
+    for (int64_t r = 0; r < side; ++r) {
+      for (int64_t c = 0; c < side; ++c) {
+        pixels[static_cast<size_t>((top + r) * width + left + c)] =
+            static_cast<uint8_t>(std::lround((m(r * side + c, f) - lo) * scale));
+      }
+    }
+  }
+  return pixels;
+}
+
+std::vector<std::string> write_reports(const std::string& out_dir, const Model& model) {
+  std::vector<std::string> problems;
+  if (std::string p = learning_curve(out_dir); !p.empty()) problems.push_back(p);
+  // The first layer: the first matrix parameter whose rows form a square image.
+  const ParamEntry* first = nullptr;
+  if (model.values) {
+    for (const ParamEntry& e : model.values->entries()) {
+      if (e.shape.rank != 2) continue;
+      const auto side = std::lround(std::sqrt(static_cast<double>(e.shape.rows())));
+      if (side * side == e.shape.rows() && side > 1) {
+        first = &e;
+        break;
+      }
+    }
+  }
+  if (!first) {
+    problems.push_back("filters.png: no weight matrix whose inputs form a square image");
+    return problems;
+  }
+  int64_t width = 0, height = 0;
+  const std::vector<uint8_t> pixels = filter_mosaic(model.values->value(*first), 100, width, height);
+  write_png_gray((std::filesystem::path(out_dir) / "filters.png").string(), width, height, pixels);
+  return problems;
+}
+
+}  // namespace pens

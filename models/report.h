@@ -1,0 +1,23 @@
+// Pictures of a training run: the learning curve (errors by epoch, from metrics.jsonl,
+// drawn by gnuplot when it is installed) and a mosaic of first-layer filters, the
+// paper's Figure 2a.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+
+namespace pens {
+
+// Writes `out_dir`/learning-curve.png (with curve.tsv and curve.gp, its data and gnuplot
+// script) and `out_dir`/filters.png. Returns one line per picture that could not be
+// drawn, saying why (no gnuplot; no square first layer); never throws for those.
+std::vector<std::string> write_reports(const std::string& out_dir, const Model& model);
+
+// The first-layer filters as an 8-bit image: the first `count` columns of the [side²,
+// units] matrix `w`, each a side × side tile scaled to its own range, in a grid with
+// one-pixel borders. Sets width and height.
+std::vector<uint8_t> filter_mosaic(TensorView<const float> w, int64_t count, int64_t& width, int64_t& height);
+
+}  // namespace pens

@@ -1,0 +1,189 @@
+// The trainer end to end on a small synthetic task: a short semi-supervised
+// pseudo-ensemble run lowers validation error and leaves a well-formed run folder; a
+// NaN stops the run with a clear message and a good checkpoint; configs are checked.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "models/mlp.h"
+#include "models/optimizer.h"
+#include "models/synthetic.h"
+#include "models/trainer.h"
+#include "serialization/checkpoint.h"
+#include "serialization/files.h"
+#include "serialization/model_file.h"
+#include "tests/support/helpers.h"
+#include "tests/support/temp_dir.h"
+
+using namespace pens;
+using nlohmann::json;
+
+namespace {
+
+// A 16-32-32-4 dropout network with V^t between two children, saved untrained.
+std::string write_small_model(const testing::TempDir& dir) {
+  Model m;
+  m.graph = build_mlp({.layers = {16, 32, 32, 4}, .weight_std = 0.3, .max_norm = 3.5, .mask_input = 0.1, .mask_hidden = 0.2});
+  m.ensemble = PseudoEnsembleSpec{.children = 2, .loss_on = "child", .penalties = {{"logits", "tanh", 1.0, "all"}}};
+  const std::string path = dir / "small.model.json";
+  save_model(m, path, ValueStorage::None);
+  return path;
+}
+
+TrainConfig small_config(const std::string& model) {
+  TrainConfig c;
+  c.model = model;
+  c.labeled = 200;
+  c.validation = 200;
+  c.batch_labeled = 16;
+  c.batch_unlabeled = 16;
+  c.warmup_epochs = 0;
+  c.decay = 1;
+  c.momentum_start = c.momentum_end = 0.9;
+  c.epochs = 6;
+  c.steps_per_epoch = 50;
+  c.threads = 1;
+  c.eval_batch = 64;
+  return c;
+}
+
+TrainData small_data() { return {make_teacher_task(1200, 16, 4, 1), make_teacher_task(400, 16, 4, 2)}; }
+
+struct Quiet : TrainObserver {
+  std::vector<std::string> messages;
+  void on_message(const std::string& text) override { messages.push_back(text); }
+};
+
+}  // namespace
+
+TEST_CASE("a short semi-supervised run lowers validation error and writes a well-formed run folder") {
+  testing::TempDir dir;
+  const TrainConfig config = small_config(write_small_model(dir));
+  Quiet quiet;
+  const TrainSummary summary = train(config, small_data(), dir / "run", quiet);
+  REQUIRE_FALSE(summary.diverged);
+
+  std::ifstream metrics(dir / "run/metrics.jsonl");
+  std::vector<json> lines;
+  for (std::string line; std::getline(metrics, line);) lines.push_back(json::parse(line));
+  REQUIRE(lines.size() == 6);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const json& m = lines[i];
+    CHECK(m["step"] == 50 * static_cast<int64_t>(i + 1));
+    CHECK(m["epoch"].get<double>() == doctest::Approx(static_cast<double>(i + 1)));
+    for (const char* key : {"objective", "train_error", "validation_error", "test_error", "examples_per_second",
+                            "learning_rate", "momentum", "lambda_scale", "elapsed_seconds"}) {
+      CHECK_MESSAGE(m[key].is_number(), key);
+    }
+    // One entry per loss term: the supervised loss on child 1 and the V^t penalty.
+    CHECK(m["losses"].size() == 2);
+    CHECK(m["losses"].contains("pen/logits/tanh"));
+    CHECK(std::isfinite(m["objective"].get<double>()));
+  }
+  const double first = lines.front()["validation_error"], last = lines.back()["validation_error"];
+  INFO("validation error after epoch 1: " << first << ", after epoch 6: " << last);
+  CHECK(last < first);
+  CHECK(last < 0.5);  // chance is 0.75 on 4 classes
+
+  const json s = json::parse(read_file(dir / "run/summary.json", 1 << 20));
+  CHECK(s["status"] == "finished");
+  CHECK(s["steps"] == 300);
+  CHECK(s["labeled"] == 200);
+  CHECK(s["validation"] == 200);
+  CHECK(s["unlabeled"] == 800);
+  CHECK(s["config_hash"].get<std::string>().size() == 16);
+  CHECK(s["test_error"].is_number());
+  CHECK(s["best_validation"]["validation_error"].get<double>() <= last);
+  CHECK(s["final"]["test_error"] == lines.back()["test_error"]);
+
+  // The trained model reads back with its values, and the filters picture is a PNG.
+  const Model trained = load_model(dir / "run/model.json");
+  REQUIRE(trained.values);
+  CHECK(read_file(dir / "run/filters.png", 1 << 20).substr(1, 3) == "PNG");
+}
+
+TEST_CASE("a NaN stops training with a message and leaves the last good checkpoint") {
+  testing::TempDir dir;
+  TrainConfig config = small_config(write_small_model(dir));
+  config.checkpoint_every_epochs = 1.0 / 50;  // every step
+  TrainData data = small_data();
+  // Poisons the data after step 5: step 6 sees NaN inputs.
+  struct Poison : Quiet {
+    Dataset* train = nullptr;
+    void on_step(int64_t step, int64_t, double, double, double) override {
+      if (step == 5) std::fill(train->x.begin(), train->x.end(), std::nanf(""));
+    }
+  } poison;
+  poison.train = &data.train;
+  const TrainSummary summary = train(config, data, dir / "run", poison);
+  CHECK(summary.diverged);
+  CHECK(summary.json["status"] == "diverged");
+  const std::string message = summary.json["message"];
+  CHECK(message.find("diverged at step 5") != std::string::npos);
+  CHECK(message.find("nan") != std::string::npos);
+  bool named_checkpoint = false;
+  for (const std::string& m : poison.messages) named_checkpoint |= m.find("checkpoint.pens (step 5)") != std::string::npos;
+  CHECK(named_checkpoint);
+
+  Model model = load_model(write_small_model(dir));
+  ParamStore<float> params(model.graph);
+  Sgd sgd(model.graph, params);
+  const TrainingState state = load_checkpoint(dir / "run/checkpoint.pens", params, sgd);
+  CHECK(state.step == 5);
+  for (float v : params.values()) REQUIRE(std::isfinite(v));
+}
+
+TEST_CASE("training configs: unknown fields and bad values are errors naming the field") {
+  CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m.json", "optimiser": {}})"), "c.json"),
+                       "c.json", "unknown field optimiser");
+  CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m.json", "run": {"epoks": 3}})"), "c.json"),
+                       "unknown field run.epoks");
+  CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m.json", "optimizer": {"decay": 2}})"), "c.json"),
+                       "optimizer.decay", "outside [0, 1]");
+  CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m.json", "batch": {"labeled": 1.5}})"), "c.json"),
+                       "batch.labeled", "integer");
+  CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"run": {}})"), "c.json"), "names no model");
+  CHECK_ERROR_MENTIONS(
+      parse_train_config(json::parse(R"({"model": "m.json", "optimizer": {"max_norm_rule": "rows"}})"), "c.json"),
+      "'rows'", "unit-incoming");
+  const TrainConfig c = parse_train_config(
+      json::parse(R"({"model": "m.json", "data": {"labeled": 600}, "lambda_schedule": [{"epochs": 5, "scale": 0}]})"),
+      "c.json");
+  CHECK(c.labeled == 600);
+  REQUIRE(c.lambda_schedule);
+  CHECK(c.lambda_schedule->at(0).epochs == 5);
+  CHECK(parse_train_config(to_json(c), "again").labeled == 600);  // to_json round-trips
+}
+
+TEST_CASE("the authors' max-norm rule bounds each input's squared outgoing norm") {
+  Model m;
+  m.graph = build_mlp({.layers = {3, 2}, .max_norm = 2.0});
+  ParamStore<float> params(m.graph);
+  params.value("W1").mat() << 3, 0, 1, 1, 0, 0.5;
+  Sgd rows(m.graph, params, MaxNormRule::InputOutgoingSquared);
+  rows.step(0, 0);
+  auto w = params.value("W1").mat();
+  CHECK(w.row(0).squaredNorm() == doctest::Approx(2.0));
+  CHECK(w(1, 0) == 1.0f);  // squared norm 2: untouched
+  CHECK(w(2, 1) == 0.5f);
+  Sgd columns(m.graph, params, MaxNormRule::UnitIncoming);
+  columns.step(0, 0);
+  CHECK(w.col(0).norm() <= 2.0 + 1e-6);
+}
+
+TEST_CASE("every training config under examples/ parses and names a model file that loads") {
+  int configs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(PENS_SOURCE_DIR) + "/examples/mnist")) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() != ".json" || name.ends_with(".model.json")) continue;
+    INFO(entry.path().string());
+    const TrainConfig c = parse_train_config(json::parse(read_file(entry.path().string(), 1 << 20)), name);
+    const Model m = load_model((entry.path().parent_path() / c.model).string());
+    if (c.batch_unlabeled > 0) CHECK(m.ensemble.has_value());
+    ++configs;
+  }
+  CHECK(configs >= 6);
+}
