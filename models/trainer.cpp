@@ -177,6 +177,7 @@ std::vector<std::vector<int64_t>> confusion_matrix(Tape<float>& tape, const std:
 TrainConfig parse_train_config(const json& j, const std::string& source) {
   TrainConfig c;
   Section top(j, "", source);
+  top.string("description", c.description);
   top.string("model", c.model);
   if (c.model.empty()) fail(source, ": the config names no model file (field \"model\")");
   if (const json* d = top.child("data")) {
@@ -237,6 +238,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
 
 json to_json(const TrainConfig& c) {
   json j = {
+      {"description", c.description},
       {"model", c.model},
       {"data", {{"dir", c.data_dir}, {"labeled", c.labeled}, {"validation", c.validation}, {"split_seed", c.split_seed}}},
       {"batch", {{"labeled", c.batch_labeled}, {"unlabeled", c.batch_unlabeled}}},

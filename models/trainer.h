@@ -19,6 +19,7 @@
 namespace pens {
 
 struct TrainConfig {
+  std::string description;  // free text: what the config is for
   std::string model;  // model file (a path relative to the config file is resolved against it)
   // Data: the split of the training set.
   std::string data_dir = "data/mnist";

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -66,7 +67,7 @@ TEST_CASE("pens gradcheck --all-ops passes and prints one line per op") {
 }
 
 TEST_CASE("every subcommand has --help, and mistakes give a message and a non-zero exit") {
-  for (const char* cmd : {"ops", "gradcheck", "inspect", "fmt", "new"}) {
+  for (const char* cmd : {"ops", "gradcheck", "inspect", "fmt", "new", "train", "eval"}) {
     const Run help = pens_cli(std::string(cmd) + " --help");
     CHECK(help.status == 0);
     CHECK(help.out.rfind("usage: pens ", 0) == 0);
@@ -205,4 +206,25 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   const Run bad_noise = pens_cli("new mlp --noise h1:fuzz");
   CHECK(bad_noise.status == 1);
   CHECK(bad_noise.out.find("parameters only") != std::string::npos);
+}
+
+TEST_CASE("pens eval and pens train: a corrupt IDX file or a bad config is one line and exit 1") {
+  pens::testing::TempDir dir;
+  // A t10k-images file whose header promises 3 images of 28 x 28 but holds 2.
+  std::string images = {'\0', '\0', '\x08', '\x03', '\0', '\0', '\0', '\x03', '\0', '\0', '\0', '\x1c', '\0', '\0', '\0', '\x1c'};
+  images += std::string(2 * 784, '\x10');
+  std::ofstream(dir / "t10k-images-idx3-ubyte", std::ios::binary) << images;
+  std::ofstream(dir / "t10k-labels-idx1-ubyte", std::ios::binary)
+      << std::string({'\0', '\0', '\x08', '\x01', '\0', '\0', '\0', '\x03', '\x01', '\x02', '\x03'});
+  const Run eval = pens_cli("eval " + example("mlp-pea.json") + " --data-dir " + dir.path());
+  CHECK(eval.status == 1);
+  CHECK(eval.out.find("t10k-images-idx3-ubyte: truncated: the header promises 2352 bytes of data, the file holds 1568") !=
+        std::string::npos);
+  CHECK(std::count(eval.out.begin(), eval.out.end(), '\n') == 1);
+
+  std::ofstream(dir / "config.json") << R"({"model": "m.json", "run": {"epoch": 3}})";
+  const Run train = pens_cli("train " + (dir / "config.json"));
+  CHECK(train.status == 1);
+  CHECK(train.out.find("unknown field run.epoch") != std::string::npos);
+  CHECK(std::count(train.out.begin(), train.out.end(), '\n') == 1);
 }
