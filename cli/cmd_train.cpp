@@ -93,7 +93,7 @@ class Progress : public TrainObserver {
 }  // namespace
 
 int run_train(const std::vector<std::string>& argv) {
-  const Args args(argv, {}, {"out", "labels", "split-seed", "seed", "epochs", "budget-minutes", "data-dir", "threads"});
+  const Args args(argv, {"resume"}, {"out", "labels", "split-seed", "seed", "epochs", "budget-minutes", "data-dir", "threads"});
   const std::string& config_path = args.one_positional("a training config");
   const json j = json::parse(read_file(config_path, 1 << 20), nullptr, false);
   if (j.is_discarded()) fail(config_path, ": not valid JSON");
@@ -122,7 +122,7 @@ int run_train(const std::vector<std::string>& argv) {
             << (config.budget_minutes > 0 ? cat(" (budget ", config.budget_minutes, " min)") : std::string())
             << ", " << config.threads << " threads; writing " << out_dir << "\n";
   Progress progress(config.budget_minutes);
-  const TrainSummary summary = train(config, data, out_dir, progress);
+  const TrainSummary summary = train(config, data, out_dir, progress, args.flag("resume"));
   progress.finish();
   const json& s = summary.json;
   if (summary.diverged) {

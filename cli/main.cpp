@@ -94,7 +94,8 @@ const std::vector<Command>& commands() {
        "  --epochs E             epochs (of the config's steps per epoch)\n"
        "  --budget-minutes M     stop after M minutes of wall-clock time\n"
        "  --data-dir DIR         folder of the MNIST IDX files (default data/mnist)\n"
-       "  --threads T            threads\n",
+       "  --threads T            threads\n"
+       "  --resume               continue from the output folder's checkpoint.pens\n",
        pens::cli::run_train},
       {"eval", "error and confusion matrix of a trained model on MNIST",
        "usage: pens eval MODEL.json [options]\n\n"

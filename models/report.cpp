@@ -53,7 +53,8 @@ std::string learning_curve(const std::filesystem::path& dir) {
       "set title 'error by epoch'\nset xlabel 'epoch'\nset ylabel 'error (%)'\n"
       "set logscale y\nset grid\nset key top right\n"
       "data = '", (dir / "curve.tsv").string(), "'\n"
-      "plot data using 1:2 with lines lw 2 title 'train (labeled)', \\\n"
+      "# a log axis cannot show 0: errors of 0 are drawn at 0.01%\n"
+      "plot data using 1:($2 < 0.01 ? 0.01 : $2) with lines lw 2 title 'train (labeled)', \\\n"
       "     data using 1:3 with lines lw 2 title 'validation', \\\n"
       "     data using 1:4 with lines lw 2 title 'test'\n");
   write_file_atomically((dir / "curve.gp").string(), script);

@@ -149,6 +149,12 @@ bool all_finite(std::span<const float> v) {
   return true;
 }
 
+// What must match between a checkpoint's config and a resumed run's.
+json resumable_part(json config) {
+  for (const char* key : {"epochs", "budget_minutes", "threads"}) config["run"].erase(key);
+  return config;
+}
+
 std::string config_hash(const TrainConfig& c) { return sha256_hex(to_json(c).dump()).substr(0, 16); }
 
 }  // namespace
@@ -260,7 +266,7 @@ json to_json(const TrainConfig& c) {
 }
 
 TrainSummary train(const TrainConfig& config, const TrainData& data, const std::string& out_dir,
-                   TrainObserver& observer) {
+                   TrainObserver& observer, bool resume) {
   namespace fs = std::filesystem;
   const auto start = std::chrono::steady_clock::now();
   Eigen::setNbThreads(config.threads);
@@ -356,9 +362,6 @@ TrainSummary train(const TrainConfig& config, const TrainData& data, const std::
   const auto eval_every = std::max<int64_t>(1, std::llround(config.eval_every_epochs * static_cast<double>(config.steps_per_epoch)));
   const auto checkpoint_every = std::max<int64_t>(1, std::llround(config.checkpoint_every_epochs * static_cast<double>(config.steps_per_epoch)));
   const std::string checkpoint_path = out("checkpoint.pens");
-  std::ofstream metrics(out("metrics.jsonl"), std::ios::trunc);
-  if (!metrics) fail(out("metrics.jsonl"), ": cannot write");
-
   std::map<std::string, double> loss_sums;
   double objective_sum = 0;
   int64_t window_steps = 0, last_good_checkpoint = -1;
@@ -368,6 +371,38 @@ TrainSummary train(const TrainConfig& config, const TrainData& data, const std::
   std::string diverged;
   std::vector<int64_t> rows;
   int64_t step = 0;
+  // Without a validation set the "best" parameters are the latest.
+  const auto selection_error = [&](const json& m) {
+    return validation.size > 0 ? m["validation_error"].get<double>() : -m["step"].get<double>();
+  };
+
+  std::string kept_metrics;
+  if (resume) {
+    if (!fs::exists(checkpoint_path)) fail(checkpoint_path, ": no checkpoint to resume from");
+    const TrainingState state = load_checkpoint(checkpoint_path, params, sgd);
+    if (resumable_part(state.config) != resumable_part(config_json)) {
+      fail(checkpoint_path, ": written by a different config (only run.epochs, run.budget_minutes and run.threads may "
+           "change on resume); saved: ", state.config.dump());
+    }
+    step = last_good_checkpoint = state.step;
+    // Evaluations the interrupted run made after its checkpoint are dropped: the resumed
+    // run makes them again.
+    std::ifstream in(out("metrics.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      const json m = json::parse(line, nullptr, false);
+      if (m.is_discarded() || !m.contains("step") || m["step"].get<int64_t>() > step) continue;
+      kept_metrics += line + "\n";
+      last = m;
+      if (selection_error(m) < best_validation) {
+        best_validation = selection_error(m);
+        best = m;
+      }
+    }
+    observer.on_message(cat("resuming from ", checkpoint_path, " at step ", step));
+  }
+  write_file_atomically(out("metrics.jsonl"), kept_metrics);
+  std::ofstream metrics(out("metrics.jsonl"), std::ios::app);
+  if (!metrics) fail(out("metrics.jsonl"), ": cannot write");
 
   // After `done` steps.
   const auto evaluate = [&](int64_t done) {
@@ -387,10 +422,8 @@ TrainSummary train(const TrainConfig& config, const TrainData& data, const std::
     metrics << m.dump() << "\n" << std::flush;
     observer.on_eval(m);
     last = m;
-    // Without a validation set the "best" parameters are the latest.
-    const double v = validation.size > 0 ? m["validation_error"].get<double>() : -static_cast<double>(done);
-    if (v < best_validation) {
-      best_validation = v;
+    if (selection_error(m) < best_validation) {
+      best_validation = selection_error(m);
       best = m;
       save_model(model, out("best.model.json"));
     }

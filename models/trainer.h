@@ -84,8 +84,14 @@ struct TrainSummary {
 // model.json (the last parameters) and best.model.json (those of the best validation
 // error). Stops at NaN/Inf with a clear message in the summary and on the observer,
 // leaving the last good checkpoint; errors in the inputs are thrown.
+//
+// With `resume`, starts from out_dir/checkpoint.pens (written by the same config, up to
+// run.epochs, run.budget_minutes and run.threads) and continues exactly as an unbroken run
+// would: batches and noise are functions of (seed, step). Evaluations logged after the
+// checkpoint are dropped from metrics.jsonl and made again; the budget counts from the
+// resumption.
 TrainSummary train(const TrainConfig& config, const TrainData& data, const std::string& out_dir,
-                   TrainObserver& observer);
+                   TrainObserver& observer, bool resume = false);
 
 // Counts [true class][predicted class] of the tape's output over a data set, a
 // tape-batch at a time (the last batch padded with repeated rows, their predictions

@@ -4,7 +4,7 @@
 # docs/results.json from every finished run under the runs folder.
 #
 #   scripts/table1.sh [--splits N] [--labels LIST] [--methods LIST] [--budget-minutes M]
-#                     [--supervised] [--runs DIR] [--report-only]
+#                     [--supervised] [--supervised-epochs E] [--runs DIR] [--report-only]
 #
 #   --splits N          splits (labeled-set seeds 1..N) per cell (default 3; the
 #                       100-label cell gets max(N, 5))
@@ -12,13 +12,15 @@
 #   --methods LIST      comma-separated, from sde, pea (default sde,pea)
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
 #   --supervised        also the fully supervised cells (raw, sde, pea on 50,000 labels)
+#   --supervised-epochs E  their length (default: the configs', the paper's 1000 epochs)
 #   --runs DIR          where runs live (default runs/table1); a run whose summary.json
 #                       says "finished" is not run again
 #   --report-only       run nothing; rebuild the report from the runs that exist
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-splits=3 labels=100,600,1000,3000 methods=sde,pea budget="" supervised=0 runs=runs/table1 report_only=0
+splits=3 labels=100,600,1000,3000 methods=sde,pea budget="" supervised=0 supervised_epochs="" runs=runs/table1
+report_only=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --splits) splits="$2"; shift 2 ;;
@@ -26,9 +28,10 @@ while [[ $# -gt 0 ]]; do
     --methods) methods="$2"; shift 2 ;;
     --budget-minutes) budget="$2"; shift 2 ;;
     --supervised) supervised=1; shift ;;
+    --supervised-epochs) supervised_epochs="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table1: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -76,7 +79,8 @@ if [[ $report_only == 0 ]]; then
   done
   if [[ $supervised == 1 ]]; then
     for method in raw sde pea; do
-      run "$method-supervised/split1" "examples/mnist/$method-supervised.json"
+      run "$method-supervised/split1" "examples/mnist/$method-supervised.json" \
+        ${supervised_epochs:+--epochs "$supervised_epochs"}
     done
   fi
 fi

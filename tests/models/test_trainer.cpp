@@ -187,3 +187,42 @@ TEST_CASE("every training config under examples/ parses and names a model file t
   }
   CHECK(configs >= 6);
 }
+
+TEST_CASE("a resumed run continues exactly as an unbroken one") {
+  testing::TempDir dir;
+  TrainConfig config = small_config(write_small_model(dir));
+  config.epochs = 4;
+  config.checkpoint_every_epochs = 1;
+  Quiet quiet;
+  train(config, small_data(), dir / "unbroken", quiet);
+
+  config.epochs = 2;
+  train(config, small_data(), dir / "resumed", quiet);
+  config.epochs = 4;
+  train(config, small_data(), dir / "resumed", quiet, /*resume=*/true);
+
+  const Model a = load_model(dir / "unbroken/model.json");
+  const Model b = load_model(dir / "resumed/model.json");
+  REQUIRE(a.values);
+  REQUIRE(b.values);
+  const auto va = a.values->values(), vb = b.values->values();
+  CHECK(std::equal(va.begin(), va.end(), vb.begin(), vb.end()));
+  const auto lines = [](const std::string& path) {
+    std::vector<json> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+    return out;
+  };
+  const std::vector<json> ma = lines(dir / "unbroken/metrics.jsonl"), mb = lines(dir / "resumed/metrics.jsonl");
+  REQUIRE(ma.size() == 4);
+  REQUIRE(mb.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(ma[i]["step"] == mb[i]["step"]);
+    CHECK(ma[i]["validation_error"] == mb[i]["validation_error"]);
+    CHECK(ma[i]["objective"] == mb[i]["objective"]);
+  }
+
+  config.learning_rate = 0.2;  // a different run cannot resume this one
+  CHECK_ERROR_MENTIONS(train(config, small_data(), dir / "resumed", quiet, true), "checkpoint.pens",
+                       "written by a different config");
+}
