@@ -149,6 +149,20 @@ bool all_finite(std::span<const float> v) {
   return true;
 }
 
+// The semi-supervised split of the config, or with data.labeled = 0 every non-validation
+// example labeled.
+Split training_split(const TrainConfig& config, const Dataset& train_set) {
+  if (config.labeled > 0) return semi_supervised_split(train_set, config.labeled, config.validation, config.split_seed);
+  if (config.validation >= train_set.size) {
+    fail("data.validation = ", config.validation, " leaves none of the ", train_set.size, " training examples");
+  }
+  const std::vector<int64_t> order = permutation(train_set.size, config.split_seed, 1);
+  Split split;
+  split.validation.assign(order.begin(), order.begin() + config.validation);
+  split.labeled.assign(order.begin() + config.validation, order.end());
+  return split;
+}
+
 // What must match between a checkpoint's config and a resumed run's.
 json resumable_part(json config) {
   for (const char* key : {"epochs", "budget_minutes", "threads"}) config["run"].erase(key);
@@ -310,27 +324,20 @@ TrainSummary train(const TrainConfig& config, const TrainData& data, const std::
   if (train_set.dim != io_width(model.graph, io.x)) {
     fail(config.model, ": input '", io.x, "' takes ", io_width(model.graph, io.x), " features, the data has ", train_set.dim);
   }
-  const int64_t labeled = config.labeled > 0 ? config.labeled : train_set.size - config.validation;
-  Split split;
-  if (config.labeled > 0) {
-    split = semi_supervised_split(train_set, labeled, config.validation, config.split_seed);
-  } else {
-    if (config.validation >= train_set.size) fail("validation of ", config.validation, " leaves no training examples");
-    const std::vector<int64_t> order = permutation(train_set.size, config.split_seed, 1);
-    split.validation.assign(order.begin(), order.begin() + config.validation);
-    split.labeled.assign(order.begin() + config.validation, order.end());
-  }
-  if (semi_supervised && split.unlabeled.empty() && split.labeled.empty()) fail("no examples to train on");
+  const Split split = training_split(config, train_set);
+  const auto labeled = static_cast<int64_t>(split.labeled.size());
   const Dataset validation = subset(train_set, split.validation);
   const std::vector<int64_t> train_eval_rows(
       split.labeled.begin(), split.labeled.begin() + std::min<int64_t>(config.train_error_examples, labeled));
   const Dataset train_eval = subset(train_set, train_eval_rows);
-  // The unlabeled pool: every training example outside the validation set (the labeled
-  // ones too, their labels unused), as in the paper's protocol.
+  // The unlabeled pool: every training example outside the validation set, the labeled
+  // ones included (their labels unused).
   std::vector<int64_t> pool = split.unlabeled;
   pool.insert(pool.end(), split.labeled.begin(), split.labeled.end());
+  // Pass p of each cycler shuffles with stream base + p: the two bases keep their
+  // streams apart (and apart from the split's stream 1) for any realistic run.
   Cycler labeled_rows(split.labeled, config.seed, 1000);
-  Cycler unlabeled_rows(pool, config.seed, 1u << 30);
+  Cycler unlabeled_rows(pool, config.seed, uint64_t{1} << 30);
 
   const json config_json = to_json(config);
   const std::string hash = config_hash(config);

@@ -41,6 +41,8 @@ def cells(runs_dir):
         minutes = [s["wall_seconds"] / 60.0 for _, s, _ in runs]
         # One command stands for the cell: the split seed varies over the splits.
         command = re.sub(r"--split-seed \d+", "--split-seed S", runs[0][2])
+        # table1.sh runs a copy of build/pens kept in the runs folder.
+        command = re.sub(r"^\S*/pens ", "build/pens ", command)
         command = re.sub(r"/split\d+", "/splitS", command)
         out.append({
             "method": method,

@@ -40,7 +40,13 @@ if [[ $report_only == 0 ]]; then
   scripts/setup.sh
   scripts/fetch-mnist.sh
 fi
-command -v python3 > /dev/null || { apt-get update -qq && apt-get install -y -qq python3; }
+command -v python3 > /dev/null || scripts/ensure-packages.sh python3
+
+# Every run uses one copy of the tool, so rebuilding build/ meanwhile cannot break a run.
+mkdir -p "$runs"
+if [[ $report_only == 0 ]]; then
+  cp build/pens "$runs/pens.tmp" && mv "$runs/pens.tmp" "$runs/pens"
+fi
 
 # run NAME CONFIG [pens train options...]: one run, skipped when it already finished.
 run() {
@@ -50,7 +56,7 @@ run() {
     echo "table1: $name already finished"
     return
   fi
-  local cmd=(build/pens train "$config" --out "$out" "$@")
+  local cmd=("$runs/pens" train "$config" --out "$out" "$@")
   [[ -n "$budget" ]] && cmd+=(--budget-minutes "$budget")
   echo "table1: ${cmd[*]}"
   mkdir -p "$out"
