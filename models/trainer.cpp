@@ -1,7 +1,5 @@
 #include "models/trainer.h"
 
-#include <omp.h>
-
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
@@ -284,7 +282,6 @@ TrainSummary train(const TrainConfig& config, const TrainData& data, const std::
   namespace fs = std::filesystem;
   const auto start = std::chrono::steady_clock::now();
   Eigen::setNbThreads(config.threads);
-  omp_set_num_threads(config.threads);
   fs::create_directories(out_dir);
   const auto out = [&](const std::string& name) { return (fs::path(out_dir) / name).string(); };
 
