@@ -43,6 +43,7 @@ int run_inspect(const std::vector<std::string>& argv);
 int run_fmt(const std::vector<std::string>& argv);
 int run_new(const std::vector<std::string>& argv);
 int run_train(const std::vector<std::string>& argv);
+int run_pretrain(const std::vector<std::string>& argv);
 int run_eval(const std::vector<std::string>& argv);
 
 }  // namespace pens::cli

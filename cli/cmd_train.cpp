@@ -93,7 +93,7 @@ class Progress : public TrainObserver {
 }  // namespace
 
 int run_train(const std::vector<std::string>& argv) {
-  const Args args(argv, {"resume"}, {"out", "labels", "split-seed", "seed", "epochs", "budget-minutes", "data-dir", "threads"});
+  const Args args(argv, {"resume"}, {"out", "labels", "split-seed", "seed", "epochs", "budget-minutes", "data-dir", "threads", "init"});
   const std::string& config_path = args.one_positional("a training config");
   const json j = json::parse(read_file(config_path, 1 << 20), nullptr, false);
   if (j.is_discarded()) fail(config_path, ": not valid JSON");
@@ -102,6 +102,10 @@ int run_train(const std::vector<std::string>& argv) {
   if (fs::path(config.model).is_relative()) {
     config.model = (fs::path(config_path).parent_path() / config.model).lexically_normal().string();
   }
+  if (!config.init_from.empty() && fs::path(config.init_from).is_relative()) {
+    config.init_from = (fs::path(config_path).parent_path() / config.init_from).lexically_normal().string();
+  }
+  if (auto v = args.option("init")) config.init_from = *v;
   if (auto v = args.option("data-dir")) config.data_dir = *v;
   config.labeled = args.option_int("labels", config.labeled);
   config.split_seed = static_cast<uint64_t>(args.option_int("split-seed", static_cast<int64_t>(config.split_seed)));

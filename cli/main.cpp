@@ -95,8 +95,24 @@ const std::vector<Command>& commands() {
        "  --budget-minutes M     stop after M minutes of wall-clock time\n"
        "  --data-dir DIR         folder of the MNIST IDX files (default data/mnist)\n"
        "  --threads T            threads\n"
+       "  --init MODEL           start from the parameter values of MODEL (pens pretrain's)\n"
        "  --resume               continue from the output folder's checkpoint.pens\n",
        pens::cli::run_train},
+      {"pretrain", "denoising-autoencoder pre-training of a network's hidden layers",
+       "usage: pens pretrain CONFIG.json [options]\n\n"
+       "Trains each layer the config lists, bottom-up, as the encoder of a denoising\n"
+       "autoencoder (tied weights, the config's corruption as noise annotations on the\n"
+       "layer's input, squared-error reconstruction of the clean input) on all MNIST\n"
+       "training images, labels unused (docs/training.md). Writes to the output folder:\n"
+       "metrics.jsonl (a line per layer and epoch), summary.json, config.json, model.json\n"
+       "(the network with its pre-trained values; fine-tune it with pens train --init)\n"
+       "and filters.png.\n\n"
+       "  --out DIR              output folder (default runs/<config name>)\n"
+       "  --epochs E             epochs per layer, for every layer\n"
+       "  --seed S               seed of batch order and corruption\n"
+       "  --data-dir DIR         folder of the MNIST IDX files (default data/mnist)\n"
+       "  --threads T            threads\n",
+       pens::cli::run_pretrain},
       {"eval", "error and confusion matrix of a trained model on MNIST",
        "usage: pens eval MODEL.json [options]\n\n"
        "Evaluates the clean parent network (or the mean of sampled children) of a model\n"

@@ -104,4 +104,17 @@ Split semi_supervised_split(const Dataset& train, int64_t labeled, int64_t valid
   return s;
 }
 
+void Cycler::take(int64_t first, int64_t n, std::vector<int64_t>& out) {
+  out.clear();
+  const auto size = static_cast<int64_t>(items_.size());
+  for (int64_t k = first; k < first + n; ++k) {
+    const int64_t pass = k / size;
+    if (pass != pass_) {
+      order_ = permutation(size, seed_, stream_ + static_cast<uint64_t>(pass));
+      pass_ = pass;
+    }
+    out.push_back(items_[static_cast<size_t>(order_[static_cast<size_t>(k % size)])]);
+  }
+}
+
 }  // namespace pens

@@ -51,4 +51,22 @@ Split semi_supervised_split(const Dataset& train, int64_t labeled, int64_t valid
 // A permutation of 0..n-1 fixed by (seed, stream): Fisher-Yates over Philox draws.
 std::vector<int64_t> permutation(int64_t n, uint64_t seed, uint64_t stream);
 
+// Batches drawn by cycling through shuffles of a set of rows: the shuffle of pass p is
+// permutation(n, seed, stream + p), so the rows of any step are a function of (seed,
+// step) alone and a resumed run draws what an unbroken one would.
+class Cycler {
+ public:
+  Cycler(std::vector<int64_t> items, uint64_t seed, uint64_t stream)
+      : items_(std::move(items)), seed_(seed), stream_(stream) {}
+  // Rows [first, first + n) of the endless sequence, into `out`.
+  void take(int64_t first, int64_t n, std::vector<int64_t>& out);
+  int64_t size() const { return static_cast<int64_t>(items_.size()); }
+
+ private:
+  std::vector<int64_t> items_;
+  uint64_t seed_, stream_;
+  int64_t pass_ = -1;
+  std::vector<int64_t> order_;
+};
+
 }  // namespace pens

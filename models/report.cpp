@@ -92,6 +92,12 @@ std::vector<uint8_t> filter_mosaic(TensorView<const float> w, int64_t count, int
 std::vector<std::string> write_reports(const std::string& out_dir, const Model& model) {
   std::vector<std::string> problems;
   if (std::string p = learning_curve(out_dir); !p.empty()) problems.push_back(p);
+  for (std::string& p : write_filter_image(out_dir, model)) problems.push_back(std::move(p));
+  return problems;
+}
+
+std::vector<std::string> write_filter_image(const std::string& out_dir, const Model& model) {
+  std::vector<std::string> problems;
   // The first layer: the first matrix parameter whose rows form a square image.
   const ParamEntry* first = nullptr;
   if (model.values) {

@@ -15,6 +15,9 @@ namespace pens {
 // drawn, saying why (no gnuplot; no square first layer); never throws for those.
 std::vector<std::string> write_reports(const std::string& out_dir, const Model& model);
 
+// Only `out_dir`/filters.png, as write_reports draws it.
+std::vector<std::string> write_filter_image(const std::string& out_dir, const Model& model);
+
 // The first-layer filters as an 8-bit image: the first `count` columns of the [side²,
 // units] matrix `w`, each a side × side tile scaled to its own range, in a grid with
 // one-pixel borders. Sets width and height.

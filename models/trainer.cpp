@@ -11,6 +11,7 @@
 
 #include "autodiff/tape.h"
 #include "graph/error.h"
+#include "models/config_section.h"
 #include "models/optimizer.h"
 #include "models/report.h"
 #include "serialization/checkpoint.h"
@@ -24,86 +25,9 @@ namespace {
 
 using nlohmann::json;
 
-// Reads the fields of one JSON object of a config, refusing unknown keys (a misspelt
-// key would otherwise be ignored silently) and values of the wrong type or range.
-class Section {
- public:
-  Section(const json& j, std::string path, const std::string& source) : path_(std::move(path)), source_(source) {
-    if (!j.is_object()) fail(source_, ": ", where(""), " must be an object");
-    j_ = &j;
-  }
-  ~Section() noexcept(false) {
-    if (std::uncaught_exceptions() > 0) return;
-    for (const auto& [key, value] : j_->items()) {
-      if (!used_.count(key)) fail(source_, ": unknown field ", where(key));
-    }
-  }
-  template <class T>
-  void number(const char* key, T& out, double low, double high) {
-    used_.insert(key);
-    if (!j_->contains(key)) return;
-    const json& v = (*j_)[key];
-    if (!v.is_number()) fail(source_, ": ", where(key), " must be a number");
-    const double d = v.get<double>();
-    if (!(d >= low && d <= high)) fail(source_, ": ", where(key), " = ", d, " is outside [", low, ", ", high, "]");
-    if (std::is_integral_v<T> && d != std::floor(d)) fail(source_, ": ", where(key), " must be an integer");
-    out = static_cast<T>(d);
-  }
-  void string(const char* key, std::string& out) {
-    used_.insert(key);
-    if (!j_->contains(key)) return;
-    if (!(*j_)[key].is_string()) fail(source_, ": ", where(key), " must be a string");
-    out = (*j_)[key].get<std::string>();
-  }
-  const json* child(const char* key) {
-    used_.insert(key);
-    return j_->contains(key) ? &(*j_)[key] : nullptr;
-  }
-  std::string where(const std::string& key) const {
-    return key.empty() ? (path_.empty() ? "the config" : path_) : (path_.empty() ? key : path_ + "." + key);
-  }
-
- private:
-  const json* j_ = nullptr;
-  std::string path_;
-  const std::string& source_;
-  std::set<std::string> used_;
-};
-
-constexpr double kHuge = 1e15;
-
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
-
-// Labeled and unlabeled rows are drawn by cycling through shuffles of their sets: the
-// shuffle of pass p is permutation(n, seed, stream + p), so the rows of any step are a
-// function of (seed, step) alone and a resumed run draws what an unbroken one would.
-class Cycler {
- public:
-  Cycler(std::vector<int64_t> items, uint64_t seed, uint64_t stream)
-      : items_(std::move(items)), seed_(seed), stream_(stream) {}
-  // Rows [first, first + n) of the endless sequence, into `out`.
-  void take(int64_t first, int64_t n, std::vector<int64_t>& out) {
-    out.clear();
-    const auto size = static_cast<int64_t>(items_.size());
-    for (int64_t k = first; k < first + n; ++k) {
-      const int64_t pass = k / size;
-      if (pass != pass_) {
-        order_ = permutation(size, seed_, stream_ + static_cast<uint64_t>(pass));
-        pass_ = pass;
-      }
-      out.push_back(items_[static_cast<size_t>(order_[static_cast<size_t>(k % size)])]);
-    }
-  }
-  int64_t size() const { return static_cast<int64_t>(items_.size()); }
-
- private:
-  std::vector<int64_t> items_;
-  uint64_t seed_, stream_;
-  int64_t pass_ = -1;
-  std::vector<int64_t> order_;
-};
 
 // The one real input (the examples) and the one index input (their labels) of a model.
 struct ModelIo {
@@ -192,18 +116,39 @@ std::vector<std::vector<int64_t>> confusion_matrix(Tape<float>& tape, const std:
   return counts;
 }
 
+std::string initialize_from(ParamStore<float>& params, const std::string& path) {
+  if (!std::filesystem::exists(path)) fail(path, ": no such model file to initialize from (pens pretrain writes one)");
+  const Model source = load_model(path);
+  if (!source.values) fail(path, ": holds no parameter values to initialize from");
+  std::vector<std::string> copied;
+  for (const ParamEntry& e : params.entries()) {
+    const ParamEntry* s = source.values->find(e.name);
+    if (!s) continue;
+    if (s->shape != e.shape) {
+      fail(path, ": parameter '", e.name, "' has shape ", s->shape.str(), ", the model's has ", e.shape.str());
+    }
+    params.value(e).arr() = source.values->value(*s).arr();
+    copied.push_back(e.name);
+  }
+  if (copied.empty()) fail(path, ": shares no parameter name with the model");
+  std::string names;
+  for (const std::string& n : copied) names += (names.empty() ? "" : ", ") + n;
+  return cat("initialized ", copied.size(), " of ", params.entries().size(), " parameters from ", path, ": ", names);
+}
+
 TrainConfig parse_train_config(const json& j, const std::string& source) {
   TrainConfig c;
   Section top(j, "", source);
   top.string("description", c.description);
   top.string("model", c.model);
   if (c.model.empty()) fail(source, ": the config names no model file (field \"model\")");
+  top.string("init_from", c.init_from);
   if (const json* d = top.child("data")) {
     Section s(*d, "data", source);
     s.string("dir", c.data_dir);
     s.number("labeled", c.labeled, 0, 1e9);
     s.number("validation", c.validation, 0, 1e9);
-    s.number("split_seed", c.split_seed, 0, kHuge);
+    s.number("split_seed", c.split_seed, 0, kConfigHuge);
   }
   if (const json* b = top.child("batch")) {
     Section s(*b, "batch", source);
@@ -237,8 +182,8 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
     s.number("epochs", c.epochs, 1, 1e9);
     s.number("steps_per_epoch", c.steps_per_epoch, 1, 1e9);
     s.number("budget_minutes", c.budget_minutes, 0, 1e9);
-    s.number("seed", c.seed, 0, kHuge);
-    s.number("init_seed", c.init_seed, 0, kHuge);
+    s.number("seed", c.seed, 0, kConfigHuge);
+    s.number("init_seed", c.init_seed, 0, kConfigHuge);
     s.number("threads", c.threads, 1, 1024);
   }
   if (const json* e = top.child("eval")) {
@@ -258,6 +203,7 @@ json to_json(const TrainConfig& c) {
   json j = {
       {"description", c.description},
       {"model", c.model},
+      {"init_from", c.init_from},
       {"data", {{"dir", c.data_dir}, {"labeled", c.labeled}, {"validation", c.validation}, {"split_seed", c.split_seed}}},
       {"batch", {{"labeled", c.batch_labeled}, {"unlabeled", c.batch_unlabeled}}},
       {"optimizer",
@@ -308,6 +254,7 @@ TrainSummary train(const TrainConfig& config, const TrainData& data, const std::
     model.values = std::make_shared<ParamStore<float>>(model.graph);
     model.values->initialize(model.graph, config.init_seed);
   }
+  if (!config.init_from.empty()) observer.on_message(initialize_from(*model.values, config.init_from));
   ParamStore<float>& params = *model.values;
   Sgd sgd(model.graph, params, parse_max_norm_rule(config.max_norm_rule));
   const int64_t batch = config.batch_labeled + config.batch_unlabeled;

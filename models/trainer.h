@@ -21,6 +21,9 @@ namespace pens {
 struct TrainConfig {
   std::string description;  // free text: what the config is for
   std::string model;  // model file (a path relative to the config file is resolved against it)
+  // A trained model file (pens pretrain's, say) whose parameter values, matched by name and
+  // shape, replace the model's initial ones; "" for none. Relative paths as for `model`.
+  std::string init_from;
   // Data: the split of the training set.
   std::string data_dir = "data/mnist";
   int64_t labeled = 0;         // 0: every example outside the validation set is labeled
@@ -92,6 +95,11 @@ struct TrainSummary {
 // resumption.
 TrainSummary train(const TrainConfig& config, const TrainData& data, const std::string& out_dir,
                    TrainObserver& observer, bool resume = false);
+
+// Copies into `params` the values of the parameters of the model file at `path` that
+// share a name (shapes must agree); returns a line naming what was copied. Throws when
+// the file holds no values or shares no parameter.
+std::string initialize_from(ParamStore<float>& params, const std::string& path);
 
 // Counts [true class][predicted class] of the tape's output over a data set, a
 // tape-batch at a time (the last batch padded with repeated rows, their predictions

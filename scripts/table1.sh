@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduces the cells of the paper's Table 1 (MNIST test error by number of labels,
-# SDE and PEA) and the fully supervised figures, then writes docs/results.md and
+# SDE, PEA and PEA+) and the fully supervised figures, then writes docs/results.md and
 # docs/results.json from every finished run under the runs folder.
 #
 #   scripts/table1.sh [--splits N] [--labels LIST] [--methods LIST] [--budget-minutes M]
@@ -9,7 +9,8 @@
 #   --splits N          splits (labeled-set seeds 1..N) per cell (default 3; the
 #                       100-label cell gets max(N, 5))
 #   --labels LIST       comma-separated labeled-set sizes (default 100,600,1000,3000)
-#   --methods LIST      comma-separated, from sde, pea (default sde,pea)
+#   --methods LIST      comma-separated, from sde, pea, pea+ (default sde,pea); pea+
+#                       first pre-trains once (pens pretrain, into RUNS/pretrain)
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
 #   --supervised        also the fully supervised cells (raw, sde, pea on 50,000 labels)
 #   --supervised-epochs E  their length (default: the configs', the paper's 1000 epochs)
@@ -65,6 +66,17 @@ run() {
   tail -n 3 "$out/train.log"
 }
 
+# The pre-trained network of the PEA+ cells, made once.
+pretrain() {
+  local out="$runs/pretrain"
+  if [[ -f "$out/summary.json" ]] && grep -q '"status": "finished"' "$out/summary.json"; then return; fi
+  echo "table1: $runs/pens pretrain examples/mnist/pretrain.json --out $out"
+  mkdir -p "$out"
+  "$runs/pens" pretrain examples/mnist/pretrain.json --out "$out" > "$out/pretrain.log" 2>&1 ||
+    { echo "table1: pre-training failed (see $out/pretrain.log)" >&2; exit 1; }
+  tail -n 3 "$out/pretrain.log"
+}
+
 if [[ $report_only == 0 ]]; then
   IFS=, read -ra label_list <<< "$labels"
   IFS=, read -ra method_list <<< "$methods"
@@ -75,11 +87,17 @@ if [[ $report_only == 0 ]]; then
       case "$method" in
         sde) config=examples/mnist/sde-semi.json ;;
         pea) config=examples/mnist/pea-$n.json ;;
+        pea+) config=examples/mnist/pea-plus-$n.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac
       [[ -f $config ]] || { echo "table1: no config $config for $method at $n labels" >&2; exit 2; }
+      init=()
+      if [[ $method == pea+ ]]; then
+        pretrain
+        init=(--init "$runs/pretrain/model.json")
+      fi
       for s in $(seq 1 "$cell_splits"); do
-        run "$method-$n/split$s" "$config" --labels "$n" --split-seed "$s"
+        run "$method-$n/split$s" "$config" --labels "$n" --split-seed "$s" "${init[@]}"
       done
     done
   done

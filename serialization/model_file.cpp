@@ -188,21 +188,28 @@ void read_flags(const Reader& r, const json& obj, const std::string& path, Node&
   }
 }
 
-void read_noise(const Reader& r, const json& obj, const std::string& path, Node& node) {
-  const json* noise = r.optional(obj, "noise");
-  if (!noise) return;
-  r.array(*noise, path + "/noise");
-  for (size_t i = 0; i < noise->size(); ++i) {
-    const std::string p = path + "/noise/" + std::to_string(i);
-    const json& entry = r.object((*noise)[i], p);
+std::vector<NoiseAnnotation> read_noise_entries(const Reader& r, const json& list, const std::string& path,
+                                                const Node& node) {
+  r.array(list, path);
+  std::vector<NoiseAnnotation> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string p = path + "/" + std::to_string(i);
+    const json& entry = r.object(list[i], p);
     NoiseAnnotation a;
     a.kind = r.string(r.required(entry, p, "kind"), p + "/kind");
     for (const auto& [key, value] : entry.items()) {
       if (key != "kind") a.params.set(key, r.attr_value(value, p + "/" + key));
     }
     r.at(p, [&] { normalize_noise(node, a); });
-    node.noise.push_back(std::move(a));
+    out.push_back(std::move(a));
   }
+  return out;
+}
+
+void read_noise(const Reader& r, const json& obj, const std::string& path, Node& node) {
+  const json* noise = r.optional(obj, "noise");
+  if (!noise) return;
+  for (NoiseAnnotation& a : read_noise_entries(r, *noise, path + "/noise", node)) node.noise.push_back(std::move(a));
 }
 
 void read_common(const Reader& r, const json& obj, const std::string& path, Node& node) {
@@ -487,15 +494,7 @@ void write_common(json& e, const Node& n) {
   if (!n.layer.empty()) e["layer"] = n.layer;
   if (n.role != "parent") e["role"] = n.role;
   if (const json f = flags_json(n); !f.empty()) e["flags"] = f;
-  if (!n.noise.empty()) {
-    json list = json::array();
-    for (const NoiseAnnotation& a : n.noise) {
-      json entry = {{"kind", a.kind}};
-      for (const auto& [k, v] : a.params.items()) entry[k] = attr_json(v);
-      list.push_back(entry);
-    }
-    e["noise"] = list;
-  }
+  if (!n.noise.empty()) e["noise"] = noise_list_json(n.noise);
 }
 
 json ensemble_json(const PseudoEnsembleSpec& s) {
@@ -593,6 +592,21 @@ void save_model(const Model& model, const std::string& path, ValueStorage storag
   // The sidecar first: the JSON that refers to it only appears once it is complete.
   if (!text.sidecar.empty()) write_file_atomically((p.parent_path() / sidecar_name).string(), text.sidecar);
   write_file_atomically(path, text.json);
+}
+
+std::vector<NoiseAnnotation> read_noise_list(const json& list, const std::string& source, const std::string& path,
+                                             const Node& node) {
+  return read_noise_entries(Reader(source), list, path, node);
+}
+
+json noise_list_json(const std::vector<NoiseAnnotation>& noise) {
+  json list = json::array();
+  for (const NoiseAnnotation& a : noise) {
+    json entry = {{"kind", a.kind}};
+    for (const auto& [k, v] : a.params.items()) entry[k] = attr_json(v);
+    list.push_back(entry);
+  }
+  return list;
 }
 
 }  // namespace pens

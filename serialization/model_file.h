@@ -41,4 +41,11 @@ ModelText write_model(const Model& model, ValueStorage storage, const std::strin
 // Writes the JSON (and the sidecar "<stem>.weights.bin" beside it), each atomically.
 void save_model(const Model& model, const std::string& path, ValueStorage storage = ValueStorage::Auto);
 
+// A list of noise annotations in the model format's form ([{"kind": "mask", "p": 0.25},
+// ...]), checked against their kinds as annotations of `node` (defaults filled in).
+// `source` and `path` name the list in errors.
+std::vector<NoiseAnnotation> read_noise_list(const nlohmann::json& list, const std::string& source,
+                                             const std::string& path, const Node& node);
+nlohmann::json noise_list_json(const std::vector<NoiseAnnotation>& noise);
+
 }  // namespace pens

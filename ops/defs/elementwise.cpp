@@ -143,6 +143,17 @@ struct Relu : UnaryOp<Relu> {
   static Sampler sampler() { return away_from(-2, 2, {0}, 0.05); }
 };
 
+// abs: y = |x|.  dx = sign(x) (0 at 0); the L1 activity penalty of autoencoders.
+struct Abs : UnaryOp<Abs> {
+  static constexpr const char* kName = "abs";
+  static constexpr const char* kSummary = "|x|";
+  template <class X> static auto value(const X& x) { return x.abs(); }
+  template <class X, class Y> static auto derivative(const X& x, const Y&) {
+    return x.sign();
+  }
+  static Sampler sampler() { return away_from(-2, 2, {0}, 0.05); }
+};
+
 // tanh: y = tanh(x).  dx = 1 - y².
 struct Tanh : UnaryOp<Tanh> {
   static constexpr const char* kName = "tanh";
@@ -203,6 +214,7 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add<Mul>();
   r.add<Scale>();
   r.add<Relu>();
+  r.add<Abs>();
   r.add<Tanh>();
   r.add<Sigmoid>();
   r.add<Exp>();

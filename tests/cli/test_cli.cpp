@@ -67,7 +67,7 @@ TEST_CASE("pens gradcheck --all-ops passes and prints one line per op") {
 }
 
 TEST_CASE("every subcommand has --help, and mistakes give a message and a non-zero exit") {
-  for (const char* cmd : {"ops", "gradcheck", "inspect", "fmt", "new", "train", "eval"}) {
+  for (const char* cmd : {"ops", "gradcheck", "inspect", "fmt", "new", "train", "pretrain", "eval"}) {
     const Run help = pens_cli(std::string(cmd) + " --help");
     CHECK(help.status == 0);
     CHECK(help.out.rfind("usage: pens ", 0) == 0);
@@ -208,7 +208,7 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   CHECK(bad_noise.out.find("parameters only") != std::string::npos);
 }
 
-TEST_CASE("pens eval and pens train: a corrupt IDX file or a bad config is one line and exit 1") {
+TEST_CASE("pens eval, train and pretrain: a corrupt IDX file or a bad config is one line and exit 1") {
   pens::testing::TempDir dir;
   // A t10k-images file whose header promises 3 images of 28 x 28 but holds 2.
   std::string images = {'\0', '\0', '\x08', '\x03', '\0', '\0', '\0', '\x03', '\0', '\0', '\0', '\x1c', '\0', '\0', '\0', '\x1c'};
@@ -227,4 +227,10 @@ TEST_CASE("pens eval and pens train: a corrupt IDX file or a bad config is one l
   CHECK(train.status == 1);
   CHECK(train.out.find("unknown field run.epoch") != std::string::npos);
   CHECK(std::count(train.out.begin(), train.out.end(), '\n') == 1);
+
+  std::ofstream(dir / "pretrain.json") << R"({"model": "m.json", "layers": [{"node": "a1", "corruption": 0.25}]})";
+  const Run pretrain = pens_cli("pretrain " + (dir / "pretrain.json"));
+  CHECK(pretrain.status == 1);
+  CHECK(pretrain.out.find("layers[0].corruption: expected an array") != std::string::npos);
+  CHECK(std::count(pretrain.out.begin(), pretrain.out.end(), '\n') == 1);
 }

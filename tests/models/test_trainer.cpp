@@ -10,6 +10,7 @@
 
 #include "models/mlp.h"
 #include "models/optimizer.h"
+#include "models/pretrain.h"
 #include "models/synthetic.h"
 #include "models/trainer.h"
 #include "serialization/checkpoint.h"
@@ -27,7 +28,7 @@ namespace {
 std::string write_small_model(const testing::TempDir& dir) {
   Model m;
   m.graph = build_mlp({.layers = {16, 32, 32, 4}, .weight_std = 0.3, .max_norm = 3.5, .mask_input = 0.1, .mask_hidden = 0.2});
-  m.ensemble = PseudoEnsembleSpec{.children = 2, .loss_on = "child", .penalties = {{"logits", "tanh", 1.0, "all"}}};
+  m.ensemble = PseudoEnsembleSpec{.children = 2, .loss_on = "child", .penalties = {{"logits", "tanh", 1.0, "all"}}, .lambda_schedule = {}};
   const std::string path = dir / "small.model.json";
   save_model(m, path, ValueStorage::None);
   return path;
@@ -180,6 +181,12 @@ TEST_CASE("every training config under examples/ parses and names a model file t
     const std::string name = entry.path().filename().string();
     if (entry.path().extension() != ".json" || name.ends_with(".model.json")) continue;
     INFO(entry.path().string());
+    if (name.starts_with("pretrain")) {  // pens pretrain's: every layer must make an autoencoder
+      const PretrainConfig p = parse_pretrain_config(json::parse(read_file(entry.path().string(), 1 << 20)), name);
+      const Model m = load_model((entry.path().parent_path() / p.model).string());
+      for (const PretrainLayer& layer : p.layers) CHECK_NOTHROW(denoising_autoencoder(m.graph, layer.autoencoder));
+      continue;
+    }
     const TrainConfig c = parse_train_config(json::parse(read_file(entry.path().string(), 1 << 20)), name);
     const Model m = load_model((entry.path().parent_path() / c.model).string());
     if (c.batch_unlabeled > 0) CHECK(m.ensemble.has_value());

@@ -1,0 +1,99 @@
+// pens pretrain: greedy layer-wise denoising-autoencoder pre-training on MNIST images.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/args.h"
+#include "graph/error.h"
+#include "models/mnist.h"
+#include "models/pretrain.h"
+#include "serialization/files.h"
+
+namespace pens::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A line per epoch of each layer; on a terminal, the step count of the current epoch
+// redrawn in place between them.
+class PretrainProgress : public TrainObserver {
+ public:
+  PretrainProgress() : tty_(::isatty(STDERR_FILENO) != 0) {}
+
+  void on_step(int64_t step, int64_t total, double epoch, double objective, double elapsed) override {
+    if (!tty_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - drawn_ < std::chrono::milliseconds(200)) return;
+    drawn_ = now;
+    std::fprintf(stderr, "\r\033[Kstep %lld/%lld  epoch %.2f  objective %.4f  %.0fs", static_cast<long long>(step),
+                 static_cast<long long>(total), epoch, objective, elapsed);
+    std::fflush(stderr);
+  }
+  void on_eval(const json& m) override {
+    if (tty_) std::fprintf(stderr, "\r\033[K");
+    std::fprintf(stderr, "layer %s  epoch %3lld  objective %.4f  clean reconstruction %.4f  lr %.4g  %.0fs\n",
+                 m["layer"].get<std::string>().c_str(), static_cast<long long>(m["epoch"].get<int64_t>()),
+                 m["objective"].get<double>(), m["clean_reconstruction"].get<double>(),
+                 m["learning_rate"].get<double>(), m["elapsed_seconds"].get<double>());
+    std::fflush(stderr);
+  }
+  void on_message(const std::string& text) override {
+    if (tty_) std::fprintf(stderr, "\r\033[K");
+    std::fprintf(stderr, "%s\n", text.c_str());
+    std::fflush(stderr);
+  }
+
+ private:
+  bool tty_;
+  std::chrono::steady_clock::time_point drawn_{};
+};
+
+}  // namespace
+
+int run_pretrain(const std::vector<std::string>& argv) {
+  const Args args(argv, {}, {"out", "epochs", "data-dir", "threads", "seed"});
+  const std::string& config_path = args.one_positional("a pre-training config");
+  const json j = json::parse(read_file(config_path, 1 << 20), nullptr, false);
+  if (j.is_discarded()) fail(config_path, ": not valid JSON");
+  PretrainConfig config = parse_pretrain_config(j, config_path);
+  if (fs::path(config.model).is_relative()) {
+    config.model = (fs::path(config_path).parent_path() / config.model).lexically_normal().string();
+  }
+  if (auto v = args.option("data-dir")) config.data_dir = *v;
+  if (args.option("epochs")) {
+    const int64_t epochs = args.option_int("epochs", 0);
+    if (epochs < 1) fail("--epochs must be at least 1");
+    for (PretrainLayer& layer : config.layers) layer.epochs = epochs;
+  }
+  config.threads = static_cast<int>(args.option_int("threads", config.threads));
+  if (config.threads < 1) fail("--threads must be at least 1");
+  config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
+  const std::string out_dir =
+      args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
+
+  const Dataset images = load_mnist(config.data_dir, "train");
+  fs::create_directories(out_dir);
+  write_file_atomically((fs::path(out_dir) / "config.json").string(), to_json(config).dump(2) + "\n");
+  std::cerr << "pens pretrain: " << config.model << ", " << config.layers.size() << " layers on " << images.size
+            << " images (labels unused), " << config.threads << " threads; writing " << out_dir << "\n";
+  PretrainProgress progress;
+  const TrainSummary summary = pretrain(config, images, out_dir, progress);
+  if (summary.diverged) {
+    std::cerr << "pens pretrain: " << summary.json["message"].get<std::string>() << "\n";
+    return 1;
+  }
+  for (const json& l : summary.json["layers"]) {
+    std::printf("layer %s: clean reconstruction error %.4f -> %.4f\n", l["layer"].get<std::string>().c_str(),
+                l["clean_reconstruction_before"].get<double>(), l["clean_reconstruction_after"].get<double>());
+  }
+  std::printf("pre-trained model: %s (first-layer filters: %s)\n", (fs::path(out_dir) / "model.json").c_str(),
+              (fs::path(out_dir) / "filters.png").c_str());
+  return 0;
+}
+
+}  // namespace pens::cli
