@@ -36,9 +36,9 @@ class PretrainProgress : public TrainObserver {
   }
   void on_eval(const json& m) override {
     if (tty_) std::fprintf(stderr, "\r\033[K");
-    std::fprintf(stderr, "layer %s  epoch %3lld  objective %.4f  clean reconstruction %.4f  lr %.4g  %.0fs\n",
+    std::fprintf(stderr, "layer %s  epoch %3lld  objective %.4f  denoising error %.4f  clean %.4f  lr %.4g  %.0fs\n",
                  m["layer"].get<std::string>().c_str(), static_cast<long long>(m["epoch"].get<int64_t>()),
-                 m["objective"].get<double>(), m["clean_reconstruction"].get<double>(),
+                 m["objective"].get<double>(), m["denoising_error"].get<double>(), m["clean_reconstruction"].get<double>(),
                  m["learning_rate"].get<double>(), m["elapsed_seconds"].get<double>());
     std::fflush(stderr);
   }
@@ -88,8 +88,10 @@ int run_pretrain(const std::vector<std::string>& argv) {
     return 1;
   }
   for (const json& l : summary.json["layers"]) {
-    std::printf("layer %s: clean reconstruction error %.4f -> %.4f\n", l["layer"].get<std::string>().c_str(),
-                l["clean_reconstruction_before"].get<double>(), l["clean_reconstruction_after"].get<double>());
+    std::printf("layer %s: denoising error %.4f -> %.4f, clean reconstruction %.4f -> %.4f\n",
+                l["layer"].get<std::string>().c_str(), l["denoising_error"][0].get<double>(),
+                l["denoising_error"][1].get<double>(), l["clean_reconstruction"][0].get<double>(),
+                l["clean_reconstruction"][1].get<double>());
   }
   std::printf("pre-trained model: %s (first-layer filters: %s)\n", (fs::path(out_dir) / "model.json").c_str(),
               (fs::path(out_dir) / "filters.png").c_str());

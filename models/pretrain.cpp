@@ -89,6 +89,26 @@ double reconstruction_error(Tape<float>& tape, const Dataset& d) {
   return d.size > 0 ? sum / static_cast<double>(d.size) : std::nan("");
 }
 
+// Mean over the rows of `d` of the denoising error the training graph computes
+// (corrupted input, clean target), with the corruption of each batch fixed by `seed`
+// alone so that epochs are compared on the same noise.
+double denoising_error(Tape<float>& tape, const Dataset& d, uint64_t seed) {
+  const int64_t batch = tape.batch();
+  std::vector<int64_t> rows;
+  double sum = 0;
+  for (int64_t first = 0; first < d.size; first += batch) {
+    rows.clear();
+    for (int64_t r = 0; r < batch; ++r) rows.push_back(std::min(first + r, d.size - 1));
+    gather_rows(d, rows, 0, tape.input("x"), {});
+    gather_rows(d, rows, 0, tape.input("target"), {});
+    tape.set_noise_key({seed, (uint64_t{1} << 62) + static_cast<uint64_t>(first)});
+    tape.forward();
+    const auto err = tape.value("loss/c1/recon_error").arr();
+    for (int64_t r = 0; r < batch && first + r < d.size; ++r) sum += err[r];
+  }
+  return d.size > 0 ? sum / static_cast<double>(d.size) : std::nan("");
+}
+
 bool all_finite(std::span<const float> v) {
   return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
 }
@@ -260,16 +280,22 @@ TrainSummary pretrain(const PretrainConfig& config, const Dataset& images, const
     Sgd sgd(ae.graph, ae_params);
     Tape<float> step_tape(training, ae_params, {.batch = config.batch});
     Tape<float> eval_tape(build_inference(ae.graph, 0), ae_params, {.batch = 500});
+    Tape<float> denoise_tape(training, ae_params, {.batch = 500});
+    const auto watch = [&](json m) {
+      m["denoising_error"] = denoising_error(denoise_tape, watched, config.seed);
+      m["clean_reconstruction"] = reconstruction_error(eval_tape, watched);
+      m["elapsed_seconds"] = elapsed();
+      metrics << m.dump() << "\n" << std::flush;
+      return m;
+    };
     std::vector<int64_t> all(static_cast<size_t>(data.size));
     for (int64_t i = 0; i < data.size; ++i) all[static_cast<size_t>(i)] = i;
     Cycler cycler(all, config.seed, 5000 + 1000 * li);
     observer.on_message(cat("layer ", name, ": denoising autoencoder ", data.dim, " -> ", params.value(weights).shape.cols(),
                             " -> ", data.dim, " on ", data.size, " rows, ", layer.epochs, " epochs"));
 
-    const double initial = reconstruction_error(eval_tape, watched);
-    metrics << json{{"layer", name}, {"epoch", 0}, {"clean_reconstruction", initial}, {"elapsed_seconds", elapsed()}}.dump()
-            << "\n" << std::flush;
-    double last_error = initial;
+    const json initial = watch({{"layer", name}, {"epoch", 0}});
+    json last = initial;
     std::vector<int64_t> rows;
     const int64_t total = layer.epochs * config.steps_per_epoch;
     for (int64_t epoch = 0; epoch < layer.epochs && diverged.empty(); ++epoch) {
@@ -299,22 +325,19 @@ TrainSummary pretrain(const PretrainConfig& config, const Dataset& images, const
         diverged = cat("pre-training diverged at layer ", name, ", epoch ", epoch + 1, ": a parameter is not finite");
         break;
       }
-      last_error = reconstruction_error(eval_tape, watched);
-      const json m = {{"layer", name},
-                      {"epoch", epoch + 1},
-                      {"learning_rate", lr},
-                      {"objective", objective_sum / static_cast<double>(config.steps_per_epoch)},
-                      {"clean_reconstruction", last_error},
-                      {"elapsed_seconds", elapsed()}};
-      metrics << m.dump() << "\n" << std::flush;
-      observer.on_eval(m);
+      last = watch({{"layer", name},
+                    {"epoch", epoch + 1},
+                    {"learning_rate", lr},
+                    {"objective", objective_sum / static_cast<double>(config.steps_per_epoch)}});
+      observer.on_eval(last);
     }
     if (!diverged.empty()) break;
     for (const ParamEntry& e : ae_params.entries()) {
       if (params.find(e.name)) params.value(e.name).arr() = ae_params.value(e).arr();
     }
-    layers_summary.push_back({{"layer", name}, {"clean_reconstruction_before", initial},
-                              {"clean_reconstruction_after", last_error}});
+    layers_summary.push_back({{"layer", name},
+                              {"denoising_error", {initial["denoising_error"], last["denoising_error"]}},
+                              {"clean_reconstruction", {initial["clean_reconstruction"], last["clean_reconstruction"]}}});
   }
 
   summary.diverged = !diverged.empty();

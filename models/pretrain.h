@@ -62,8 +62,9 @@ PretrainConfig parse_pretrain_config(const nlohmann::json& j, const std::string&
 nlohmann::json to_json(const PretrainConfig& c);
 
 // Pre-trains the layers of config.model on `images` (labels unused) into `out_dir`:
-// metrics.jsonl (one line per layer and epoch: the training objective, and the mean
-// squared reconstruction error of the first 10,000 images without corruption),
+// metrics.jsonl (one line per layer and epoch: the training objective, and on the first
+// 10,000 images the mean squared error of reconstructing them from a fixed corruption,
+// "denoising_error", and from no corruption, "clean_reconstruction"),
 // model.json (the network, every parameter valued, the pre-trained ones from here),
 // summary.json, filters.png. Stops at a non-finite objective or parameter with a message
 // naming layer and step (model.json is then not written); returns the summary.

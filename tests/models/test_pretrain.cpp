@@ -121,14 +121,17 @@ TEST_CASE("pre-training lowers reconstruction error layer by layer and hands the
   const std::vector<json> lines = read_lines(dir / "metrics.jsonl");
   REQUIRE(lines.size() == 2 * 7);  // per layer: before training, then every epoch
   for (const char* layer : {"a1", "a2"}) {
-    std::vector<double> errors;
+    std::vector<double> denoising, clean;
     for (const json& m : lines) {
-      if (m["layer"] == layer) errors.push_back(m["clean_reconstruction"].get<double>());
+      if (m["layer"] != layer) continue;
+      denoising.push_back(m["denoising_error"].get<double>());
+      clean.push_back(m["clean_reconstruction"].get<double>());
     }
     INFO("layer " << layer);
-    REQUIRE(errors.size() == 7);
-    CHECK(errors.back() < 0.8 * errors.front());
-    CHECK(errors[3] < errors.front());
+    REQUIRE(denoising.size() == 7);
+    CHECK(denoising.back() < 0.8 * denoising.front());
+    CHECK(denoising[3] < denoising.front());
+    CHECK(clean.back() < clean.front());
   }
   const json s = json::parse(std::ifstream(dir / "summary.json"));
   CHECK(s["status"] == "finished");

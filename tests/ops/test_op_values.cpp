@@ -36,6 +36,12 @@ TEST_CASE("broadcasting binary ops") {
   check_close(evaluate(g, v, "outer"), {10, 20, 30, 20, 40, 60});
 }
 
+TEST_CASE("abs") {
+  Graph g;
+  g.add("abs", {g.input("a", {4})}, {}, "r");
+  check_close(evaluate(g, {{"a", {-2, -0.5, 0, 3}}}, "r"), {2, 0.5, 0, 3});
+}
+
 TEST_CASE("reductions over axes") {
   Graph g;
   const NodeId x = g.input("x", {2, 3});
