@@ -1,5 +1,6 @@
 #include "models/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "graph/error.h"
@@ -21,6 +22,7 @@ Sgd::Sgd(const Graph& model, ParamStore<float>& params, MaxNormRule rule)
       fail("parameter '", e.name, "': max_norm needs a matrix, the shape is ", e.shape.str());
     }
     constraints_.push_back({&e, a.get_float("max_norm")});
+    column_scale_.resize(std::max(column_scale_.size(), e.shape.cols()));
   }
 }
 
@@ -37,9 +39,20 @@ void Sgd::step(double learning_rate, double momentum) {
   for (const Constraint& c : constraints_) {
     auto w = params_.value(*c.param).mat();
     if (rule_ == MaxNormRule::UnitIncoming) {
+      // Column norms of a row-major matrix, accumulated row by row (contiguous, vectorized),
+      // then one pass scaling the columns that exceed the bound.
+      auto scale = column_scale_.head(w.cols());
+      scale.setZero();
+      for (int64_t i = 0; i < w.rows(); ++i) scale += w.row(i).array().square();
+      bool any = false;
       for (int64_t j = 0; j < w.cols(); ++j) {
-        const double norm = w.col(j).norm();
-        if (norm > c.max_norm) w.col(j) *= static_cast<float>(c.max_norm / norm);
+        const double norm = std::sqrt(static_cast<double>(scale[j]));
+        const bool over = norm > c.max_norm;
+        scale[j] = over ? static_cast<float>(c.max_norm / norm) : 1.0f;
+        any = any || over;
+      }
+      if (any) {
+        for (int64_t i = 0; i < w.rows(); ++i) w.row(i).array() *= scale;
       }
     } else {
       for (int64_t i = 0; i < w.rows(); ++i) {

@@ -42,6 +42,7 @@ class Sgd {
   MaxNormRule rule_;
   std::vector<float, Eigen::aligned_allocator<float>> velocity_;
   std::vector<Constraint> constraints_;
+  Eigen::Array<float, 1, Eigen::Dynamic> column_scale_;  // per-column work space of the max-norm step
 };
 
 }  // namespace pens

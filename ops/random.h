@@ -38,6 +38,11 @@ class NoiseStream {
   // The four 32-bit words of block `i` (elements 4i .. 4i+3 of a draw).
   Block block(uint64_t i) const;
 
+  // Blocks first .. first + kChunk - 1 at once, word j of block first + i in words[j][i]:
+  // the same bits as block(), laid out so that the rounds run across SIMD lanes.
+  static constexpr int kChunk = 64;
+  void blocks(uint64_t first, uint32_t (&words)[4][kChunk]) const;
+
   // out[i] = scale where the i-th uniform word falls under keep, else 0.
   template <class T>
   void bernoulli(T* out, int64_t n, double keep, T scale) const;

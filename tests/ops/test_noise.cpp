@@ -2,7 +2,10 @@
 // statistics the noise processes promise.
 #include <doctest/doctest.h>
 
+#include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ops/random.h"
 #include "tests/support/eval.h"
@@ -32,6 +35,58 @@ TEST_CASE("a noise stream is a pure function of key, stream and counter") {
   a.normal(f, 7, 1.0f);
   a.normal(d, 7, 1.0);
   for (int i = 0; i < 7; ++i) CHECK(f[i] == doctest::Approx(d[i]).epsilon(1e-5));
+}
+
+// Masks are compared bit for bit; Gaussian draws within a few float ulp, since the
+// chunked Box-Muller uses Eigen's vectorized log, sin and cos, not the C library's.
+TEST_CASE("chunked draws are the per-block draws, tails included") {
+  const NoiseStream s(NoiseKey{uint64_t{1} << 40 | 9, 77}, 12345);
+  // Start near a 32-bit boundary of the block counter, so its high word changes inside a chunk.
+  uint32_t words[4][NoiseStream::kChunk];
+  const uint64_t first = (uint64_t{1} << 32) - 10;
+  s.blocks(first, words);
+  for (int i = 0; i < NoiseStream::kChunk; ++i) {
+    const Block b = s.block(first + static_cast<uint64_t>(i));
+    for (int j = 0; j < 4; ++j) CHECK(words[j][i] == b[static_cast<size_t>(j)]);
+  }
+  constexpr double kTwoPi = 6.283185307179586;
+  for (const int64_t n : {1, 7, 256, 1000, 2049}) {
+    CAPTURE(n);
+    std::vector<float> mask(static_cast<size_t>(n)), noise(static_cast<size_t>(n));
+    s.bernoulli(mask.data(), n, 0.7, 2.0f);
+    s.normal(noise.data(), n, 0.5f);
+    int64_t mask_mismatches = 0, noise_mismatches = 0;
+    for (int64_t e = 0; e < n; ++e) {
+      const Block b = s.block(static_cast<uint64_t>(e) / 4);
+      const auto word = [&](int j) { return b[static_cast<size_t>(j)]; };
+      const float want_mask = word(static_cast<int>(e % 4)) < static_cast<uint64_t>(0.7 * 4294967296.0) ? 2.0f : 0.0f;
+      const int pair = static_cast<int>(e % 4) / 2;
+      const float r = std::sqrt(-2.0f * std::log(static_cast<float>(word_to_unit(word(2 * pair)))));
+      const auto theta = static_cast<float>(kTwoPi * word_to_unit(word(2 * pair + 1)));
+      const float want_noise = 0.5f * (e % 2 == 0 ? r * std::cos(theta) : r * std::sin(theta));
+      mask_mismatches += mask[static_cast<size_t>(e)] != want_mask;
+      const float got = noise[static_cast<size_t>(e)];
+      noise_mismatches += std::abs(got - want_noise) > 1e-6f * std::max(1.0f, std::abs(want_noise));
+    }
+    CHECK(mask_mismatches == 0);
+    CHECK(noise_mismatches == 0);
+  }
+}
+
+TEST_CASE("large draws, split across threads, do not depend on the thread count") {
+  const NoiseStream s(NoiseKey{3, 4}, 5);
+  constexpr int64_t n = 200003;
+  std::vector<float> mask1(n), mask2(n), noise1(n), noise2(n);
+  const int before = Eigen::nbThreads();
+  Eigen::setNbThreads(1);
+  s.bernoulli(mask1.data(), n, 0.5, 2.0f);
+  s.normal(noise1.data(), n, 1.0f);
+  Eigen::setNbThreads(2);
+  s.bernoulli(mask2.data(), n, 0.5, 2.0f);
+  s.normal(noise2.data(), n, 1.0f);
+  Eigen::setNbThreads(before);
+  CHECK(mask1 == mask2);
+  CHECK(noise1 == noise2);
 }
 
 TEST_CASE("dropout: keep rate 1-p, E[y] = x, exact replay from the key") {

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# pens against PyTorch (Debian's python3-torch on the OpenMP build of OpenBLAS) on the
+# same training steps: the three modes of bench/modes.cpp and bench/torch_peer.py (sde,
+# pea, pea-ss) at batch 100 and 256, on 1 and 2 threads. First checks that both compute
+# the same objective on the same parameters, inputs and noise (within 1e-4), then times
+# each case in its own processes (5 warm-up steps, median of --reps), alternating sides,
+# and prints one JSON line per case:
+#   {"mode", "batch", "threads", "pens_ms", "torch_ms", "ratio" (torch_ms / pens_ms),
+#    "pens_peak_rss_mb", "torch_peak_rss_mb"}
+#
+#   bench/compare-torch.sh [--reps N] [--modes LIST] [--batches LIST] [--threads LIST]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+reps=30 modes=sde,pea,pea-ss batches=100,256 thread_counts=1,2
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --reps) reps="$2"; shift 2 ;;
+    --modes) modes="$2"; shift 2 ;;
+    --batches) batches="$2"; shift 2 ;;
+    --threads) thread_counts="$2"; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "compare-torch: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+scripts/setup.sh >&2
+scripts/ensure-packages.sh python3-torch python3-numpy libopenblas0-openmp >&2
+# Debian's interpreter, whatever python3 comes first on PATH; the OpenMP OpenBLAS first
+# on the library path, whichever BLAS the alternatives system selects.
+peer=(env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 bench/torch_peer.py)
+
+IFS=, read -ra mode_list <<< "$modes"
+IFS=, read -ra batch_list <<< "$batches"
+IFS=, read -ra thread_list <<< "$thread_counts"
+
+dump=$(mktemp -d)
+trap 'rm -rf "$dump"' EXIT
+for mode in "${mode_list[@]}"; do
+  build/bench/modes --mode "$mode" --batch 100 --threads 1 --reps 1 --dump "$dump/$mode" > /dev/null
+  "${peer[@]}" check "$dump/$mode" >&2
+done
+
+
+for mode in "${mode_list[@]}"; do
+  for batch in "${batch_list[@]}"; do
+    for threads in "${thread_list[@]}"; do
+      pens=$(OMP_NUM_THREADS="$threads" build/bench/modes --mode "$mode" --batch "$batch" --threads "$threads" --reps "$reps")
+      torch=$(OMP_NUM_THREADS="$threads" "${peer[@]}" time --mode "$mode" --batch "$batch" --threads "$threads" --reps "$reps")
+      /usr/bin/python3 - "$pens" "$torch" <<'EOF'
+import json, sys
+p, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(json.dumps({"mode": p["mode"], "batch": p["batch"], "threads": p["threads"],
+                  "pens_ms": p["ms"], "torch_ms": t["ms"], "ratio": round(t["ms"] / p["ms"], 2),
+                  "pens_peak_rss_mb": p["peak_rss_mb"], "torch_peak_rss_mb": t["peak_rss_mb"]}))
+EOF
+    done
+  done
+done
