@@ -11,10 +11,22 @@ constexpr uint32_t kMul0 = 0xD2511F53u;
 constexpr uint32_t kMul1 = 0xCD9E8D57u;
 constexpr uint32_t kWeyl0 = 0x9E3779B9u;
 constexpr uint32_t kWeyl1 = 0xBB67AE85u;
-// Below this many elements a draw stays on one thread: starting threads costs more. Draws
-// split into chunks that depend only on their counters, so the result does not depend
-// on the thread count.
+// Runs body(k) for chunks k = 0 .. chunks-1 of a draw of n elements. Chunks depend only
+// on their counters, so the result does not depend on the thread count. Below
+// kParallelElements a draw stays on the calling thread without entering an OpenMP region
+// at all (even a serialized region allocates, and steps must not).
 constexpr int64_t kParallelElements = 16384;
+
+template <class Body>
+void for_each_chunk(int64_t chunks, int64_t n, const Body& body) {
+  const int threads = Eigen::nbThreads();
+  if (n < kParallelElements || threads < 2) {
+    for (int64_t k = 0; k < chunks; ++k) body(k);
+    return;
+  }
+#pragma omp parallel for num_threads(threads)
+  for (int64_t k = 0; k < chunks; ++k) body(k);
+}
 
 inline void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
   uint64_t p = static_cast<uint64_t>(a) * b;
@@ -102,8 +114,7 @@ void NoiseStream::bernoulli(T* out, int64_t n, double keep, T scale) const {
   const uint64_t threshold = static_cast<uint64_t>(std::ldexp(keep, 32));
   constexpr int64_t kSpan = 4 * kChunk;  // elements per chunk of blocks
   const int64_t chunks = (n + kSpan - 1) / kSpan;
-#pragma omp parallel for num_threads(Eigen::nbThreads()) if (n >= kParallelElements)
-  for (int64_t k = 0; k < chunks; ++k) {
+  for_each_chunk(chunks, n, [&](int64_t k) {
     const int64_t base = k * kSpan;
     uint32_t w[4][kChunk];
     blocks(static_cast<uint64_t>(base) / 4, w);
@@ -115,7 +126,7 @@ void NoiseStream::bernoulli(T* out, int64_t n, double keep, T scale) const {
     } else {
       for (int64_t e = 0; e < n - base; ++e) o[e] = w[e % 4][e / 4] < threshold ? scale : T(0);
     }
-  }
+  });
 }
 
 template <class T>
@@ -124,8 +135,7 @@ void NoiseStream::normal(T* out, int64_t n, T sigma) const {
   constexpr double kTwoPi = 2.0 * std::numbers::pi;
   constexpr int64_t kSpan = 4 * kChunk;
   const int64_t chunks = (n + kSpan - 1) / kSpan;
-#pragma omp parallel for num_threads(Eigen::nbThreads()) if (n >= kParallelElements)
-  for (int64_t k = 0; k < chunks; ++k) {
+  for_each_chunk(chunks, n, [&](int64_t k) {
     const int64_t base = k * kSpan;
     uint32_t w[4][kChunk];
     Lanes u, theta, r[2], c[2], s[2];
@@ -150,7 +160,7 @@ void NoiseStream::normal(T* out, int64_t n, T sigma) const {
     }
     const int64_t m = std::min(kSpan, n - base);
     for (int64_t e = 0; e < m; ++e) out[base + e] = sigma * z[e];
-  }
+  });
 }
 
 double NoiseStream::uniform(uint64_t i) const {
