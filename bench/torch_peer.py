@@ -4,6 +4,8 @@ of the 784-800-800-10 ReLU network, written as a PyTorch user would write them.
 
   torch_peer.py time --mode M --batch B --threads T [--reps N]
       one JSON line: {"side": "torch", "mode", "batch", "threads", "ms", "peak_rss_mb"}
+  torch_peer.py gemm [--batch B] [--threads T]
+      torch.mm's rate at the shapes of bench/gemm.cpp, one JSON line per shape
   torch_peer.py check DIR
       recomputes the objective of the step bench/modes.cpp dumped into DIR, with its
       parameters, inputs and noise, and prints both objectives and their difference
@@ -195,6 +197,28 @@ def check(args):
     return abs(ours - theirs) <= 1e-4
 
 
+def gemm(args):
+    """torch.mm at the shapes of bench/gemm.cpp (the same cases, in the same order)."""
+    torch.set_num_threads(args.threads)
+    b = args.batch
+    cases = [("forward x·W1", b, 784, 800, False, False), ("forward h1·W2", b, 800, 800, False, False),
+             ("forward h2·W3", b, 800, 10, False, False), ("backward dW2 = h1ᵀ·g", 800, b, 800, True, False),
+             ("backward dh1 = g·W2ᵀ", b, 800, 800, False, True), ("square 1024", 1024, 1024, 1024, False, False)]
+    for name, m, k, n, ta, tb in cases:
+        a = torch.rand(k, m).t() if ta else torch.rand(m, k)
+        w = torch.rand(n, k).t() if tb else torch.rand(k, n)
+        reps = max(3, args.reps // 5) if m * k * n > 100_000_000 else args.reps
+        for _ in range(3):
+            torch.mm(a, w)
+        seconds = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            torch.mm(a, w)
+            seconds.append(time.perf_counter() - t0)
+        print(json.dumps({"side": "torch", "case": name, "m": m, "k": k, "n": n, "threads": args.threads,
+                          "gflops": round(2.0 * m * k * n / statistics.median(seconds) / 1e9, 1)}))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -205,9 +229,15 @@ def main():
     t.add_argument("--reps", type=int, default=30)
     c = sub.add_parser("check")
     c.add_argument("dir")
+    g = sub.add_parser("gemm")
+    g.add_argument("--batch", type=int, default=100)
+    g.add_argument("--threads", type=int, default=1)
+    g.add_argument("--reps", type=int, default=30)
     args = parser.parse_args()
     if args.command == "time":
         time_steps(args)
+    elif args.command == "gemm":
+        gemm(args)
     elif not check(args):
         sys.exit("torch_peer: the objectives differ by more than 1e-4")
 

@@ -1,0 +1,72 @@
+// pens' matrix-product rate (Eigen's GEMM on row-major float maps, as ops/defs/linear.cpp
+// runs it) at the shapes of a training step of the 784-800-800-10 network and at 1024³.
+// Prints one JSON object per shape: {"side": "pens", "case", "m", "k", "n", "threads",
+// "gflops"}; bench/gemm.sh sets the peer's figures beside them.
+//
+//   build/bench/gemm [--threads T] [--batch B] [--reps N]
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// One product C = op(A) op(B) with C of m × n and inner dimension k.
+struct Case {
+  std::string name;
+  int64_t m, k, n;
+  bool transpose_a, transpose_b;
+};
+
+double gflops(const Case& c, int reps) {
+  Matrix a = c.transpose_a ? Matrix::Random(c.k, c.m) : Matrix::Random(c.m, c.k);
+  Matrix b = c.transpose_b ? Matrix::Random(c.n, c.k) : Matrix::Random(c.k, c.n);
+  Matrix out(c.m, c.n);
+  const auto run = [&] {
+    if (!c.transpose_a && !c.transpose_b) out.noalias() = a * b;
+    if (c.transpose_a && !c.transpose_b) out.noalias() = a.transpose() * b;
+    if (!c.transpose_a && c.transpose_b) out.noalias() = a * b.transpose();
+    if (c.transpose_a && c.transpose_b) out.noalias() = a.transpose() * b.transpose();
+  };
+  for (int i = 0; i < 3; ++i) run();
+  std::vector<double> seconds;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return 2.0 * static_cast<double>(c.m * c.k * c.n) / seconds[seconds.size() / 2] / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1, reps = 30;
+  int64_t batch = 100;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--threads") == 0) threads = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--batch") == 0) batch = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(1, std::atoi(argv[i + 1]));
+  }
+  Eigen::setNbThreads(threads);
+  const std::vector<Case> cases = {
+      {"forward x·W1", batch, 784, 800, false, false},
+      {"forward h1·W2", batch, 800, 800, false, false},
+      {"forward h2·W3", batch, 800, 10, false, false},
+      {"backward dW2 = h1ᵀ·g", 800, batch, 800, true, false},
+      {"backward dh1 = g·W2ᵀ", batch, 800, 800, false, true},
+      {"square 1024", 1024, 1024, 1024, false, false},
+  };
+  for (const Case& c : cases) {
+    std::printf("{\"side\": \"pens\", \"case\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"threads\": %d, \"gflops\": %.1f}\n",
+                c.name.c_str(), static_cast<long long>(c.m), static_cast<long long>(c.k), static_cast<long long>(c.n),
+                threads, gflops(c, c.m * c.k * c.n > 100000000 ? std::max(3, reps / 5) : reps));
+  }
+  return 0;
+}
