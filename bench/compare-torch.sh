@@ -41,7 +41,6 @@ for mode in "${mode_list[@]}"; do
   "${peer[@]}" check "$dump/$mode" >&2
 done
 
-
 for mode in "${mode_list[@]}"; do
   for batch in "${batch_list[@]}"; do
     for threads in "${thread_list[@]}"; do

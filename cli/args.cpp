@@ -1,6 +1,7 @@
 #include "cli/args.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "graph/error.h"
 
@@ -85,6 +86,11 @@ int64_t Args::option_int(const std::string& name, int64_t fallback) const {
   if (!v) return fallback;
   return parse_whole(name, *v, [](const std::string& s, size_t* used) { return std::stoll(s, used); },
                      "an integer");
+}
+
+std::string relative_to_config(const std::string& config_path, const std::string& path) {
+  if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
+  return (std::filesystem::path(config_path).parent_path() / path).lexically_normal().string();
 }
 
 }  // namespace pens::cli

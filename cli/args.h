@@ -30,6 +30,10 @@ class Args {
   std::vector<std::string> positional_;
 };
 
+// A path a config file names, resolved against the config file's folder when relative;
+// "" stays "".
+std::string relative_to_config(const std::string& config_path, const std::string& path);
+
 struct Command {
   std::string name;
   std::string summary;

@@ -61,9 +61,7 @@ int run_pretrain(const std::vector<std::string>& argv) {
   const json j = json::parse(read_file(config_path, 1 << 20), nullptr, false);
   if (j.is_discarded()) fail(config_path, ": not valid JSON");
   PretrainConfig config = parse_pretrain_config(j, config_path);
-  if (fs::path(config.model).is_relative()) {
-    config.model = (fs::path(config_path).parent_path() / config.model).lexically_normal().string();
-  }
+  config.model = relative_to_config(config_path, config.model);
   if (auto v = args.option("data-dir")) config.data_dir = *v;
   if (args.option("epochs")) {
     const int64_t epochs = args.option_int("epochs", 0);

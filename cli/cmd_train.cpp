@@ -99,12 +99,8 @@ int run_train(const std::vector<std::string>& argv) {
   if (j.is_discarded()) fail(config_path, ": not valid JSON");
   TrainConfig config = parse_train_config(j, config_path);
   // A relative model path is relative to the config file.
-  if (fs::path(config.model).is_relative()) {
-    config.model = (fs::path(config_path).parent_path() / config.model).lexically_normal().string();
-  }
-  if (!config.init_from.empty() && fs::path(config.init_from).is_relative()) {
-    config.init_from = (fs::path(config_path).parent_path() / config.init_from).lexically_normal().string();
-  }
+  config.model = relative_to_config(config_path, config.model);
+  config.init_from = relative_to_config(config_path, config.init_from);
   if (auto v = args.option("init")) config.init_from = *v;
   if (auto v = args.option("data-dir")) config.data_dir = *v;
   config.labeled = args.option_int("labels", config.labeled);

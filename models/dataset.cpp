@@ -104,6 +104,16 @@ Split semi_supervised_split(const Dataset& train, int64_t labeled, int64_t valid
   return s;
 }
 
+void for_each_batch(const Dataset& d, int64_t batch,
+                    const std::function<void(std::span<const int64_t> rows, int64_t first, int64_t n)>& visit) {
+  std::vector<int64_t> rows;
+  for (int64_t first = 0; first < d.size; first += batch) {
+    rows.clear();
+    for (int64_t r = 0; r < batch; ++r) rows.push_back(std::min(first + r, d.size - 1));
+    visit(rows, first, std::min(batch, d.size - first));
+  }
+}
+
 void Cycler::take(int64_t first, int64_t n, std::vector<int64_t>& out) {
   out.clear();
   const auto size = static_cast<int64_t>(items_.size());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -47,6 +48,12 @@ struct Split {
 // the rest in order, each class's first labeled / classes examples are labeled and
 // everything else is unlabeled. `labeled` must be a multiple of the class count.
 Split semi_supervised_split(const Dataset& train, int64_t labeled, int64_t validation, uint64_t seed);
+
+// Visits every row of `d` a batch at a time, for a tape compiled for `batch` rows: the
+// last batch is padded by repeating the last row. visit(rows, first, n) gets the batch's
+// row indices (padding included) and the n real rows it holds, starting at row `first`.
+void for_each_batch(const Dataset& d, int64_t batch,
+                    const std::function<void(std::span<const int64_t> rows, int64_t first, int64_t n)>& visit);
 
 // A permutation of 0..n-1 fixed by (seed, stream): Fisher-Yates over Philox draws.
 std::vector<int64_t> permutation(int64_t n, uint64_t seed, uint64_t stream);

@@ -43,17 +43,12 @@ Dataset codes_at(const Graph& network, ParamStore<float>& params, const std::str
   out.size = d.size;
   out.dim = tape.info(node).shape.cols();
   out.x.resize(static_cast<size_t>(out.size * out.dim));
-  std::vector<int64_t> rows;
-  for (int64_t first = 0; first < d.size; first += kBatchRows) {
-    rows.clear();
-    for (int64_t r = 0; r < kBatchRows; ++r) rows.push_back(std::min(first + r, d.size - 1));
+  for_each_batch(d, kBatchRows, [&](std::span<const int64_t> rows, int64_t first, int64_t n) {
     gather_rows(d, rows, 0, tape.input(input), {});
     tape.forward();
-    const auto v = tape.value(node).mat();
-    const int64_t n = std::min(kBatchRows, d.size - first);
     Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-        out.x.data() + first * out.dim, n, out.dim) = v.topRows(n);
-  }
+        out.x.data() + first * out.dim, n, out.dim) = tape.value(node).mat().topRows(n);
+  });
   return out;
 }
 
@@ -72,20 +67,16 @@ std::string real_input(const Graph& g, const std::string& model_path) {
 // Mean over the rows of `d` of ‖recon − x‖² for the autoencoder without corruption (its
 // inference graph: the decoder's output only).
 double reconstruction_error(Tape<float>& tape, const Dataset& d) {
-  const int64_t batch = tape.batch();
-  std::vector<int64_t> rows;
   double sum = 0;
-  for (int64_t first = 0; first < d.size; first += batch) {
-    rows.clear();
-    for (int64_t r = 0; r < batch; ++r) rows.push_back(std::min(first + r, d.size - 1));
+  for_each_batch(d, tape.batch(), [&](std::span<const int64_t> rows, int64_t first, int64_t n) {
     gather_rows(d, rows, 0, tape.input("x"), {});
     tape.forward();
     const auto recon = tape.value("recon").mat();
-    for (int64_t r = 0; r < batch && first + r < d.size; ++r) {
+    for (int64_t r = 0; r < n; ++r) {
       const Eigen::Map<const Eigen::RowVectorXf> clean(d.x.data() + (first + r) * d.dim, d.dim);
       sum += (recon.row(r) - clean).squaredNorm();
     }
-  }
+  });
   return d.size > 0 ? sum / static_cast<double>(d.size) : std::nan("");
 }
 
@@ -93,19 +84,14 @@ double reconstruction_error(Tape<float>& tape, const Dataset& d) {
 // (corrupted input, clean target), with the corruption of each batch fixed by `seed`
 // alone so that epochs are compared on the same noise.
 double denoising_error(Tape<float>& tape, const Dataset& d, uint64_t seed) {
-  const int64_t batch = tape.batch();
-  std::vector<int64_t> rows;
   double sum = 0;
-  for (int64_t first = 0; first < d.size; first += batch) {
-    rows.clear();
-    for (int64_t r = 0; r < batch; ++r) rows.push_back(std::min(first + r, d.size - 1));
+  for_each_batch(d, tape.batch(), [&](std::span<const int64_t> rows, int64_t first, int64_t n) {
     gather_rows(d, rows, 0, tape.input("x"), {});
     gather_rows(d, rows, 0, tape.input("target"), {});
     tape.set_noise_key({seed, (uint64_t{1} << 62) + static_cast<uint64_t>(first)});
     tape.forward();
-    const auto err = tape.value("loss/c1/recon_error").arr();
-    for (int64_t r = 0; r < batch && first + r < d.size; ++r) sum += err[r];
-  }
+    sum += tape.value("loss/c1/recon_error").arr().head(n).sum();
+  });
   return d.size > 0 ? sum / static_cast<double>(d.size) : std::nan("");
 }
 
@@ -189,10 +175,7 @@ PretrainConfig parse_pretrain_config(const json& j, const std::string& source) {
     }
     c.layers.push_back(std::move(layer));
   }
-  if (const json* b = top.child("batch")) {
-    if (!b->is_number_integer() || b->get<int64_t>() < 1) fail(source, ": batch must be a positive integer");
-    c.batch = b->get<int64_t>();
-  }
+  top.number("batch", c.batch, 1, 1e6);
   if (const json* o = top.child("optimizer")) {
     Section s(*o, "optimizer", source);
     s.number("learning_rate", c.learning_rate, 0, 1e3);

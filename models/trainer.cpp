@@ -97,22 +97,18 @@ std::string config_hash(const TrainConfig& c) { return sha256_hex(to_json(c).dum
 
 std::vector<std::vector<int64_t>> confusion_matrix(Tape<float>& tape, const std::string& x, const std::string& output,
                                                    const Dataset& d) {
-  const int64_t batch = tape.batch();
   std::vector<std::vector<int64_t>> counts(static_cast<size_t>(d.classes), std::vector<int64_t>(static_cast<size_t>(d.classes), 0));
-  std::vector<int64_t> rows;
-  for (int64_t first = 0; first < d.size; first += batch) {
-    rows.clear();
-    for (int64_t r = 0; r < batch; ++r) rows.push_back(std::min(first + r, d.size - 1));
+  for_each_batch(d, tape.batch(), [&](std::span<const int64_t> rows, int64_t first, int64_t n) {
     gather_rows(d, rows, 0, tape.input(x), {});
     tape.forward();
     auto scores = tape.value(output).mat();
     if (scores.cols() != d.classes) fail("the model's output '", output, "' has ", scores.cols(), " columns for ", d.classes, " classes");
-    for (int64_t r = 0; r < batch && first + r < d.size; ++r) {
+    for (int64_t r = 0; r < n; ++r) {
       Eigen::Index best;
       scores.row(r).maxCoeff(&best);
       ++counts[static_cast<size_t>(d.y[static_cast<size_t>(first + r)])][static_cast<size_t>(best)];
     }
-  }
+  });
   return counts;
 }
 

@@ -11,21 +11,24 @@ constexpr uint32_t kMul0 = 0xD2511F53u;
 constexpr uint32_t kMul1 = 0xCD9E8D57u;
 constexpr uint32_t kWeyl0 = 0x9E3779B9u;
 constexpr uint32_t kWeyl1 = 0xBB67AE85u;
-// Runs body(k) for chunks k = 0 .. chunks-1 of a draw of n elements. Chunks depend only
-// on their counters, so the result does not depend on the thread count. Below
-// kParallelElements a draw stays on the calling thread without entering an OpenMP region
-// at all (even a serialized region allocates, and steps must not).
+// Elements per chunk of NoiseStream::blocks().
+constexpr int64_t kSpan = 4 * NoiseStream::kChunk;
+// Runs body(base) for the chunks of a draw of n elements, base = 0, kSpan, 2 kSpan, ...
+// Chunks depend only on their counters, so the result does not depend on the thread
+// count. Below kParallelElements a draw stays on the calling thread without entering an
+// OpenMP region at all (even a serialized region allocates, and steps must not).
 constexpr int64_t kParallelElements = 16384;
 
 template <class Body>
-void for_each_chunk(int64_t chunks, int64_t n, const Body& body) {
+void for_each_chunk(int64_t n, const Body& body) {
+  const int64_t chunks = (n + kSpan - 1) / kSpan;
   const int threads = Eigen::nbThreads();
   if (n < kParallelElements || threads < 2) {
-    for (int64_t k = 0; k < chunks; ++k) body(k);
+    for (int64_t k = 0; k < chunks; ++k) body(k * kSpan);
     return;
   }
 #pragma omp parallel for num_threads(threads)
-  for (int64_t k = 0; k < chunks; ++k) body(k);
+  for (int64_t k = 0; k < chunks; ++k) body(k * kSpan);
 }
 
 inline void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
@@ -112,10 +115,7 @@ template <class T>
 void NoiseStream::bernoulli(T* out, int64_t n, double keep, T scale) const {
   // keep * 2^32 as a 64-bit threshold: keep = 1 keeps every element, keep = 0 none.
   const uint64_t threshold = static_cast<uint64_t>(std::ldexp(keep, 32));
-  constexpr int64_t kSpan = 4 * kChunk;  // elements per chunk of blocks
-  const int64_t chunks = (n + kSpan - 1) / kSpan;
-  for_each_chunk(chunks, n, [&](int64_t k) {
-    const int64_t base = k * kSpan;
+  for_each_chunk(n, [&](int64_t base) {
     uint32_t w[4][kChunk];
     blocks(static_cast<uint64_t>(base) / 4, w);
     T* o = out + base;
@@ -133,10 +133,7 @@ template <class T>
 void NoiseStream::normal(T* out, int64_t n, T sigma) const {
   using Lanes = Eigen::Array<T, kChunk, 1>;
   constexpr double kTwoPi = 2.0 * std::numbers::pi;
-  constexpr int64_t kSpan = 4 * kChunk;
-  const int64_t chunks = (n + kSpan - 1) / kSpan;
-  for_each_chunk(chunks, n, [&](int64_t k) {
-    const int64_t base = k * kSpan;
+  for_each_chunk(n, [&](int64_t base) {
     uint32_t w[4][kChunk];
     Lanes u, theta, r[2], c[2], s[2];
     T z[4 * kChunk];
