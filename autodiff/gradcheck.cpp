@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "autodiff/tape.h"
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "ops/check_case.h"
 #include "ops/op.h"
 
@@ -134,10 +134,34 @@ GradcheckResult gradcheck(const Graph& g, const std::map<std::string, std::vecto
   return result;
 }
 
+CheckGraph check_graph(const OpDef& op, const CheckCase& c) {
+  CheckGraph out;
+  Graph& g = out.graph;
+  std::vector<NodeId> leaves;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const CheckInput& in = c.inputs[i];
+    if (in.dtype == DType::Real) {
+      const std::string name = cat("x", i);
+      leaves.push_back(g.param(name, in.shape));
+      out.values[name] = in.values;
+    } else {
+      leaves.push_back(g.add("constant", {},
+                             {{"shape", in.shape.to_vector()}, {"dtype", std::string("index")}, {"values", in.values}},
+                             cat("i", i)));
+    }
+  }
+  std::vector<NodeId> args;
+  for (size_t a : c.args) args.push_back(leaves.at(a));
+  g.set_flag(g.add(op.name, args, c.attrs, "out"), kOutput);
+  if (!c.leaf_values.empty()) out.values["out"] = c.leaf_values;
+  return out;
+}
+
 std::vector<OpCheckResult> gradcheck_op(const OpDef& op, const GradcheckOptions& options) {
   std::vector<OpCheckResult> out;
-  for (CheckCase& c : check_cases(op)) {
-    out.push_back({c.label, gradcheck(c.graph, c.values, options)});
+  for (const CheckCase& c : check_cases(op)) {
+    const CheckGraph cg = check_graph(op, c);
+    out.push_back({c.label, gradcheck(cg.graph, cg.values, options)});
   }
   return out;
 }

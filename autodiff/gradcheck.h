@@ -23,6 +23,7 @@
 namespace pens {
 
 struct OpDef;
+struct CheckCase;
 
 struct GradcheckOptions {
   double step = 1e-5;
@@ -48,6 +49,15 @@ struct GradcheckResult {
 // from [-1, 1]; index inputs must be listed.
 GradcheckResult gradcheck(const Graph& g, const std::map<std::string, std::vector<double>>& values,
                           const GradcheckOptions& options = {});
+
+// The graph of an op's check case (ops/check_case.h): real inputs "x<i>" as parameters,
+// index inputs "i<i>" as constants, the op under test "out" flagged as the output; and the
+// values of the parameters (and of "out" itself for a leaf op).
+struct CheckGraph {
+  Graph graph;
+  std::map<std::string, std::vector<double>> values;
+};
+CheckGraph check_graph(const OpDef& op, const CheckCase& c);
 
 struct OpCheckResult {
   std::string label;  // the case, e.g. "matmul[transpose_a=1,transpose_b=0]"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "ops/random.h"
 
 namespace pens {
@@ -70,6 +70,21 @@ void ParamStore<T>::initialize(const Graph& g, uint64_t seed) {
       fail("parameter '", e.name, "': unknown init '", init, "'");
     }
   }
+}
+
+std::vector<std::string> copy_shared_values(ParamStore<float>& to, const ParamStore<float>& from,
+                                            const std::string& from_source) {
+  std::vector<std::string> copied;
+  for (const ParamEntry& e : to.entries()) {
+    const ParamEntry* s = from.find(e.name);
+    if (!s) continue;
+    if (s->shape != e.shape) {
+      fail(from_source, ": parameter '", e.name, "' has shape ", s->shape.str(), ", the model's has ", e.shape.str());
+    }
+    to.value(e).arr() = from.value(*s).arr();
+    copied.push_back(e.name);
+  }
+  return copied;
 }
 
 template class ParamStore<float>;

@@ -63,4 +63,10 @@ class ParamStore {
   Buffer grads_;
 };
 
+// Copies into `to` the values of every parameter that `from` holds under the same name
+// (shapes must agree: an Error names `from_source` and the first that does not); returns
+// the names copied, in `to`'s order.
+std::vector<std::string> copy_shared_values(ParamStore<float>& to, const ParamStore<float>& from,
+                                            const std::string& from_source);
+
 }  // namespace pens

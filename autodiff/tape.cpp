@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "graph/infer.h"
 
 namespace pens {

@@ -18,7 +18,7 @@
 
 #include "autodiff/param_store.h"
 #include "graph/graph.h"
-#include "graph/value.h"
+#include "graph/ir/value.h"
 #include "ops/op.h"
 
 namespace pens {
@@ -36,7 +36,8 @@ class Tape {
   Tape& operator=(const Tape&) = delete;
 
   // The noise every stochastic op draws in the next forward(): replaying a key replays
-  // every mask and every Gaussian draw exactly.
+  // every mask and every Gaussian draw exactly. Each op draws at its own site (its
+  // `stream` attribute, or its name), so one key serves the whole graph.
   void set_noise_key(NoiseKey key) { key_ = key; }
 
   // Write an input here before forward(). Index inputs hold integers as T.
@@ -54,6 +55,11 @@ class Tape {
   void forward();
   // The sum of the loss nodes after forward().
   T objective() const;
+  // The loss nodes, the terms of the objective, in topological order, and each one's
+  // value after forward().
+  size_t loss_count() const { return loss_slots_.size(); }
+  const std::string& loss_name(size_t i) const { return slots_[loss_slots_[i]].name; }
+  T loss_value(size_t i) const { return slots_[loss_slots_[i]].value[0]; }
   // Gradients of objective(); parameter gradients are added into the ParamStore.
   void backward();
   // Gradients of <seed, node's value> instead: one row of a Jacobian per call.

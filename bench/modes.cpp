@@ -29,10 +29,10 @@
 #include <vector>
 
 #include "autodiff/tape.h"
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "graph/pseudo_ensemble.h"
 #include "models/mlp.h"
-#include "models/optimizer.h"
+#include "train/step.h"
 
 using namespace pens;
 using Clock = std::chrono::steady_clock;
@@ -101,7 +101,7 @@ void write_tensor(const std::filesystem::path& dir, nlohmann::json& manifest, co
 // One step's objective, with everything needed to recompute it: parameters before the
 // step, inputs, and for every noise node its op, input and output.
 void dump(const std::filesystem::path& dir, const std::string& mode, int64_t batch, const Graph& training,
-          Tape<float>& tape, ParamStore<float>& params) {
+          Tape<float>& tape, const ParamStore<float>& params) {
   std::filesystem::create_directories(dir);
   nlohmann::json manifest = {{"mode", mode}, {"batch", batch}, {"tensors", nlohmann::json::object()}, {"noise", nlohmann::json::array()}};
   for (const ParamEntry& e : params.entries()) write_tensor(dir, manifest, e.name, params.value(e));
@@ -144,22 +144,20 @@ int main(int argc, char** argv) {
     }
     Eigen::setNbThreads(threads);
     const Mode m = make_mode(mode, batch);
-    const Graph training = build_pseudo_ensemble(m.graph, m.spec, m.options);
+    const Graph training = build_pseudo_ensemble(m.graph, m.spec, m.options).graph;
     ParamStore<float> params(m.graph);
     params.initialize(m.graph, 1);
-    Sgd sgd(m.graph, params);
+    const std::unique_ptr<Optimizer> sgd = make_optimizer("sgd", params);
+    Step training_step(params, *sgd, model_constraints(m.graph, params, MaxNormRule::UnitIncoming), /*seed=*/1);
     Tape<float> tape(training, params, {.batch = m.rows});
     fill_inputs(tape, batch);
     if (!dump_dir.empty()) dump(dump_dir, mode, batch, training, tape, params);
 
-    const auto step = [&](uint64_t n) {
-      tape.set_noise_key({1, n});
-      params.zero_grad();
-      tape.forward();
-      tape.backward();
-      sgd.step(0.01, 0.5);
+    // The inputs stay as fill_inputs wrote them: the step times the computation alone.
+    const auto step = [&](int64_t n) {
+      training_step.run({.step = n, .learning_rate = 0.01, .momentum = 0.5}, tape, [](Tape<float>&, size_t) {});
     };
-    uint64_t n = 0;
+    int64_t n = 0;
     for (int i = 0; i < 5; ++i) step(n++);
     std::vector<double> ms;
     for (int i = 0; i < reps; ++i) {

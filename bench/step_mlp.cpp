@@ -15,7 +15,7 @@
 
 #include "autodiff/tape.h"
 #include "models/mlp.h"
-#include "models/optimizer.h"
+#include "train/step.h"
 
 using namespace pens;
 using Clock = std::chrono::steady_clock;
@@ -47,29 +47,26 @@ void bench_step(const char* mode, double input_p, double hidden_p, int threads, 
                              .max_norm = 3.5});
   ParamStore<float> params(g);
   params.initialize(g, 1);
-  Sgd sgd(g, params);
+  const std::unique_ptr<Optimizer> sgd = make_optimizer("sgd", params);
+  Step training_step(params, *sgd, model_constraints(g, params, MaxNormRule::UnitIncoming), /*seed=*/1);
   Tape<float> tape(g, params, {.batch = batch});
   auto x = tape.input("x");
   for (int64_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 256) / 255.0f;
   auto y = tape.input("y");
   for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 10);
-  uint64_t n = 0;
+  int64_t n = 0;
+  // Forward and backward alone, then the whole training step (with the update and the
+  // max-norm constraint).
   const double fwd_bwd = time_ms(
       [&] {
-        tape.set_noise_key({1, n++});
+        tape.set_noise_key({1, static_cast<uint64_t>(n++)});
         params.zero_grad();
         tape.forward();
         tape.backward();
       },
       reps, 5);
   const double full = time_ms(
-      [&] {
-        tape.set_noise_key({1, n++});
-        params.zero_grad();
-        tape.forward();
-        tape.backward();
-        sgd.step(0.1, 0.5);
-      },
+      [&] { training_step.run({.step = n++, .learning_rate = 0.1, .momentum = 0.5}, tape, [](Tape<float>&, size_t) {}); },
       reps, 5);
   // Matrix-product work of one step: three products forward, three weight gradients,
   // and input gradients for the two upper layers (the data needs none).

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 
 namespace pens::cli {
 

@@ -42,6 +42,7 @@ struct Command {
 };
 
 int run_ops(const std::vector<std::string>& argv);
+int run_kinds(const std::vector<std::string>& argv);
 int run_gradcheck(const std::vector<std::string>& argv);
 int run_inspect(const std::vector<std::string>& argv);
 int run_fmt(const std::vector<std::string>& argv);

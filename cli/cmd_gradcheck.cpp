@@ -46,7 +46,7 @@ int check_model(const Args& args) {
   options.init_seed = static_cast<uint64_t>(args.option_int("init-seed", 1));
   const GradcheckResult r = gradcheck(built.graph, label_values(built.graph, built.batch), options);
   std::cout << path << ": d objective / d parameters, " << r.variables << " parameter elements, "
-            << (built.spec ? cat(built.spec->children, " children, ") : std::string())
+            << (built.ensemble ? cat(built.ensemble->spec.children, " children, ") : std::string())
             << "batch " << built.batch << "\n";
   char line[200];
   std::snprintf(line, sizeof line, "max rel error %.2e (tolerance %.0e): %s", r.max_error, options.tolerance,

@@ -13,7 +13,12 @@ namespace pens::cli {
 namespace {
 using json = nlohmann::json;
 
-json inspect_json(const BuiltGraph& built, const std::vector<Tap>& taps) {
+const std::vector<PenaltyHandle>& taps_of(const BuiltGraph& built) {
+  static const std::vector<PenaltyHandle> none;
+  return built.ensemble ? built.ensemble->penalties : none;
+}
+
+json inspect_json(const BuiltGraph& built) {
   const Graph& g = built.graph;
   const std::vector<ValueInfo> values = infer_values(g, built.batch);
   json nodes = json::array();
@@ -44,16 +49,18 @@ json inspect_json(const BuiltGraph& built, const std::vector<Tap>& taps) {
                      {"flags", flags}});
   }
   json tap_list = json::array();
-  for (const Tap& t : taps) {
+  for (const PenaltyHandle& t : taps_of(built)) {
     tap_list.push_back({{"layer", t.layer},
                         {"parent", t.parent.empty() ? json(nullptr) : json(t.parent)},
                         {"children", t.children},
-                        {"penalty", t.penalty},
-                        {"lambda", t.lambda},
-                        {"rows", t.rows}});
+                        {"penalty", t.term.kind},
+                        {"lambda", t.term.lambda},
+                        {"rows", t.term.rows},
+                        {"value", t.value},
+                        {"lambda_node", t.lambda}});
   }
   return {{"batch", built.batch},
-          {"children", built.spec ? built.spec->children : 0},
+          {"children", built.ensemble ? built.ensemble->spec.children : 0},
           {"parameter_nodes", params},
           {"nodes", nodes},
           {"taps", tap_list}};
@@ -66,23 +73,23 @@ int run_inspect(const std::vector<std::string>& argv) {
   const Args args(argv, {"parent"}, options);
   const Model model = load_model(args.one_positional("a model file"));
   const BuiltGraph built = build_for_cli(model, args);
-  const std::vector<Tap> taps = built.spec ? tap_table(built.graph, *built.spec) : std::vector<Tap>{};
+  const std::vector<PenaltyHandle>& taps = taps_of(built);
   const std::string format = args.option("format").value_or("text");
   if (format == "json") {
-    std::cout << inspect_json(built, taps).dump(2) << "\n";
+    std::cout << inspect_json(built).dump(2) << "\n";
   } else if (format == "dot") {
     write_dot(std::cout, built.graph, built.batch);
   } else if (format == "text") {
     std::cout << to_text(built.graph, built.batch);
-    if (built.spec) {
+    if (built.ensemble) {
       int64_t params = 0;
       for (NodeId v : built.graph.nodes()) params += is_param(built.graph[v]);
-      std::cout << "\npseudo-ensemble: " << built.spec->children << " children sharing " << params
+      std::cout << "\npseudo-ensemble: " << built.ensemble->spec.children << " children sharing " << params
                 << " parameter nodes; " << taps.size() << " taps\n";
-      for (const Tap& t : taps) {
+      for (const PenaltyHandle& t : taps) {
         std::cout << "  tap " << t.layer << ": parent " << (t.parent.empty() ? "-" : t.parent) << ", children";
         for (const std::string& c : t.children) std::cout << " " << c;
-        std::cout << "; " << t.penalty << ", lambda " << t.lambda << ", rows " << t.rows << "\n";
+        std::cout << "; " << t.term.kind << ", lambda " << t.term.lambda << ", rows " << t.term.rows << "\n";
       }
     }
   } else {

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "cli/args.h"
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "graph/noise.h"
 #include "models/mlp.h"
 #include "serialization/files.h"

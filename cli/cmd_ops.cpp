@@ -3,7 +3,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
+#include "graph/noise.h"
+#include "graph/penalty.h"
 #include "ops/registry.h"
+#include "train/optimizer.h"
 
 namespace pens::cli {
 
@@ -17,6 +20,37 @@ std::string differentiable_inputs(const OpDef& op) {
   }
   if (op.variadic && op.inputs.back().differentiable) out += "...";
   return out.empty() ? "-" : out;
+}
+
+nlohmann::json schema_json(const std::vector<AttrSpec>& schema) {
+  nlohmann::json attrs = nlohmann::json::array();
+  for (const AttrSpec& a : schema) {
+    nlohmann::json spec = {{"name", a.name}, {"type", attr_type_name(a.type)}, {"required", a.required}, {"doc", a.doc}};
+    if (auto* d = std::get_if<AttrValue>(&a.default_value)) {
+      spec["default"] = std::visit([](const auto& v) { return nlohmann::json(v); }, *d);
+    }
+    attrs.push_back(spec);
+  }
+  return attrs;
+}
+
+// "p=0.5, rescale=1, group (required)"
+std::string schema_text(const std::vector<AttrSpec>& schema) {
+  std::string out;
+  for (const AttrSpec& a : schema) {
+    out += out.empty() ? "" : ", ";
+    if (auto* d = std::get_if<AttrValue>(&a.default_value)) {
+      out += a.name + "=" + attr_to_string(*d);
+    } else {
+      out += a.name + (a.required ? " (required)" : "");
+    }
+  }
+  return out;
+}
+
+void print_row(const std::string& name, const std::string& summary, const std::string& extra) {
+  std::cout << "  " << std::left << std::setw(14) << name << summary << "\n";
+  if (!extra.empty()) std::cout << "  " << std::setw(14) << "" << extra << "\n";
 }
 }  // namespace
 
@@ -33,17 +67,6 @@ int run_ops(const std::vector<std::string>& argv) {
                           {"dtype", dtype_name(s.dtype)},
                           {"differentiable", s.differentiable}});
       }
-      nlohmann::json attrs = nlohmann::json::array();
-      for (const AttrSpec& a : op->attrs) {
-        nlohmann::json spec = {{"name", a.name},
-                               {"type", attr_type_name(a.type)},
-                               {"required", a.required},
-                               {"doc", a.doc}};
-        if (auto* d = std::get_if<AttrValue>(&a.default_value)) {
-          spec["default"] = std::visit([](const auto& v) { return nlohmann::json(v); }, *d);
-        }
-        attrs.push_back(spec);
-      }
       out.push_back({{"name", op->name},
                      {"summary", op->summary},
                      {"arity", op->inputs.size()},
@@ -52,7 +75,7 @@ int run_ops(const std::vector<std::string>& argv) {
                      {"differentiable", differentiable_inputs(*op) != "-"},
                      {"stochastic", op->stochastic},
                      {"leaf", op->leaf},
-                     {"attributes", attrs}});
+                     {"attributes", schema_json(op->attrs)}});
     }
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -66,6 +89,42 @@ int run_ops(const std::vector<std::string>& argv) {
               << op->summary << "\n";
   }
   std::cout << ops.size() << " ops\n";
+  return 0;
+}
+
+int run_kinds(const std::vector<std::string>& argv) {
+  const Args args(argv, {"json"}, {});
+  if (!args.positional().empty()) fail("unexpected argument '", args.positional()[0], "'");
+  const auto noise = NoiseRegistry::global().all();
+  const auto penalties = PenaltyRegistry::global().all();
+  const auto optimizers = OptimizerRegistry::global().all();
+  if (args.flag("json")) {
+    nlohmann::json out = {{"noise", nlohmann::json::array()},
+                          {"penalty", nlohmann::json::array()},
+                          {"optimizer", nlohmann::json::array()}};
+    for (const NoiseKind* k : noise) {
+      out["noise"].push_back({{"name", k->name}, {"summary", k->summary}, {"parameters_only", k->parameters_only},
+                              {"params", schema_json(k->params)}});
+    }
+    for (const PenaltyKind* k : penalties) {
+      out["penalty"].push_back({{"name", k->name}, {"summary", k->summary}, {"symmetrised", k->symmetrised}});
+    }
+    for (const OptimizerKind* k : optimizers) {
+      out["optimizer"].push_back({{"name", k->name}, {"summary", k->summary}, {"settings", schema_json(k->settings)}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "noise kinds (a node's \"noise\" annotations):\n";
+  for (const NoiseKind* k : noise) {
+    print_row(k->name, k->summary, cat(k->parameters_only ? "parameters only; " : "", schema_text(k->params)));
+  }
+  std::cout << "penalty kinds (pseudo_ensemble.penalties[].kind):\n";
+  for (const PenaltyKind* k : penalties) {
+    print_row(k->name, k->summary, k->symmetrised ? "symmetrised between two children" : "");
+  }
+  std::cout << "optimizers (a training config's optimizer.kind):\n";
+  for (const OptimizerKind* k : optimizers) print_row(k->name, k->summary, schema_text(k->settings));
   return 0;
 }
 

@@ -7,9 +7,10 @@
 #include <iostream>
 
 #include "cli/args.h"
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "models/mnist.h"
-#include "models/pretrain.h"
+#include "train/pretrain.h"
+#include "train/run_folder.h"
 #include "serialization/files.h"
 
 namespace pens::cli {
@@ -75,8 +76,7 @@ int run_pretrain(const std::vector<std::string>& argv) {
       args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
 
   const Dataset images = load_mnist(config.data_dir, "train");
-  fs::create_directories(out_dir);
-  write_file_atomically((fs::path(out_dir) / "config.json").string(), to_json(config).dump(2) + "\n");
+  RunFolder(out_dir).write_config(to_json(config));
   std::cerr << "pens pretrain: " << config.model << ", " << config.layers.size() << " layers on " << images.size
             << " images (labels unused), " << config.threads << " threads; writing " << out_dir << "\n";
   PretrainProgress progress;

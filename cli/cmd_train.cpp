@@ -11,10 +11,12 @@
 
 #include "autodiff/tape.h"
 #include "cli/args.h"
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "graph/pseudo_ensemble.h"
 #include "models/mnist.h"
-#include "models/trainer.h"
+#include "train/evaluation.h"
+#include "train/run_folder.h"
+#include "train/trainer.h"
 #include "serialization/files.h"
 #include "serialization/model_file.h"
 
@@ -115,8 +117,7 @@ int run_train(const std::vector<std::string>& argv) {
       args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
 
   const TrainData data{load_mnist(config.data_dir, "train"), load_mnist(config.data_dir, "test")};
-  fs::create_directories(out_dir);
-  write_file_atomically((fs::path(out_dir) / "config.json").string(), to_json(config).dump(2) + "\n");
+  RunFolder(out_dir).write_config(to_json(config));
   std::cerr << "pens train: " << config.model << " on " << config.data_dir << " for " << config.epochs
             << " epochs of " << config.steps_per_epoch << " steps"
             << (config.budget_minutes > 0 ? cat(" (budget ", config.budget_minutes, " min)") : std::string())
@@ -151,17 +152,13 @@ int run_eval(const std::vector<std::string>& argv) {
   if (!model.values) fail(model_path, ": the model holds no parameter values (train it first)");
   const int64_t samples = args.option_int("samples", 0);
   const auto seed = static_cast<uint64_t>(args.option_int("seed", 1));
-  const Graph g = build_inference(model.graph, samples, seed);
-  std::string x, output;
-  for (NodeId v : g.nodes()) {
-    if (g[v].op->name == "input" && g[v].attrs.get_string("dtype") == "real") x = g[v].name;
-    if (g[v].flags & kOutput) output = g[v].name;
-  }
+  const Graph g = build_inference(model.graph, samples);
+  const ClassifierIo io = classifier_io(g, model_path, false);
   const int64_t batch = args.option_int("batch", 1000);
   if (batch < 1) fail("--batch must be at least 1");
   Tape<float> tape(g, *model.values, {.batch = batch});
   tape.set_noise_key({seed, 0});
-  const auto confusion = confusion_matrix(tape, x, output, d);
+  const auto confusion = confusion_matrix(tape, io.x, io.output, d);
   int64_t wrong = d.size;
   for (size_t c = 0; c < confusion.size(); ++c) wrong -= confusion[c][c];
   std::printf("%s on MNIST %s (%lld examples)%s: error %.2f%% (%lld wrong)\n\n", model_path.c_str(), part.c_str(),

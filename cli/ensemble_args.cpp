@@ -1,6 +1,6 @@
 #include "cli/ensemble_args.h"
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 
 namespace pens::cli {
 
@@ -21,13 +21,12 @@ BuiltGraph build_for_cli(const Model& model, const Args& args) {
   bool split_rows = false;
   for (const PenaltyTerm& t : spec.penalties) split_rows = split_rows || t.rows != "all";
   EnsembleOptions options;
-  options.seed = static_cast<uint64_t>(args.option_int("seed", 0));
   options.labeled_rows = args.option_int("labeled", split_rows ? out.batch / 2 : -1);
   if (options.labeled_rows >= out.batch) {
     fail("--labeled ", options.labeled_rows, " leaves no unlabeled rows in a batch of ", out.batch);
   }
-  out.graph = build_pseudo_ensemble(model.graph, spec, options);
-  out.spec = spec;
+  out.ensemble = build_pseudo_ensemble(model.graph, spec, options);
+  out.graph = out.ensemble->graph;
   return out;
 }
 

@@ -3,26 +3,26 @@
 #pragma once
 
 #include "cli/args.h"
-#include "models/model.h"
+#include "graph/pseudo_ensemble.h"
+#include "serialization/model.h"
 
 namespace pens::cli {
 
-inline const std::vector<std::string> kEnsembleOptions = {"children", "seed", "labeled", "batch", "pairing",
-                                                          "kind"};
+inline const std::vector<std::string> kEnsembleOptions = {"children", "labeled", "batch", "pairing", "kind"};
 inline constexpr const char* kEnsembleHelp =
     "  --children K   children in the pseudo-ensemble (default: the model's spec)\n"
-    "  --seed S       seed of the children's noise streams (default 0)\n"
     "  --batch B      batch size shapes are shown for (default 8)\n"
     "  --labeled L    rows 0..L-1 of a batch carry labels (default: half the batch\n"
     "                 when a penalty asks for labeled or unlabeled rows, else all)\n"
     "  --pairing P    override the spec's pairing (child-child or parent-child)\n"
-    "  --kind K       override the kind of every penalty (kl, xent, tanh, direction, l2)\n"
+    "  --kind K       override the kind of every penalty (a registered penalty kind:\n"
+    "                 `pens kinds` lists them)\n"
     "  --parent       the parent graph as written, without the pseudo-ensemble\n";
 
 struct BuiltGraph {
   Graph graph;
   int64_t batch = 8;
-  std::optional<PseudoEnsembleSpec> spec;  // set when the graph is a pseudo-ensemble
+  std::optional<PseudoEnsemble> ensemble;  // set when the graph is a pseudo-ensemble's
 };
 
 BuiltGraph build_for_cli(const Model& model, const Args& args);

@@ -5,7 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/ensemble_args.h"
-#include "graph/error.h"
+#include "graph/ir/error.h"
 
 namespace {
 
@@ -19,6 +19,14 @@ const std::vector<Command>& commands() {
        "whether it is stochastic, and its attributes.\n\n"
        "  --json   print a JSON array instead of a table\n",
        pens::cli::run_ops},
+      {"kinds", "list the registered noise kinds, penalty kinds and optimizers",
+       "usage: pens kinds [--json]\n\n"
+       "Lists what model files and configs can name besides ops: noise kinds (node\n"
+       "annotations) with their parameters, penalty kinds (PEA agreement penalties) and\n"
+       "optimizers with their settings. Programs that register their own kinds extend\n"
+       "these lists (docs/adding-a-noise-kind.md, adding-a-penalty.md, adding-an-optimizer.md).\n\n"
+       "  --json   print a JSON object instead of tables\n",
+       pens::cli::run_kinds},
       {"gradcheck", "finite-difference gradient checks in double precision",
        "usage: pens gradcheck MODEL.json [options]\n"
        "       pens gradcheck --all-ops | --op NAME\n\n"
@@ -69,8 +77,9 @@ const std::vector<Command>& commands() {
        "  --hidden-bias B         initial hidden biases (default 0.1)\n"
        "  --output-bias B         initial output biases (default 0)\n"
        "  --loss L                softmax_xent (default) or squared_hinge\n"
-       "  --penalty N:K:L[:ROWS]  a penalty of kind K (kl, xent, tanh, direction, l2) on node\n"
-       "                          N with weight L, on rows all|labeled|unlabeled; repeatable\n"
+       "  --penalty N:K:L[:ROWS]  a penalty of kind K (kl, xent, tanh, direction, l2, or any\n"
+       "                          registered kind: pens kinds) on node N with weight L, on\n"
+       "                          rows all|labeled|unlabeled; repeatable\n"
        "  --children K            children (default 2)\n"
        "  --pairing P             child-child (default) or parent-child\n"
        "  --loss-on N             parent (default), child or children\n"

@@ -16,11 +16,12 @@
 #include <string>
 
 #include "autodiff/tape.h"
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "graph/printers.h"
 #include "models/mlp.h"
-#include "models/optimizer.h"
 #include "models/synthetic.h"
+#include "train/schedule.h"
+#include "train/step.h"
 
 using namespace pens;
 
@@ -57,37 +58,40 @@ int main(int argc, char** argv) try {
 
   ParamStore<float> params(noisy);
   params.initialize(noisy, 1);
-  Sgd sgd(noisy, params);
-  Tape<float> step(noisy, params, {.batch = batch});
+  const std::unique_ptr<Optimizer> sgd = make_optimizer("sgd", params);
+  Step step(params, *sgd, model_constraints(noisy, params, MaxNormRule::UnitIncoming), /*seed=*/1);
+  Tape<float> train_tape(noisy, params, {.batch = batch});
   Tape<float> eval(clean, params, {.batch = test.size});
+  // A short version of the paper's schedule: the learning rate decays by 0.95 and the
+  // momentum ramps from 0.5 to 0.9 over the first 8 epochs.
+  const Schedule schedule{.learning_rate = 0.1, .decay = 0.95, .momentum_start = 0.5, .momentum_end = 0.9,
+                          .momentum_epochs = 8};
 
   std::printf("teacher task: %lld train / %lld test examples, %lld classes, %lld parameters\n",
               static_cast<long long>(train.size), static_cast<long long>(test.size),
               static_cast<long long>(train.classes), static_cast<long long>(params.numel()));
   std::printf("%5s  %10s  %10s  %9s  %8s\n", "epoch", "train loss", "test error", "ex/s", "time");
   const auto start = std::chrono::steady_clock::now();
-  uint64_t n = 0;
+  const int64_t steps_per_epoch = train.size / batch;
+  int64_t n = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     const auto epoch_start = std::chrono::steady_clock::now();
     double total = 0;
-    int64_t steps = 0;
-    for (int64_t first = 0; first + batch <= train.size; first += batch, ++n, ++steps) {
-      copy_batch(train, first, step.input("x"), step.input("y"));
-      step.set_noise_key({1, n});
-      params.zero_grad();
-      step.forward();
-      step.backward();
-      // Learning rate decays, momentum ramps up: a short version of the paper's schedule.
-      sgd.step(0.1 * std::pow(0.95, epoch - 1), std::min(0.9, 0.5 + 0.05 * epoch));
-      total += step.objective();
+    for (int64_t s = 0; s < steps_per_epoch; ++s, ++n) {
+      const StepResult r = step.run(schedule.at(n, static_cast<double>(n) / static_cast<double>(steps_per_epoch)),
+                                    train_tape, [&](Tape<float>& t, size_t) {
+                                      copy_batch(train, s * batch, t.input("x"), t.input("y"));
+                                    });
+      if (!r.finite) fail("training diverged at step ", n, ": ", r.problem);
+      total += r.objective;
     }
     copy_batch(test, 0, eval.input("x"), eval.input("y"));
     eval.forward();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("%5d  %10.4f  %9.2f%%  %9.0f  %7.1fs\n", epoch, total / static_cast<double>(steps),
+    std::printf("%5d  %10.4f  %9.2f%%  %9.0f  %7.1fs\n", epoch, total / static_cast<double>(steps_per_epoch),
                 100.0 * error_rate(test, eval.value("logits")),
-                static_cast<double>(steps * batch) / seconds, elapsed);
+                static_cast<double>(steps_per_epoch * batch) / seconds, elapsed);
     std::fflush(stdout);
   }
   return 0;

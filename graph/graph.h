@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/node.h"
-#include "graph/shape.h"
-#include "graph/value.h"
+#include "graph/ir/node.h"
+#include "graph/ir/shape.h"
+#include "graph/ir/value.h"
 
 namespace pens {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "graph/noise.h"
 #include "ops/op.h"
 

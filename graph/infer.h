@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "graph/value.h"
+#include "graph/ir/value.h"
 
 namespace pens {
 

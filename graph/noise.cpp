@@ -1,19 +1,18 @@
 #include "graph/noise.h"
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "ops/random.h"
 
 namespace pens {
 
 std::string child_prefix(int child) { return cat("c", child, "/"); }
 
-uint64_t noise_stream(uint64_t seed, int child, std::string_view source) {
-  return mix64(seed ^ mix64(hash_name(cat(child_prefix(child), source))));
+int64_t site_stream(int child, std::string_view source) {
+  // The top bit dropped: attributes are signed.
+  return static_cast<int64_t>(mix64(hash_name(cat(child_prefix(child), source))) >> 1);
 }
 
-uint64_t NoiseSite::stream() const {
-  return noise_stream(seed, child, cat(annotated.name, "#", index));
-}
+int64_t NoiseSite::stream() const { return site_stream(child, cat(annotated.name, "#", index)); }
 
 NodeId NoiseSite::add(std::string_view op, const std::vector<NodeId>& inputs, Attributes attrs,
                       std::string_view tag) {
@@ -40,7 +39,7 @@ NodeId NoiseSite::subspace_indices(const std::string& group, int64_t size, int64
   const NodeId v = graph.add("subset", {},
                              {{"n", size},
                               {"keep", keep},
-                              {"stream", static_cast<int64_t>(noise_stream(seed, child, name) >> 1)}},
+                              {"stream", site_stream(child, name)}},
                              name);
   graph.node(v).role = "noise";
   subspace_draws_->emplace(group, v);
@@ -49,13 +48,10 @@ NodeId NoiseSite::subspace_indices(const std::string& group, int64_t size, int64
 
 namespace {
 
-// The noise stream as an int attribute (the top bit dropped to stay non-negative).
-AttrValue stream_attr(const NoiseSite& site) { return static_cast<int64_t>(site.stream() >> 1); }
-
 // Gaussian input or bias noise, and weight fuzzing: the same op on different values.
 NodeId add_gaussian(NoiseSite& site, const Attributes& a, std::string_view tag) {
   return site.add("gaussian_noise", {site.value},
-                  {{"sigma", a.get_float("sigma")}, {"stream", stream_attr(site)}}, tag);
+                  {{"sigma", a.get_float("sigma")}, {"stream", site.stream()}}, tag);
 }
 
 NoiseKind mask_kind() {
@@ -68,7 +64,7 @@ NoiseKind mask_kind() {
             return site.add("dropout", {site.value},
                             {{"p", a.get_float("p")},
                              {"rescale", a.get_int("rescale")},
-                             {"stream", stream_attr(site)}},
+                             {"stream", site.stream()}},
                             "mask");
           }};
 }
@@ -120,21 +116,10 @@ NoiseKind subspace_kind() {
 
 }  // namespace
 
-NoiseRegistry& NoiseRegistry::mutable_global() {
-  static NoiseRegistry registry = [] {
-    NoiseRegistry r;
-    r.kinds_.add(mask_kind());
-    r.kinds_.add(gaussian_kind());
-    r.kinds_.add(fuzz_kind());
-    r.kinds_.add(subspace_kind());
-    return r;
-  }();
-  return registry;
+template <>
+std::vector<NoiseKind> builtin_kinds<NoiseKind>() {
+  return {mask_kind(), gaussian_kind(), fuzz_kind(), subspace_kind()};
 }
-
-const NoiseRegistry& NoiseRegistry::global() { return mutable_global(); }
-
-void NoiseRegistry::register_global(NoiseKind kind) { mutable_global().kinds_.add(std::move(kind)); }
 
 void normalize_noise(const Node& node, NoiseAnnotation& annotation) {
   const NoiseKind* kind = NoiseRegistry::global().find(annotation.kind);

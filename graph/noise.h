@@ -10,29 +10,29 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/attributes.h"
+#include "graph/ir/attributes.h"
 #include "graph/graph.h"
-#include "graph/named_table.h"
+#include "graph/ir/named_table.h"
 
 namespace pens {
 
 // What a noise kind sees when it perturbs a node's value in one child.
 class NoiseSite {
  public:
-  NoiseSite(Graph& graph, const Node& annotated, NodeId value, int child, uint64_t seed,
-            size_t index, std::map<std::string, NodeId>* subspace_draws)
-      : graph(graph), annotated(annotated), value(value), child(child), seed(seed),
-        index(index), subspace_draws_(subspace_draws) {}
+  NoiseSite(Graph& graph, const Node& annotated, NodeId value, int child, size_t index,
+            std::map<std::string, NodeId>* subspace_draws)
+      : graph(graph), annotated(annotated), value(value), child(child), index(index),
+        subspace_draws_(subspace_draws) {}
 
   Graph& graph;           // the graph being built (the pseudo-ensemble)
   const Node& annotated;  // the annotated node, as the parent has it
   NodeId value;           // the child's value of that node so far
   int child;              // 1..K
-  uint64_t seed;          // the pseudo-ensemble's seed
   size_t index;           // which of the node's annotations this is
 
-  // The noise stream of this annotation in this child.
-  uint64_t stream() const;
+  // The draw site of this annotation in this child: the `stream` attribute of the
+  // stochastic op the kind adds.
+  int64_t stream() const;
 
   // Adds a node for this child's noise: named "<child prefix><node>~<tag>", role "noise".
   NodeId add(std::string_view op, const std::vector<NodeId>& inputs, Attributes attrs,
@@ -46,6 +46,7 @@ class NoiseSite {
 };
 
 struct NoiseKind {
+  static constexpr const char* kWhat = "noise kind";
   std::string name;
   std::string summary;
   std::vector<AttrSpec> params;
@@ -54,19 +55,10 @@ struct NoiseKind {
   std::function<NodeId(NoiseSite&, const Attributes&)> apply;
 };
 
-class NoiseRegistry {
- public:
-  static const NoiseRegistry& global();
-  static void register_global(NoiseKind kind);
-
-  const NoiseKind* find(std::string_view name) const { return kinds_.find(name); }
-  const NoiseKind& at(std::string_view name) const { return kinds_.at(name); }  // "unknown noise kind 'x'"
-  std::vector<const NoiseKind*> all() const { return kinds_.all(); }
-
- private:
-  static NoiseRegistry& mutable_global();
-  NamedTable<NoiseKind> kinds_{"noise kind", ""};
-};
+// NoiseRegistry::global().at("mask"); NoiseRegistry::register_global(kind) adds one.
+using NoiseRegistry = Registry<NoiseKind>;
+template <>
+std::vector<NoiseKind> builtin_kinds<NoiseKind>();
 
 // Checks an annotation against its kind's schema (naming the node), fills defaults.
 void normalize_noise(const Node& node, NoiseAnnotation& annotation);
@@ -77,8 +69,9 @@ void add_noise(Graph& g, NodeId v, std::string kind, Attributes params = {});
 // The child prefix of node names: "c1/", "c2/", ...
 std::string child_prefix(int child);
 
-// The stream of a noise source: a function of the pseudo-ensemble's seed, the child and
-// the source's name, so a pseudo-ensemble built twice with one seed draws the same noise.
-uint64_t noise_stream(uint64_t seed, int child, std::string_view source);
+// The draw site of a noise source in a child: a function of the child and the source's
+// name, as a non-negative `stream` attribute. The seed is not part of it: what a site
+// draws in a step depends on the tape's NoiseKey (ops/random.h).
+int64_t site_stream(int child, std::string_view source);
 
 }  // namespace pens

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "graph/ir/error.h"
 #include "graph/infer.h"
 
 namespace pens {
@@ -17,6 +18,16 @@ class Pass {
   virtual std::string_view name() const = 0;
   virtual Graph run(const Graph& in) const = 0;
 };
+
+// Runs f(), a pass's work, so that an Error it throws says which pass: "pass <name>: ...".
+template <class F>
+auto within_pass(std::string_view name, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(cat("pass ", name, ": ", e.what()), e.node());
+  }
+}
 
 // Runs passes in order and verifies the graph after each one (binding the batch to
 // `batch`); an Error from a pass or from verification names the pass.

@@ -4,7 +4,7 @@
 #include <map>
 #include <sstream>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "graph/infer.h"
 #include "ops/op.h"
 

@@ -4,7 +4,8 @@
 #include <cmath>
 #include <set>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
+#include "graph/penalty.h"
 
 namespace pens {
 
@@ -31,8 +32,9 @@ void PseudoEnsembleSpec::validate() const {
     const PenaltyTerm& p = penalties[i];
     const std::string where = cat("pseudo_ensemble.penalties[", i, "]");
     if (p.node.empty()) fail(where, ".node is empty");
-    if (std::find(kPenaltyKinds.begin(), kPenaltyKinds.end(), p.kind) == kPenaltyKinds.end()) {
-      fail(where, ".kind must be kl, xent, tanh, direction or l2, got '", p.kind, "'");
+    if (!PenaltyRegistry::global().find(p.kind)) {
+      fail(where, ".kind must be a registered penalty kind (", PenaltyRegistry::global().names(), "), got '", p.kind,
+           "'");
     }
     if (!(p.lambda >= 0 && std::isfinite(p.lambda))) fail(where, ".lambda must be finite and >= 0, got ", p.lambda);
     if (!one_of(p.rows, {"all", "labeled", "unlabeled"})) {
@@ -49,16 +51,6 @@ void PseudoEnsembleSpec::validate() const {
       fail("pseudo_ensemble.lambda_schedule[", i, "].scale must be finite and >= 0, got ", s.scale);
     }
   }
-}
-
-double PseudoEnsembleSpec::lambda_scale(double epoch) const {
-  if (lambda_schedule.empty()) return 1.0;
-  double start = 0;
-  for (const LambdaStage& s : lambda_schedule) {
-    if (epoch < start + s.epochs) return s.scale;
-    start += s.epochs;
-  }
-  return lambda_schedule.back().scale;
 }
 
 }  // namespace pens

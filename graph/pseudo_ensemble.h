@@ -7,11 +7,13 @@
 // tap of h1 (everything below h1 perturbed, h1's own noise not yet applied). The noise a
 // child applies to h1 follows as "c<k>/h1~mask", "c<k>/h1~gaussian", ...; the value the
 // child's upper layers read is the last of these. Supervised loss heads are
-// "loss/parent/..." or "loss/c<k>/..."; penalty terms are "pen/<node>" (flagged kLoss) with
-// their weight in the constant "pen/<node>/lambda".
+// "loss/parent/..." or "loss/c<k>/..."; penalty terms are "pen/<node>/<kind>" (flagged
+// kLoss) with their weight in the constant "pen/<node>/<kind>/lambda". Code that uses a
+// pseudo-ensemble does not rebuild these names: the passes return them (PseudoEnsemble).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,14 +26,14 @@ namespace pens {
 // lambda, averaged over the rows it applies to.
 struct PenaltyTerm {
   std::string node;
-  std::string kind;   // kl (V^k) | xent (V^x) | tanh (V^t) | direction (V^c) | l2
+  std::string kind;   // a registered penalty kind (graph/penalty.h): kl, xent, tanh, direction, l2, ...
   double lambda = 1.0;
   std::string rows = "all";  // all | labeled | unlabeled
   bool operator==(const PenaltyTerm&) const = default;
 };
 
 // A stage of the lambda schedule: every penalty's lambda is multiplied by `scale` for
-// `epochs` epochs; the last stage holds to the end of training.
+// `epochs` epochs; the last stage holds to the end of training (train/schedule.h).
 struct LambdaStage {
   double epochs = 0;
   double scale = 1;
@@ -48,17 +50,44 @@ struct PseudoEnsembleSpec {
 
   // Throws an Error naming the field that is wrong.
   void validate() const;
-  // The schedule's multiplier at a (fractional) epoch; 1 without a schedule.
-  double lambda_scale(double epoch) const;
   bool operator==(const PseudoEnsembleSpec&) const = default;
 };
 
-inline const std::vector<std::string> kPenaltyKinds = {"kl", "xent", "tanh", "direction", "l2"};
-
 // What a pseudo-ensemble is built for, beyond the model itself.
 struct EnsembleOptions {
-  uint64_t seed = 0;          // fixes every noise stream of the children
   int64_t labeled_rows = -1;  // batch rows [0, L) carry labels, [L, B) do not; -1: all do
+};
+
+// What the perturb pass made: the graph (the parent's leaves and network, K children, the
+// supervised loss heads) and where things are in it.
+struct Perturbed {
+  Graph graph;
+  // taps[k - 1]: parent node -> child k's copy of it, its partial-noise tap, for every
+  // node of the parent's network.
+  std::vector<std::map<std::string, std::string>> taps;
+  std::vector<std::string> losses;  // the supervised loss terms, flagged kLoss
+  // Each node of the parent's loss head -> its copy on the (first) network carrying the
+  // loss: "recon_error" -> "loss/c1/recon_error".
+  std::map<std::string, std::string> loss_head;
+};
+
+// One penalty term as built: its taps, the node of its value and the node of its weight.
+struct PenaltyHandle {
+  PenaltyTerm term;
+  std::string layer;                    // the tapped node's layer
+  std::string parent;                   // the clean parent's node, "" when the graph has none
+  std::vector<std::string> children;    // the children's taps
+  std::string value;                    // λ · mean over rows of V: a loss node
+  std::string lambda;                   // λ: a constant, so Tape::set_constant follows a schedule
+};
+
+// A training graph and what code driving it needs to know about it.
+struct PseudoEnsemble {
+  Graph graph;  // verified, dead nodes pruned
+  PseudoEnsembleSpec spec;
+  std::vector<std::string> losses;  // the supervised loss terms
+  std::map<std::string, std::string> loss_head;
+  std::vector<PenaltyHandle> penalties;
 };
 
 // Adds K children (spec.children) of the parent's network (the non-leaf ancestors of
@@ -66,50 +95,30 @@ struct EnsembleOptions {
 // parent's nodes stay as they are; children point at its inputs and parameters.
 class PerturbPass : public Pass {
  public:
-  PerturbPass(PseudoEnsembleSpec spec, EnsembleOptions options, bool attach_loss = true)
-      : spec_(std::move(spec)), options_(options), attach_loss_(attach_loss) {}
+  PerturbPass(PseudoEnsembleSpec spec, EnsembleOptions options) : spec_(std::move(spec)), options_(options) {}
   std::string_view name() const override { return "perturb"; }
-  Graph run(const Graph& parent) const override;
-
- private:
-  PseudoEnsembleSpec spec_;
-  EnsembleOptions options_;
-  bool attach_loss_;
-};
-
-// Adds the agreement penalties of spec.penalties to a graph PerturbPass made.
-class PenaltyPass : public Pass {
- public:
-  PenaltyPass(PseudoEnsembleSpec spec, EnsembleOptions options)
-      : spec_(std::move(spec)), options_(options) {}
-  std::string_view name() const override { return "penalties"; }
-  Graph run(const Graph& perturbed) const override;
+  Graph run(const Graph& parent) const override { return perturb(parent).graph; }
+  Perturbed perturb(const Graph& parent) const;
 
  private:
   PseudoEnsembleSpec spec_;
   EnsembleOptions options_;
 };
+
+// Adds the agreement penalties of spec.penalties between the taps `perturbed` records,
+// each built by its kind from the penalty registry; returns their handles.
+std::vector<PenaltyHandle> add_penalties(Perturbed& perturbed, const PseudoEnsembleSpec& spec,
+                                         const EnsembleOptions& options);
 
 // The training graph: perturb, penalties, then dead nodes pruned (the clean parent
 // network disappears when neither the loss nor a penalty reads it). Verified.
-Graph build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSpec& spec,
-                            const EnsembleOptions& options = {});
-
-// For each penalty: the tapped layer, the parent node (empty when the training graph does
-// not contain the clean parent), the children's tap nodes, the kind, lambda and rows.
-struct Tap {
-  std::string layer;
-  std::string parent;
-  std::vector<std::string> children;
-  std::string penalty;
-  double lambda = 0;
-  std::string rows;
-};
-std::vector<Tap> tap_table(const Graph& ensemble, const PseudoEnsembleSpec& spec);
+PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSpec& spec,
+                                     const EnsembleOptions& options = {});
 
 // Inference graphs. samples = 0: the parent's network alone, noise ignored. samples = K:
 // K sampled children and, per output node "out", "mc/out" = the mean over the children
-// of softmax(out) (Monte-Carlo averaging, as for subspace sampling at test time).
-Graph build_inference(const Graph& parent, int64_t samples = 0, uint64_t seed = 0);
+// of softmax(out) (Monte-Carlo averaging, as for subspace sampling at test time); what
+// the children draw depends on the tape's noise key.
+Graph build_inference(const Graph& parent, int64_t samples = 0);
 
 }  // namespace pens

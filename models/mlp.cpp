@@ -1,6 +1,6 @@
 #include "models/mlp.h"
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "graph/noise.h"
 
 namespace pens {

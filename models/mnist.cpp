@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "serialization/idx.h"
 
 namespace pens {

@@ -8,7 +8,7 @@
 #include <array>
 #include <cstdint>
 
-#include "graph/shape.h"
+#include "graph/ir/shape.h"
 
 namespace pens {
 

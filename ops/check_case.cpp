@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "ops/op.h"
 
 namespace pens {
@@ -30,24 +30,20 @@ Sampler away_from(double lo, double hi, std::vector<double> kinks, double margin
 
 CheckBuilder::CheckBuilder(const OpDef& op, uint64_t seed) : op_(op), rng_(seed) {}
 
-NodeId CheckBuilder::real(Shape shape, const Sampler& sampler) {
-  const std::string name = cat("x", current_.graph.size());
-  NodeId v = current_.graph.param(name, shape);
-  std::vector<double>& vals = current_.values[name];
-  for (int64_t i = 0; i < shape.numel(); ++i) vals.push_back(draw(sampler));
-  return v;
+CheckBuilder::Arg CheckBuilder::real(Shape shape, const Sampler& sampler) {
+  CheckInput in{shape, DType::Real, {}};
+  for (int64_t i = 0; i < shape.numel(); ++i) in.values.push_back(draw(sampler));
+  current_.inputs.push_back(std::move(in));
+  return current_.inputs.size() - 1;
 }
 
-NodeId CheckBuilder::index_values(const std::vector<int64_t>& values) {
-  std::vector<double> as_real(values.begin(), values.end());
-  return current_.graph.add("constant", {},
-                            {{"shape", std::vector<int64_t>{static_cast<int64_t>(values.size())}},
-                             {"dtype", std::string("index")},
-                             {"values", as_real}},
-                            cat("i", current_.graph.size()));
+CheckBuilder::Arg CheckBuilder::index_values(const std::vector<int64_t>& values) {
+  current_.inputs.push_back(
+      {Shape{static_cast<int64_t>(values.size())}, DType::Index, std::vector<double>(values.begin(), values.end())});
+  return current_.inputs.size() - 1;
 }
 
-NodeId CheckBuilder::index(Shape shape, int64_t bound) {
+CheckBuilder::Arg CheckBuilder::index(Shape shape, int64_t bound) {
   if (shape.rank != 1) fail("check cases take rank-1 index inputs");
   std::vector<int64_t> values;
   for (int64_t i = 0; i < shape.numel(); ++i) {
@@ -56,16 +52,18 @@ NodeId CheckBuilder::index(Shape shape, int64_t bound) {
   return index_values(values);
 }
 
-void CheckBuilder::check(const std::vector<NodeId>& inputs, Attributes attrs,
-                         std::string label) {
-  NodeId v = current_.graph.add(op_.name, inputs, std::move(attrs), "out");
-  current_.graph.set_flag(v, kOutput);
+void CheckBuilder::check(const std::vector<Arg>& args, Attributes attrs, std::string label) {
+  for (Arg a : args) {
+    if (a >= current_.inputs.size()) fail("op '", op_.name, "': a check case names an input of another case");
+  }
+  current_.args = args;
   if (op_.leaf && op_.name != "constant") {
     // The leaf itself is the variable: give it values.
-    const Shape shape = Shape::from(current_.graph[v].attrs.get_ints("shape"));
-    std::vector<double>& vals = current_.values["out"];
-    for (int64_t i = 0; i < shape.numel(); ++i) vals.push_back(draw(uniform(-1, 1)));
+    if (!attrs.has("shape")) fail("op '", op_.name, "': a leaf's check case needs a shape");
+    const Shape shape = Shape::from(attrs.get_ints("shape"));
+    for (int64_t i = 0; i < shape.numel(); ++i) current_.leaf_values.push_back(draw(uniform(-1, 1)));
   }
+  current_.attrs = std::move(attrs);
   current_.label = label.empty() ? op_.name : cat(op_.name, "[", label, "]");
   done_.push_back(std::move(current_));
   current_ = CheckCase{};

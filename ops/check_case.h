@@ -1,27 +1,40 @@
-// Gradient-check cases: each op builds small graphs in which the op under test is fed
-// by parameters (its real inputs, with random values) and constants (its index inputs).
-// The gradient checker (autodiff/gradcheck.h) compares the full Jacobian of the op's
-// output with respect to every parameter against central differences in double
+// Gradient-check cases: each op describes small applications of itself, with random
+// real inputs (the variables of the check) and index inputs (fixed values). The gradient
+// checker (autodiff/gradcheck.h) builds a graph from each case, the real inputs as
+// parameters and the index inputs as constants, and compares the full Jacobian of the
+// op's output with respect to every real input against central differences in double
 // precision. `pens gradcheck --all-ops` and the test suite run the same cases.
+//
+// A case is plain data, not a graph: ops sit below the graph layer and know nothing of it.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
+#include "graph/ir/attributes.h"
+#include "graph/ir/shape.h"
+#include "graph/ir/value.h"
 
 namespace pens {
 
 struct OpDef;
 
+// One input of a case, with its values (index inputs hold exact integers).
+struct CheckInput {
+  Shape shape;
+  DType dtype = DType::Real;
+  std::vector<double> values;
+};
+
 struct CheckCase {
-  std::string label;  // "matmul[transpose_b=1]"
-  Graph graph;        // the op under test is the node flagged kOutput
-  std::map<std::string, std::vector<double>> values;  // parameter and input values
+  std::string label;                // "matmul[transpose_a=1,transpose_b=0]"
+  std::vector<CheckInput> inputs;   // every input the case made, in order of creation
+  std::vector<size_t> args;         // the op's input slots, as indices into `inputs`
+  Attributes attrs;
+  std::vector<double> leaf_values;  // a leaf op (input, parameter) checked as itself: its values
 };
 
 using Sampler = std::function<double(std::mt19937_64&)>;
@@ -34,19 +47,22 @@ Sampler away_from(double lo, double hi, std::vector<double> kinks, double margin
 
 class CheckBuilder {
  public:
+  // A handle on an input of the case being built.
+  using Arg = size_t;
+
   CheckBuilder(const OpDef& op, uint64_t seed);
 
-  // A real input of the op under test: a parameter with random values.
-  NodeId real(Shape shape, const Sampler& sampler = uniform(-1.0, 1.0));
-  // An index input: a constant with random values in [0, bound).
-  NodeId index(Shape shape, int64_t bound);
+  // A real input of the op under test, with random values.
+  Arg real(Shape shape, const Sampler& sampler = uniform(-1.0, 1.0));
+  // An index input with random values in [0, bound).
+  Arg index(Shape shape, int64_t bound);
   // An index input with the given values (to test repeated indices, say).
-  NodeId index_values(const std::vector<int64_t>& values);
+  Arg index_values(const std::vector<int64_t>& values);
 
-  // Applies the op under test to `inputs` and closes the case; the next real()/index()
+  // Applies the op under test to `args` and closes the case; the next real()/index()
   // starts a new one. A leaf op (input, parameter) is checked as itself, with random
   // values.
-  void check(const std::vector<NodeId>& inputs, Attributes attrs = {}, std::string label = {});
+  void check(const std::vector<Arg>& args, Attributes attrs = {}, std::string label = {});
 
   std::vector<CheckCase> take() { return std::move(done_); }
 

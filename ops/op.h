@@ -24,10 +24,10 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/attributes.h"
-#include "graph/error.h"
-#include "graph/node.h"
-#include "graph/value.h"
+#include "graph/ir/attributes.h"
+#include "graph/ir/error.h"
+#include "graph/ir/node.h"
+#include "graph/ir/value.h"
 #include "ops/random.h"
 #include "ops/tensor.h"
 

@@ -3,10 +3,17 @@
 // al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011) maps a 128-bit counter
 // and a 64-bit key to 128 random bits.
 //
-// pens keys each stochastic node by (seed, stream), where the stream is fixed per node
-// (and per child in a pseudo-ensemble), and counts by (element index, step). Replaying
-// a step with the same NoiseKey reproduces every mask and every Gaussian draw bit for
-// bit, which is what makes stochastic ops gradient-checkable.
+// A draw is keyed by its site (the stochastic node, in its child: the op's `stream`
+// attribute) and by the NoiseKey of the forward pass that makes it: the run's seed, the
+// step, which graph of the step draws (one batch, or one of many sentence trees) and
+// which process. Seed, site, graph and process are folded into Philox's 64-bit key, one
+// after the other (as JAX's fold_in does); the counter holds the element block and the
+// step. Replaying a key reproduces every mask and every Gaussian draw bit for bit, which
+// is what makes stochastic ops gradient-checkable and resumed runs exact.
+//
+// The graph and the process are folded in only when they are not 0, so a key {seed,
+// step} draws what it drew before keys had them: parameter initialization, data order
+// and the synthetic tasks, which use the generator too, did not change.
 #pragma once
 
 #include <array>
@@ -24,16 +31,23 @@ uint64_t mix64(uint64_t x);
 // FNV-1a, for deriving a default stream from a node name.
 uint64_t hash_name(std::string_view name);
 
-// The per-step random state a tape runs with.
+// What a forward pass's draws depend on, besides their site.
 struct NoiseKey {
-  uint64_t seed = 0;
-  uint64_t step = 0;
+  uint64_t seed = 0;     // the run's
+  uint64_t step = 0;     // the training step (or evaluation batch)
+  uint64_t example = 0;  // which graph of the step: a tree's index; 0 for a step's one batch
+  uint64_t rank = 0;     // which process of a data-parallel run
 };
+
+// JAX's fold_in: a key derived from a key and an integer, a bijection of each for the
+// other fixed, so keys for different data differ.
+uint64_t fold_in(uint64_t key, uint64_t data);
 
 class NoiseStream {
  public:
   NoiseStream() = default;
-  NoiseStream(NoiseKey key, uint64_t stream);
+  // `site` identifies the stochastic node (and child) within its graph.
+  NoiseStream(NoiseKey key, uint64_t site);
 
   // The four 32-bit words of block `i` (elements 4i .. 4i+3 of a draw).
   Block block(uint64_t i) const;

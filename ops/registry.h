@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/named_table.h"
+#include "graph/ir/named_table.h"
 #include "ops/op.h"
 
 namespace pens {

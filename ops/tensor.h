@@ -6,7 +6,7 @@
 #include <Eigen/Core>
 #include <type_traits>
 
-#include "graph/shape.h"
+#include "graph/ir/shape.h"
 
 namespace pens {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 
 namespace pens {
 

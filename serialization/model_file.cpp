@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "graph/infer.h"
 #include "graph/noise.h"
 #include "ops/op.h"

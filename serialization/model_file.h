@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "models/model.h"
+#include "serialization/model.h"
 
 namespace pens {
 

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "serialization/files.h"
 
 namespace pens {

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "graph/infer.h"
 #include "graph/noise.h"
 #include "graph/pseudo_ensemble.h"
@@ -47,9 +47,10 @@ struct Children {
   std::vector<NodeId> order;                // the parent's topological order
   std::vector<char> network;                // by parent id
   std::vector<std::vector<NodeId>> reads;   // [k][parent id]: the value child k reads (k = 0: the parent)
+  std::vector<std::map<std::string, std::string>> taps;  // [k - 1]: parent node -> child k's copy
 };
 
-Children make_children(const Graph& parent, int64_t children, uint64_t seed) {
+Children make_children(const Graph& parent, int64_t children) {
   Children c;
   c.order = parent.topological_order();
   const std::vector<NodeId> outputs = parent.nodes_with(kOutput);
@@ -61,6 +62,7 @@ Children make_children(const Graph& parent, int64_t children, uint64_t seed) {
   std::vector<char> keep = c.network;
   for (NodeId v : c.order) keep[v] = keep[v] || parent[v].op->leaf;
   c.reads.assign(static_cast<size_t>(children) + 1, {});
+  c.taps.assign(static_cast<size_t>(children), {});
   c.graph = copy_subgraph(parent, keep, &c.reads[0]);
   for (NodeId v : c.graph.nodes()) c.graph.node(v).flags &= ~static_cast<uint32_t>(kLoss);
 
@@ -77,16 +79,14 @@ Children make_children(const Graph& parent, int64_t children, uint64_t seed) {
         std::vector<NodeId> inputs;
         for (NodeId u : parent.inputs(v)) inputs.push_back(reads[u]);
         value = copy_node(c.graph, n, inputs, child_prefix(k) + n.name, cat("child:", k));
-        if (n.op->stochastic) {
-          // A stochastic op of the parent draws differently in every child.
-          c.graph.node(value).attrs.set("stream",
-                                        static_cast<int64_t>(noise_stream(seed, k, n.name) >> 1));
-        }
+        c.taps[static_cast<size_t>(k - 1)].emplace(n.name, c.graph[value].name);
+        // A stochastic op of the parent draws differently in every child.
+        if (n.op->stochastic) c.graph.node(value).attrs.set("stream", site_stream(k, n.name));
       } else {
         continue;  // the loss head, attached separately
       }
       for (size_t i = 0; i < n.noise.size(); ++i) {
-        NoiseSite site(c.graph, n, value, k, seed, i, &subspace_draws);
+        NoiseSite site(c.graph, n, value, k, i, &subspace_draws);
         value = NoiseRegistry::global().at(n.noise[i].kind).apply(site, n.noise[i].params);
       }
       reads[v] = value;
@@ -99,7 +99,7 @@ Children make_children(const Graph& parent, int64_t children, uint64_t seed) {
 // network `net` (0: the parent, k: child k), on the labeled rows when there are unlabeled
 // ones. Returns the copies of the loss nodes.
 std::vector<NodeId> attach_loss_head(Children& c, const Graph& parent, const std::vector<char>& head,
-                                     int net, int64_t labeled_rows) {
+                                     int net, int64_t labeled_rows, std::map<std::string, std::string>* copied) {
   Graph& g = c.graph;
   const std::string tag = net == 0 ? std::string("parent") : cat("c", net);
   const std::string prefix = "loss/" + tag + "/";
@@ -132,6 +132,7 @@ std::vector<NodeId> attach_loss_head(Children& c, const Graph& parent, const std
       }
     }
     copies[v] = copy_node(g, parent[v], inputs, prefix + parent[v].name, role);
+    copied->emplace(parent[v].name, g[copies[v]].name);
     if (parent[v].has(kLoss)) losses.push_back(copies[v]);
   }
   return losses;
@@ -139,12 +140,11 @@ std::vector<NodeId> attach_loss_head(Children& c, const Graph& parent, const std
 
 }  // namespace
 
-Graph PerturbPass::run(const Graph& parent) const {
+Perturbed PerturbPass::perturb(const Graph& parent) const {
   spec_.validate();
-  Children c = make_children(parent, spec_.children, options_.seed);
+  Children c = make_children(parent, spec_.children);
   Graph& g = c.graph;
   const std::vector<NodeId> losses = parent.nodes_with(kLoss);
-  if (!attach_loss_) return std::move(g);
   // A training graph's result is its objective: the clean parent stays only where the
   // loss or a penalty reads it.
   for (NodeId v : g.nodes()) g.node(v).flags &= ~static_cast<uint32_t>(kOutput);
@@ -179,8 +179,10 @@ Graph PerturbPass::run(const Graph& parent) const {
   if (spec_.loss_on == "children") {
     for (int k = 1; k <= spec_.children; ++k) nets.push_back(k);
   }
+  Perturbed out;
   for (int net : nets) {
-    for (NodeId loss : attach_loss_head(c, parent, head, net, options_.labeled_rows)) {
+    std::map<std::string, std::string> head_copies;
+    for (NodeId loss : attach_loss_head(c, parent, head, net, options_.labeled_rows, &head_copies)) {
       NodeId term = loss;
       if (nets.size() > 1) {  // eq. 1 estimated by the mean over the children
         term = g.add("scale", {loss}, {{"factor", 1.0 / static_cast<double>(nets.size())}},
@@ -188,29 +190,50 @@ Graph PerturbPass::run(const Graph& parent) const {
         g.node(term).role = g[loss].role;
       }
       g.set_flag(term, kLoss);
+      out.losses.push_back(g[term].name);
     }
+    if (out.loss_head.empty()) out.loss_head = std::move(head_copies);
   }
-  return std::move(g);
+  out.graph = std::move(g);
+  out.taps = std::move(c.taps);
+  return out;
 }
 
-Graph build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSpec& spec,
-                            const EnsembleOptions& options) {
-  std::vector<std::unique_ptr<Pass>> passes;
-  passes.push_back(std::make_unique<PerturbPass>(spec, options));
-  passes.push_back(std::make_unique<PenaltyPass>(spec, options));
-  passes.push_back(std::make_unique<PruneDeadNodes>());
+PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSpec& spec,
+                                     const EnsembleOptions& options) {
   // With labeled rows the batch must have some unlabeled ones too.
-  return run_passes(parent, passes, std::max(kVerifyBatch, options.labeled_rows + 1));
+  const int64_t batch = std::max(kVerifyBatch, options.labeled_rows + 1);
+  PseudoEnsemble out;
+  out.spec = spec;
+  Perturbed perturbed = within_pass("perturb", [&] {
+    Perturbed p = PerturbPass(spec, options).perturb(parent);
+    verify(p.graph, batch);
+    return p;
+  });
+  out.penalties = within_pass("penalties", [&] {
+    std::vector<PenaltyHandle> handles = add_penalties(perturbed, spec, options);
+    verify(perturbed.graph, batch);
+    return handles;
+  });
+  out.losses = std::move(perturbed.losses);
+  out.loss_head = std::move(perturbed.loss_head);
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(std::make_unique<PruneDeadNodes>());
+  out.graph = run_passes(perturbed.graph, passes, batch);
+  for (PenaltyHandle& h : out.penalties) {
+    if (auto p = out.graph.find(h.term.node); p && out.graph[*p].role == "parent") h.parent = h.term.node;
+  }
+  return out;
 }
 
-Graph build_inference(const Graph& parent, int64_t samples, uint64_t seed) {
+Graph build_inference(const Graph& parent, int64_t samples) {
   if (samples < 0) fail("Monte-Carlo samples must be >= 0, got ", samples);
   Graph g;
   if (samples == 0) {
     g = parent;
     for (NodeId v : g.nodes()) g.node(v).flags &= ~static_cast<uint32_t>(kLoss);
   } else {
-    Children c = make_children(parent, samples, seed);
+    Children c = make_children(parent, samples);
     g = std::move(c.graph);
     for (NodeId out : parent.nodes_with(kOutput)) {
       NodeId total = kNoNode;

@@ -1,7 +1,7 @@
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/reverse_graph.hpp>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "graph/infer.h"
 #include "graph/pass.h"
 
@@ -10,12 +10,11 @@ namespace pens {
 Graph run_passes(const Graph& g, const std::vector<std::unique_ptr<Pass>>& passes, int64_t batch) {
   Graph current = g;
   for (const auto& pass : passes) {
-    try {
-      current = pass->run(current);
-      verify(current, batch);
-    } catch (const Error& e) {
-      fail("pass ", pass->name(), ": ", e.what());
-    }
+    current = within_pass(pass->name(), [&] {
+      Graph next = pass->run(current);
+      verify(next, batch);
+      return next;
+    });
   }
   return current;
 }

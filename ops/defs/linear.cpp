@@ -67,8 +67,8 @@ struct Matmul {
   static void check(CheckBuilder& b) {
     for (int64_t ta = 0; ta < 2; ++ta) {
       for (int64_t tb = 0; tb < 2; ++tb) {
-        NodeId x = b.real(ta ? Shape{4, 3} : Shape{3, 4});
-        NodeId y = b.real(tb ? Shape{5, 4} : Shape{4, 5});
+        const auto x = b.real(ta ? Shape{4, 3} : Shape{3, 4});
+        const auto y = b.real(tb ? Shape{5, 4} : Shape{4, 5});
         b.check({x, y}, {{"transpose_a", ta}, {"transpose_b", tb}},
                 cat("transpose_a=", ta, ",transpose_b=", tb));
       }
@@ -107,9 +107,9 @@ struct Affine {
     if (args.gin[2]) args.gin[2].mat(1, args.gin[2].size()).row(0) += gy.colwise().sum();
   }
   static void check(CheckBuilder& b) {
-    NodeId x = b.real({3, 4});
-    NodeId w = b.real({4, 5});
-    NodeId bias = b.real({5});
+    const auto x = b.real({3, 4});
+    const auto w = b.real({4, 5});
+    const auto bias = b.real({5});
     b.check({x, w, bias});
   }
 };

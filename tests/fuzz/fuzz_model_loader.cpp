@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "graph/pseudo_ensemble.h"
 #include "serialization/model_file.h"
 

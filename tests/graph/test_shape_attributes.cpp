@@ -1,8 +1,8 @@
 #include <doctest/doctest.h>
 
-#include "graph/attributes.h"
+#include "graph/ir/attributes.h"
 #include "graph/graph.h"
-#include "graph/shape.h"
+#include "graph/ir/shape.h"
 #include "ops/registry.h"
 #include "tests/support/helpers.h"
 

@@ -10,6 +10,17 @@
 
 using namespace pens;
 
+TEST_CASE("the synthetic teacher task is deterministic and uses every class") {
+  const Dataset a = make_teacher_task(500, 10, 4, 1);
+  const Dataset b = make_teacher_task(500, 10, 4, 1);
+  CHECK(a.x == b.x);
+  CHECK(a.y == b.y);
+  CHECK(make_teacher_task(500, 10, 4, 2).x != a.x);
+  std::vector<int> counts(4, 0);
+  for (float y : a.y) counts[static_cast<size_t>(y)]++;
+  for (int c : counts) CHECK(c > 500 / 4 / 3);  // no class starved
+}
+
 TEST_CASE("permutation is a permutation, fixed by its seed and stream") {
   const std::vector<int64_t> p = permutation(1000, 3, 1);
   std::vector<int64_t> sorted = p;

@@ -75,13 +75,14 @@ TEST_CASE("the gradient checker fails a wrong gradient and says where") {
 TEST_CASE("float and double kernels compute the same values") {
   for (const OpDef* op : OpRegistry::global().all()) {
     if (op->name.rfind("test_", 0) == 0) continue;
-    for (CheckCase& c : check_cases(*op)) {
+    for (const CheckCase& c : check_cases(*op)) {
       INFO(c.label);
-      ParamStore<double> pd(c.graph);
-      ParamStore<float> pf(c.graph);
-      Tape<double> td(c.graph, pd, {.batch = 2});
-      Tape<float> tf(c.graph, pf, {.batch = 2});
-      for (const auto& [name, vals] : c.values) {
+      const CheckGraph cg = check_graph(*op, c);
+      ParamStore<double> pd(cg.graph);
+      ParamStore<float> pf(cg.graph);
+      Tape<double> td(cg.graph, pd, {.batch = 2});
+      Tape<float> tf(cg.graph, pf, {.batch = 2});
+      for (const auto& [name, vals] : cg.values) {
         const bool param = pd.find(name) != nullptr;
         double* d = param ? pd.value(name).data : td.input(name).data;
         float* f = param ? pf.value(name).data : tf.input(name).data;

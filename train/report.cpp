@@ -1,4 +1,4 @@
-#include "models/report.h"
+#include "train/report.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 #include "serialization/files.h"
 #include "serialization/png.h"
 

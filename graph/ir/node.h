@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/attributes.h"
+#include "graph/ir/attributes.h"
 
 namespace pens {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "models/model.h"
+#include "serialization/model.h"
 
 namespace pens {
 

@@ -1,9 +1,9 @@
-#include "models/optimizer.h"
+#include "train/constraints.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 
 namespace pens {
 
@@ -13,30 +13,20 @@ MaxNormRule parse_max_norm_rule(const std::string& name) {
   fail("max-norm rule '", name, "': expected unit-incoming (the paper) or input-outgoing-squared (the authors' code)");
 }
 
-Sgd::Sgd(const Graph& model, ParamStore<float>& params, MaxNormRule rule)
-    : params_(params), rule_(rule), velocity_(params.values().size(), 0.0f) {
+MaxNorm::MaxNorm(const Graph& model, ParamStore<float>& params, MaxNormRule rule) : params_(params), rule_(rule) {
   for (const ParamEntry& e : params.entries()) {
     const Attributes& a = model[e.name].attrs;
     if (!a.has("max_norm")) continue;
     if (e.shape.rank != 2) {
       fail("parameter '", e.name, "': max_norm needs a matrix, the shape is ", e.shape.str());
     }
-    constraints_.push_back({&e, a.get_float("max_norm")});
+    bounds_.push_back({&e, a.get_float("max_norm")});
     column_scale_.resize(std::max(column_scale_.size(), e.shape.cols()));
   }
 }
 
-void Sgd::step(double learning_rate, double momentum) {
-  const auto mu = static_cast<float>(momentum);
-  const auto eta = static_cast<float>(learning_rate);
-  float* theta = params_.values().data();
-  const float* g = params_.grads().data();
-  float* m = velocity_.data();
-  for (size_t i = 0, n = velocity_.size(); i < n; ++i) {
-    m[i] = mu * m[i] + (1.0f - mu) * g[i];
-    theta[i] -= eta * m[i];
-  }
-  for (const Constraint& c : constraints_) {
+void MaxNorm::apply() {
+  for (const Bound& c : bounds_) {
     auto w = params_.value(*c.param).mat();
     if (rule_ == MaxNormRule::UnitIncoming) {
       // Column norms of a row-major matrix, accumulated row by row (contiguous, vectorized),
@@ -61,6 +51,14 @@ void Sgd::step(double learning_rate, double momentum) {
       }
     }
   }
+}
+
+std::vector<std::unique_ptr<Constraint>> model_constraints(const Graph& model, ParamStore<float>& params,
+                                                           MaxNormRule rule) {
+  std::vector<std::unique_ptr<Constraint>> out;
+  auto max_norm = std::make_unique<MaxNorm>(model, params, rule);
+  if (!max_norm->empty()) out.push_back(std::move(max_norm));
+  return out;
 }
 
 }  // namespace pens

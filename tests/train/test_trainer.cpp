@@ -9,15 +9,15 @@
 #include <nlohmann/json.hpp>
 
 #include "models/mlp.h"
-#include "models/optimizer.h"
-#include "models/pretrain.h"
 #include "models/synthetic.h"
-#include "models/trainer.h"
 #include "serialization/checkpoint.h"
 #include "serialization/files.h"
 #include "serialization/model_file.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
+#include "train/optimizer.h"
+#include "train/pretrain_config.h"
+#include "train/trainer.h"
 
 using namespace pens;
 using nlohmann::json;
@@ -41,9 +41,9 @@ TrainConfig small_config(const std::string& model) {
   c.validation = 200;
   c.batch_labeled = 16;
   c.batch_unlabeled = 16;
-  c.warmup_epochs = 0;
-  c.decay = 1;
-  c.momentum_start = c.momentum_end = 0.9;
+  c.schedule.warmup_epochs = 0;
+  c.schedule.decay = 1;
+  c.schedule.momentum_start = c.schedule.momentum_end = 0.9;
   c.epochs = 6;
   c.steps_per_epoch = 50;
   c.threads = 1;
@@ -131,8 +131,8 @@ TEST_CASE("a NaN stops training with a message and leaves the last good checkpoi
 
   Model model = load_model(write_small_model(dir));
   ParamStore<float> params(model.graph);
-  Sgd sgd(model.graph, params);
-  const TrainingState state = load_checkpoint(dir / "run/checkpoint.pens", params, sgd);
+  const auto sgd = make_optimizer("sgd", params);
+  const TrainingState state = load_checkpoint(dir / "run/checkpoint.pens", params, sgd->checkpoint_state());
   CHECK(state.step == 5);
   for (float v : params.values()) REQUIRE(std::isfinite(v));
 }
@@ -157,22 +157,6 @@ TEST_CASE("training configs: unknown fields and bad values are errors naming the
   REQUIRE(c.lambda_schedule);
   CHECK(c.lambda_schedule->at(0).epochs == 5);
   CHECK(parse_train_config(to_json(c), "again").labeled == 600);  // to_json round-trips
-}
-
-TEST_CASE("the authors' max-norm rule bounds each input's squared outgoing norm") {
-  Model m;
-  m.graph = build_mlp({.layers = {3, 2}, .max_norm = 2.0});
-  ParamStore<float> params(m.graph);
-  params.value("W1").mat() << 3, 0, 1, 1, 0, 0.5;
-  Sgd rows(m.graph, params, MaxNormRule::InputOutgoingSquared);
-  rows.step(0, 0);
-  auto w = params.value("W1").mat();
-  CHECK(w.row(0).squaredNorm() == doctest::Approx(2.0));
-  CHECK(w(1, 0) == 1.0f);  // squared norm 2: untouched
-  CHECK(w(2, 1) == 0.5f);
-  Sgd columns(m.graph, params, MaxNormRule::UnitIncoming);
-  columns.step(0, 0);
-  CHECK(w.col(0).norm() <= 2.0 + 1e-6);
 }
 
 TEST_CASE("every training config under examples/ parses and names a model file that loads") {
@@ -229,7 +213,7 @@ TEST_CASE("a resumed run continues exactly as an unbroken one") {
     CHECK(ma[i]["objective"] == mb[i]["objective"]);
   }
 
-  config.learning_rate = 0.2;  // a different run cannot resume this one
+  config.schedule.learning_rate = 0.2;  // a different run cannot resume this one
   CHECK_ERROR_MENTIONS(train(config, small_data(), dir / "resumed", quiet, true), "checkpoint.pens",
                        "written by a different config");
 }

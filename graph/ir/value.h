@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "graph/shape.h"
+#include "graph/ir/shape.h"
 
 namespace pens {
 

@@ -1,6 +1,6 @@
-#include "graph/shape.h"
+#include "graph/ir/shape.h"
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 
 namespace pens {
 

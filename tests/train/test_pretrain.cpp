@@ -11,11 +11,13 @@
 #include "graph/noise.h"
 #include "graph/pseudo_ensemble.h"
 #include "models/mlp.h"
-#include "models/pretrain.h"
+#include "models/autoencoder.h"
 #include "models/synthetic.h"
 #include "serialization/model_file.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
+#include "train/pretrain.h"
+#include "train/trainer.h"
 
 using namespace pens;
 using nlohmann::json;
@@ -75,7 +77,7 @@ TEST_CASE("the autoencoder encodes with the network's own W and b and decodes wi
   CHECK_FALSE(g.find("W2"));  // only the layer's own parameters
 
   SUBCASE("the tied-weight gradient matches central differences, corruption included") {
-    const Graph training = build_pseudo_ensemble(g, *ae.ensemble, {.seed = 3});
+    const Graph training = build_pseudo_ensemble(g, *ae.ensemble).graph;
     // The child's corrupted input really is corrupted (the loss reads it).
     CHECK(training.find("c1/x~mask"));
     const GradcheckResult r = gradcheck(training, {}, {.tolerance = 1e-6, .batch = 4});
@@ -85,7 +87,7 @@ TEST_CASE("the autoencoder encodes with the network's own W and b and decodes wi
   }
   SUBCASE("with the L1 activity penalty") {
     const Model l1 = denoising_autoencoder(net, {.node = "a1", .corruption = {}, .l1 = 0.3});
-    const Graph training = build_pseudo_ensemble(l1.graph, *l1.ensemble, {.seed = 3});
+    const Graph training = build_pseudo_ensemble(l1.graph, *l1.ensemble).graph;
     const GradcheckResult r = gradcheck(training, {}, {.tolerance = 1e-6, .batch = 4});
     INFO(r.worst);
     CHECK(r.passed);

@@ -1,11 +1,11 @@
-#include "graph/attributes.h"
+#include "graph/ir/attributes.h"
 
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
 
-#include "graph/error.h"
+#include "graph/ir/error.h"
 
 namespace pens {
 

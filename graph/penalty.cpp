@@ -1,0 +1,83 @@
+#include "graph/penalty.h"
+
+#include "graph/ir/error.h"
+
+namespace pens {
+
+NodeId PenaltyBuilder::add(std::string_view op, const std::vector<NodeId>& inputs, Attributes attrs,
+                           std::string name) {
+  if (name.empty()) name = cat(prefix_, "/", op, counter_++);
+  const NodeId v = g_.add(op, inputs, std::move(attrs), std::move(name));
+  g_.node(v).role = "penalty";
+  g_.node(v).layer = layer_;
+  return v;
+}
+
+NodeId PenaltyBuilder::scalar(double value, std::string name) {
+  return add("constant", {}, {{"shape", std::vector<int64_t>{}}, {"value", value}}, std::move(name));
+}
+
+NodeId PenaltyBuilder::row_sum(NodeId x) { return add("sum", {x}, {{"axes", std::vector<int64_t>{-1}}}); }
+
+NodeId PenaltyBuilder::probs(NodeId a) {
+  auto it = probs_.find(a);
+  if (it != probs_.end()) return it->second;
+  NodeId p = add("softmax", {a});
+  if (smoothing_ > 0) {
+    if (!smoothing_node_) smoothing_node_ = scalar(smoothing_);
+    p = add("add", {p, *smoothing_node_});
+    p = add("scale", {p}, {{"factor", 1.0 / (1.0 + smoothing_ * static_cast<double>(classes_))}});
+  }
+  return probs_[a] = p;
+}
+
+NodeId PenaltyBuilder::log_probs(NodeId a) {
+  auto it = log_probs_.find(a);
+  if (it != log_probs_.end()) return it->second;
+  return log_probs_[a] = smoothing_ > 0 ? add("log", {probs(a)}) : add("log_softmax", {a});
+}
+
+namespace {
+
+// The paper's V^k, V^x, V^t and V^c (section 3 of docs/pseudo-ensembles.md), and plain L2.
+PenaltyKind kl_kind() {
+  return {"kl", "V^k: KL(softmax(a) || softmax(b)) = sum p_a (log p_a - log p_b)", true,
+          [](PenaltyBuilder& b, NodeId x, NodeId y) {
+            return b.row_sum(b.add("mul", {b.probs(x), b.add("sub", {b.log_probs(x), b.log_probs(y)})}));
+          }};
+}
+
+PenaltyKind xent_kind() {
+  return {"xent", "V^x: cross-entropy -sum softmax(a) log softmax(b)", true,
+          [](PenaltyBuilder& b, NodeId x, NodeId y) {
+            return b.add("scale", {b.row_sum(b.add("mul", {b.probs(x), b.log_probs(y)}))}, {{"factor", -1.0}});
+          }};
+}
+
+PenaltyKind tanh_kind() {
+  return {"tanh", "V^t: ||tanh(a) - tanh(b)||^2", false, [](PenaltyBuilder& b, NodeId x, NodeId y) {
+            return b.add("squared_error", {b.add("tanh", {x}), b.add("tanh", {y})});
+          }};
+}
+
+PenaltyKind direction_kind() {
+  return {"direction", "V^c: ||a^ - b^||^2 with a^ = a / sqrt(||a||^2 + 1e-6), about 2 - 2 cos(a, b)", false,
+          [](PenaltyBuilder& b, NodeId x, NodeId y) {
+            return b.add("squared_error", {b.add("l2_normalize", {x}, {{"eps", 1e-6}}),
+                                           b.add("l2_normalize", {y}, {{"eps", 1e-6}})});
+          }};
+}
+
+PenaltyKind l2_kind() {
+  return {"l2", "||a - b||^2", false,
+          [](PenaltyBuilder& b, NodeId x, NodeId y) { return b.add("squared_error", {x, y}); }};
+}
+
+}  // namespace
+
+template <>
+std::vector<PenaltyKind> builtin_kinds<PenaltyKind>() {
+  return {kl_kind(), xent_kind(), tanh_kind(), direction_kind(), l2_kind()};
+}
+
+}  // namespace pens

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Checks that every #include in pens points down the layer stack (or within a layer).
+
+pens is built in layers, one folder each, and a layer may use only the layers below it:
+
+    graph/ir       the IR: shapes, attributes, nodes, errors
+    ops            the op contract, the op registry and the ops, random numbers
+    graph          the graph, its verification, printers, noise and penalty kinds, passes
+    autodiff       parameter store, tape, gradient checker
+    serialization  model files, checkpoints, atomic files, IDX, PNG
+    models         builders (MLP, autoencoder), data sets
+    train          the training step, optimizers, schedules, run folders, trainers
+    cli examples bench tests    programs built on the library (any layer below)
+
+The meson build runs this script as a default target, so an include that points up
+fails the build. Run by hand: scripts/check-layers.py [--root DIR]. Exit status 1 lists
+every include that points up, or that names a header outside every layer.
+"""
+import argparse
+import os
+import re
+import sys
+
+# (folder, rank): a file may include headers of its own rank or lower. The longest
+# matching folder decides (graph/ir is below graph).
+LAYERS = [
+    ("graph/ir", 0),
+    ("ops", 1),
+    ("graph", 2),
+    ("autodiff", 3),
+    ("serialization", 4),
+    ("models", 5),
+    ("train", 6),
+    ("cli", 7),
+    ("examples", 7),
+    ("bench", 7),
+    ("tests", 7),
+]
+SOURCE_SUFFIXES = (".h", ".cpp")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def layer_of(path):
+    best = None
+    for folder, rank in LAYERS:
+        if path == folder or path.startswith(folder + "/"):
+            if best is None or len(folder) > len(best[0]):
+                best = (folder, rank)
+    return best
+
+
+def source_files(root):
+    for folder, _ in LAYERS:
+        top = os.path.join(root, folder)
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                if name.endswith(SOURCE_SUFFIXES):
+                    yield os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
+
+
+def check(root):
+    problems = []
+    # graph/ir is walked twice (as itself and under graph): each file once.
+    for path in sorted(set(source_files(root))):
+        folder, rank = layer_of(path)
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                m = INCLUDE.match(line)
+                if not m:
+                    continue
+                header = m.group(1)
+                target = layer_of(header)
+                if target is None:
+                    # A header next to the file (tests' support files use full paths too).
+                    if os.path.exists(os.path.join(root, os.path.dirname(path), header)):
+                        continue
+                    problems.append(f"{path}:{number}: includes \"{header}\", which is in no layer")
+                elif target[1] > rank:
+                    problems.append(
+                        f"{path}:{number}: includes \"{header}\": {folder} (layer {rank}) may not use "
+                        f"{target[0]} (layer {target[1]}), which is above it")
+    return problems
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    parser.add_argument("--stamp", help="file to write when the check passes (for the build)")
+    args = parser.parse_args()
+    problems = check(os.path.abspath(args.root))
+    if problems:
+        print("check-layers: includes that point up the layer stack (see docs/architecture.md):", file=sys.stderr)
+        for p in problems:
+            print("  " + p, file=sys.stderr)
+        return 1
+    if args.stamp:
+        with open(args.stamp, "w") as f:
+            f.write("layers ok\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+// The extensions of examples/extending: an op, a noise kind, a penalty kind and an
+// optimizer, each one file outside the library plus one registration line. Each is
+// checked as pens' own are (gradients by finite differences, draws, hand-computed
+// updates), the docs show each file as it is, and the example program that uses all four
+// learns.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "autodiff/gradcheck.h"
+#include "examples/extending/adam_optimizer.h"
+#include "examples/extending/cosine_penalty.h"
+#include "examples/extending/multiplicative_noise.h"
+#include "examples/extending/softplus_op.h"
+#include "graph/pseudo_ensemble.h"
+#include "models/mlp.h"
+#include "ops/registry.h"
+#include "serialization/files.h"
+#include "tests/support/eval.h"
+#include "tests/support/helpers.h"
+#include "tests/support/temp_dir.h"
+
+using namespace pens;
+
+namespace {
+
+// The registration lines of examples/extending/main.cpp, once per test process.
+void register_extensions() {
+  if (!OpRegistry::global().find("softplus")) OpRegistry::register_global<Softplus>();
+  if (!NoiseRegistry::global().find("multiplicative")) NoiseRegistry::register_global(multiplicative_noise());
+  if (!PenaltyRegistry::global().find("cosine")) PenaltyRegistry::register_global(cosine_penalty());
+  if (!OptimizerRegistry::global().find("adam")) OptimizerRegistry::register_global(adam_optimizer());
+}
+
+std::string source(const std::string& path) {
+  return read_file(std::string(PENS_SOURCE_DIR) + "/" + path, 1 << 20);
+}
+
+// A tanh 6-9-3 network: no kinks, so finite differences hold everywhere.
+Graph tanh_network() {
+  Graph g;
+  const NodeId x = g.input("x", {kBatch, 6});
+  const NodeId y = g.input("y", {kBatch}, DType::Index);
+  const Attributes init{{"init", std::string("normal")}, {"std", 0.6}};
+  const NodeId h1 = g.add("tanh", {g.add("affine", {x, g.param("W1", {6, 9}, init), g.param("b1", {9}, init)}, {}, "a1")},
+                          {}, "h1");
+  const NodeId logits = g.add("affine", {h1, g.param("W2", {9, 3}, init), g.param("b2", {3}, init)}, {}, "logits");
+  g.set_flag(logits, kOutput);
+  g.set_flag(g.add("mean", {g.add("softmax_xent", {logits, y})}, {}, "loss"), kLoss);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("an op from outside: softplus, registered with one line, computes log(1 + e^x) with a checked gradient") {
+  register_extensions();
+  const OpDef& op = OpRegistry::global().at("softplus");
+  int64_t entries = 0;
+  for (const OpCheckResult& r : gradcheck_op(op)) {
+    INFO(r.label << ": " << r.result.worst);
+    CHECK(r.result.passed);
+    entries += r.result.entries;
+  }
+  CHECK(entries == 144);  // one 3x4 case: a 12 x 12 Jacobian
+  Graph g;
+  const NodeId x = g.input("x", {1, 3});
+  g.set_flag(g.add("softplus", {x}, {}, "y"), kOutput);
+  const auto y = testing::evaluate(g, {{"x", {-2.0, 0.0, 3.0}}}, "y");
+  for (size_t i = 0; i < 3; ++i) CHECK(y[i] == doctest::Approx(std::log1p(std::exp(std::vector{-2.0, 0.0, 3.0}[i]))));
+}
+
+TEST_CASE("a noise kind from outside: multiplicative noise draws one factor per element") {
+  register_extensions();
+  Graph parent = tanh_network();
+  add_noise(parent, parent.at("h1"), "multiplicative", {{"sigma", 0.5}});
+  PseudoEnsembleSpec spec;
+  spec.loss_on = "children";
+  const Graph g = build_pseudo_ensemble(parent, spec).graph;
+  CHECK(g["c2/h1~multiplicative"].op->name == "add");
+  CHECK(g.nodes_with(kLoss).size() == 2);  // the mean over the two children's losses
+
+  // (out / in - 1) / sigma over 100 x 9 elements: standard normal draws, all different.
+  const int64_t rows = 100;
+  std::vector<double> x(static_cast<size_t>(rows * 6));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * static_cast<double>(i));
+  const testing::Values v{{"x", x}, {"y", std::vector<double>(rows, 1.0)}};
+  const auto clean = testing::evaluate(g, v, "c1/h1", rows, {4, 2});
+  const auto noisy = testing::evaluate(g, v, "c1/h1~multiplicative", rows, {4, 2});
+  std::vector<double> eps;
+  for (size_t i = 0; i < clean.size(); ++i) {
+    if (std::abs(clean[i]) > 1e-3) eps.push_back((noisy[i] / clean[i] - 1) / 0.5);
+  }
+  REQUIRE(eps.size() > 800);
+  double mean = 0, square = 0;
+  for (double e : eps) mean += e / static_cast<double>(eps.size());
+  for (double e : eps) square += (e - mean) * (e - mean) / static_cast<double>(eps.size());
+  std::sort(eps.begin(), eps.end());
+  const auto distinct = std::unique(eps.begin(), eps.end(), [](double a, double b) { return std::abs(a - b) < 1e-6; });
+  CHECK(distinct - eps.begin() > static_cast<std::ptrdiff_t>(0.99 * static_cast<double>(eps.size())));
+  CHECK(std::abs(mean) < 0.1);
+  CHECK(std::sqrt(square) == doctest::Approx(1.0).epsilon(0.1));
+  // The children draw differently, and the combined objective's gradient checks out.
+  CHECK(noisy != testing::evaluate(g, v, "c2/h1~multiplicative", rows, {4, 2}));
+  const GradcheckResult r = gradcheck(g, {{"y", {0, 1, 2, 1}}}, {.batch = 4});
+  INFO(r.worst);
+  CHECK(r.passed);
+}
+
+TEST_CASE("a penalty kind from outside: the cosine distance between children, with a checked gradient") {
+  register_extensions();
+  const Graph parent = tanh_network();
+  PseudoEnsembleSpec spec;
+  spec.loss_on = "child";
+  spec.penalties = {{"h1", "cosine", 0.7, "all"}, {"logits", "cosine", 1.3, "all"}};
+  Graph noisy = parent;
+  add_noise(noisy, noisy.at("h1"), "gaussian", {{"sigma", 0.3}});
+  add_noise(noisy, noisy.at("x"), "mask", {{"p", 0.3}});
+  const PseudoEnsemble ensemble = build_pseudo_ensemble(noisy, spec);
+  REQUIRE(ensemble.penalties.size() == 2);
+  const PenaltyHandle& h = ensemble.penalties[0];
+  CHECK(h.value == "pen/h1/cosine");
+
+  // λ · mean over rows of 1 - cos(c1/h1, c2/h1), by hand.
+  const int64_t rows = 5;
+  std::vector<double> x(static_cast<size_t>(rows * 6));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(1.3 * static_cast<double>(i));
+  const testing::Values v{{"x", x}, {"y", {0, 1, 2, 0, 1}}};
+  const NoiseKey key{8, 1};
+  const auto a = testing::evaluate(ensemble.graph, v, "c1/h1", rows, key);
+  const auto b = testing::evaluate(ensemble.graph, v, "c2/h1", rows, key);
+  double expected = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double dot = 0, na = 0, nb = 0;
+    for (int64_t j = 0; j < 9; ++j) {
+      const size_t i = static_cast<size_t>(r * 9 + j);
+      dot += a[i] * b[i];
+      na += a[i] * a[i];
+      nb += b[i] * b[i];
+    }
+    expected += 0.7 * (1 - dot / std::sqrt(na * nb)) / static_cast<double>(rows);
+  }
+  CHECK(expected > 1e-3);  // the children differ: the penalty is not 0 = 0
+  CHECK(testing::evaluate(ensemble.graph, v, h.value, rows, key)[0] == doctest::Approx(expected).epsilon(1e-9));
+  const GradcheckResult r = gradcheck(ensemble.graph, {{"y", {0, 1, 2}}}, {.batch = 3});
+  INFO(r.worst);
+  CHECK(r.passed);
+  CHECK(r.variables > 100);
+}
+
+TEST_CASE("an optimizer from outside: Adam against a hand-computed update, its state saved by name") {
+  register_extensions();
+  Graph g;
+  g.param("w", {2}, {{"init", std::string("constant")}, {"value", 1.0}});
+  ParamStore<float> params(g);
+  params.initialize(g, 0);
+  const auto adam = make_optimizer("adam", params, {{"beta1", 0.5}, {"beta2", 0.75}, {"epsilon", 0.0}});
+  auto grad = params.grad("w");
+  grad[0] = 2.0f;
+  grad[1] = -0.5f;
+  adam->step({.step = 0, .learning_rate = 0.1});
+  // t = 1: m̂ = g, v̂ = g², so each weight moves by η·sign(g).
+  CHECK(params.value("w")[0] == doctest::Approx(0.9));
+  CHECK(params.value("w")[1] == doctest::Approx(1.1));
+  grad[0] = 1.0f;
+  adam->step({.step = 1, .learning_rate = 0.1});
+  // t = 2: m = 0.5·1 + 0.5·(0.5·2) = 1.5? No: m1 = 0.5·2 = 1, m2 = 0.5·1 + 0.5·1 = 1; m̂ = 1 / 0.75.
+  //        v1 = 0.25·4 = 1, v2 = 0.75·1 + 0.25·1 = 1; v̂ = 1 / (1 - 0.5625).
+  const double step2 = 0.1 * (1.0 / 0.75) / std::sqrt(1.0 / (1 - 0.5625));
+  CHECK(params.value("w")[0] == doctest::Approx(0.9 - step2).epsilon(1e-6));
+  const OptimizerState state = adam->checkpoint_state();
+  CHECK(state.kind == "adam");
+  REQUIRE(state.buffers.size() == 2);
+  CHECK(state.buffers[0].name == "m");
+  CHECK(state.buffers[0].values[0] == doctest::Approx(1.0));
+  CHECK(state.buffers[1].name == "v");
+
+  testing::TempDir dir;
+  save_checkpoint(dir / "adam.pens", {.step = 2, .seed = 1}, params, state);
+  ParamStore<float> restored(g);
+  const auto again = make_optimizer("adam", restored);
+  load_checkpoint(dir / "adam.pens", restored, again->checkpoint_state());
+  CHECK(again->state()[1].values[1] == state.buffers[1].values[1]);
+  CHECK(restored.value("w")[0] == params.value("w")[0]);
+}
+
+TEST_CASE("the docs show every extension file as it is") {
+  const std::vector<std::pair<std::string, std::string>> shown = {
+      {"docs/adding-an-op.md", "examples/extending/softplus_op.h"},
+      {"docs/adding-a-noise-kind.md", "examples/extending/multiplicative_noise.h"},
+      {"docs/adding-a-penalty.md", "examples/extending/cosine_penalty.h"},
+      {"docs/adding-an-optimizer.md", "examples/extending/adam_optimizer.h"},
+  };
+  for (const auto& [doc, file] : shown) {
+    INFO(doc << " showing " << file);
+    const std::string text = source(doc);
+    // The file's block follows the line that names it: "`examples/extending/x.h`:".
+    const size_t named = text.find("`" + file + "`:");
+    REQUIRE(named != std::string::npos);
+    const size_t open = text.find("```cpp\n", named);
+    REQUIRE(open != std::string::npos);
+    const size_t close = text.find("```\n", open + 7);
+    REQUIRE(close != std::string::npos);
+    CHECK(text.substr(open + 7, close - open - 7) == source(file));
+    // And the one registration line the doc promises.
+    CHECK(text.find("register_global") != std::string::npos);
+  }
+}
+
+TEST_CASE("the extending example program, using all four, learns") {
+  const std::string command = std::string(PENS_EXTENDING_EXAMPLE) + " --epochs 4 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buffer{};
+  std::string out;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::vector<std::pair<double, double>> epochs;  // objective, test error
+  std::istringstream lines(out);
+  const std::regex row(R"(\s*\d+\s+([0-9.]+)\s+([0-9.]+)%)");
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, row)) epochs.emplace_back(std::stod(m[1]), std::stod(m[2]));
+  }
+  REQUIRE(epochs.size() == 4);
+  CHECK(epochs.back().first < 0.6 * epochs.front().first);
+  CHECK(epochs.back().second < 20.0);  // chance is 75% on 4 classes
+}

@@ -1,0 +1,64 @@
+// Schedules: learning rate, momentum and λ stages by epoch, and the λ constants they
+// write into a pseudo-ensemble's graph between steps.
+#include <doctest/doctest.h>
+
+#include "autodiff/tape.h"
+#include "graph/pseudo_ensemble.h"
+#include "models/mlp.h"
+#include "tests/support/helpers.h"
+#include "train/schedule.h"
+
+using namespace pens;
+
+TEST_CASE("the learning rate warms up and decays, the momentum ramps, lambda follows its stages") {
+  const Schedule s{.learning_rate = 0.1,
+                   .warmup_epochs = 5,
+                   .decay = 0.9,
+                   .momentum_start = 0.5,
+                   .momentum_end = 0.99,
+                   .momentum_epochs = 500,
+                   .lambda_stages = {{5, 0.0}, {10, 1.0}, {10, 1.5}, {15, 2.0}, {70, 3.0}}};
+  CHECK(s.learning_rate_at(0) == 0.0);
+  CHECK(s.learning_rate_at(2.5) == doctest::Approx(0.05 * std::pow(0.9, 2.5)));
+  CHECK(s.learning_rate_at(10) == doctest::Approx(0.1 * std::pow(0.9, 10)));
+  CHECK(s.momentum_at(0) == 0.5);
+  CHECK(s.momentum_at(250) == doctest::Approx(0.745));
+  CHECK(s.momentum_at(900) == doctest::Approx(0.99));
+  CHECK(s.lambda_scale_at(0) == 0.0);
+  CHECK(s.lambda_scale_at(4.9) == 0.0);
+  CHECK(s.lambda_scale_at(5) == 1.0);
+  CHECK(s.lambda_scale_at(26) == 2.0);
+  CHECK(s.lambda_scale_at(500) == 3.0);  // the last stage holds
+  CHECK(Schedule{}.lambda_scale_at(3) == 1.0);
+  const OptimizerStep u = s.at(12, 10);
+  CHECK(u.step == 12);
+  CHECK(u.learning_rate == s.learning_rate_at(10));
+  CHECK(u.momentum == s.momentum_at(10));
+}
+
+TEST_CASE("penalty weights follow the schedule through the handles the passes return") {
+  const Graph parent = build_mlp({.layers = {6, 5, 3}, .weight_std = 0.7, .mask_input = 0.2, .mask_hidden = 0.5});
+  PseudoEnsembleSpec spec;
+  spec.penalties = {{"logits", "xent", 1.0, "all"}, {"h1", "direction", 0.5, "all"}};
+  const PseudoEnsemble ensemble = build_pseudo_ensemble(parent, spec);
+  ParamStore<float> params(ensemble.graph);
+  params.initialize(ensemble.graph, 1);
+  Tape<float> tape(ensemble.graph, params, {.batch = 3});
+  auto x = tape.input("x");
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(i % 7);
+  tape.set_noise_key({1, 1});
+  tape.forward();
+  const double penalties = tape.value(ensemble.penalties[0].value)[0] + tape.value(ensemble.penalties[1].value)[0];
+  const double all = tape.objective();
+  REQUIRE(penalties > 0);
+
+  PenaltyWeights weights(ensemble.penalties);
+  weights.set(tape, 0.0);
+  tape.forward();
+  CHECK(tape.objective() == doctest::Approx(all - penalties));
+  weights.set(tape, 2.0);
+  tape.forward();
+  CHECK(tape.value(ensemble.penalties[1].lambda)[0] == 1.0f);  // 0.5 × 2
+  CHECK(tape.objective() == doctest::Approx(all + penalties));
+  CHECK_ERROR_MENTIONS(tape.set_constant("W1", 1.0f), "'W1' is not a constant");
+}

@@ -1,0 +1,297 @@
+// The training step and what it runs: optimizers (each update against a hand-computed
+// one), constraints, the order of the stages, gradient hooks, several graphs in one
+// step, and a non-finite objective; and a short training run that learns.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autodiff/tape.h"
+#include "models/mlp.h"
+#include "models/synthetic.h"
+#include "train/constraints.h"
+#include "train/optimizer.h"
+#include "train/step.h"
+#include "tests/support/helpers.h"
+
+using namespace pens;
+
+namespace {
+
+// W [2, 2] and b [2], all ones.
+Graph two_params(Attributes w_extra = {}) {
+  Graph g;
+  Attributes w{{"init", std::string("constant")}, {"value", 1.0}};
+  for (const auto& [k, v] : w_extra.items()) w.set(k, v);
+  g.param("W", {2, 2}, w);
+  g.param("b", {2}, {{"init", std::string("constant")}, {"value", 1.0}});
+  return g;
+}
+
+// A 3-2 softmax regression on fixed inputs: something with a real gradient.
+Graph regression() {
+  Graph g;
+  const NodeId x = g.input("x", {kBatch, 3});
+  const NodeId y = g.input("y", {kBatch}, DType::Index);
+  const NodeId w = g.param("W", {3, 2}, {{"init", std::string("normal")}, {"std", 0.5}});
+  const NodeId b = g.param("b", {2});
+  const NodeId logits = g.add("affine", {x, w, b}, {}, "logits");
+  g.set_flag(logits, kOutput);
+  g.set_flag(g.add("mean", {g.add("softmax_xent", {logits, y})}, {}, "loss"), kLoss);
+  return g;
+}
+
+void feed_regression(Tape<float>& tape, size_t) {
+  auto x = tape.input("x");
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7f * static_cast<float>(i) + 0.2f);
+  auto y = tape.input("y");
+  for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 2);
+}
+
+}  // namespace
+
+TEST_CASE("SGD with the authors' momentum form") {
+  const Graph g = two_params();
+  ParamStore<float> params(g);
+  params.initialize(g, 0);
+  const auto sgd = make_optimizer("sgd", params);
+  CHECK(sgd->kind() == "sgd");
+  params.grad("b")[0] = 1.0f;
+  sgd->step({.step = 0, .learning_rate = 0.1, .momentum = 0.5});  // m = 0.5 * 0 + 0.5 * 1 = 0.5; b = 1 - 0.1 * 0.5
+  CHECK(params.value("b")[0] == doctest::Approx(0.95));
+  CHECK(params.value("b")[1] == doctest::Approx(1.0));
+  sgd->step({.step = 1, .learning_rate = 0.1, .momentum = 0.5});  // m = 0.25 + 0.5 = 0.75; b = 0.95 - 0.075
+  CHECK(params.value("b")[0] == doctest::Approx(0.875));
+  const auto state = sgd->state();
+  REQUIRE(state.size() == 1);
+  CHECK(state[0].name == "velocity");
+  CHECK(state[0].values[params.at("b").offset] == doctest::Approx(0.75));
+}
+
+TEST_CASE("AdaGrad: G += g^2, theta -= eta g / (sqrt(G) + epsilon), by hand") {
+  const Graph g = two_params();
+  ParamStore<float> params(g);
+  params.initialize(g, 0);
+  const auto adagrad = make_optimizer("adagrad", params, {{"epsilon", 0.5}, {"initial_accumulator", 1.0}});
+  CHECK(adagrad->kind() == "adagrad");
+  auto grad = params.grad("b");
+  grad[0] = 3.0f;
+  grad[1] = -1.0f;
+  adagrad->step({.step = 0, .learning_rate = 0.2});
+  // G = 1 + 9 = 10: b0 = 1 - 0.2 * 3 / (sqrt(10) + 0.5); G = 1 + 1 = 2: b1 = 1 + 0.2 / (sqrt(2) + 0.5)
+  const double b0 = 1 - 0.2 * 3 / (std::sqrt(10.0) + 0.5), b1 = 1 + 0.2 / (std::sqrt(2.0) + 0.5);
+  CHECK(params.value("b")[0] == doctest::Approx(b0).epsilon(1e-6));
+  CHECK(params.value("b")[1] == doctest::Approx(b1).epsilon(1e-6));
+  grad[0] = 1.0f;
+  grad[1] = 0.0f;
+  adagrad->step({.step = 1, .learning_rate = 0.2, .momentum = 0.9});  // momentum is not AdaGrad's: ignored
+  // G = 11: b0 -= 0.2 / (sqrt(11) + 0.5); a zero gradient leaves b1 where it was.
+  CHECK(params.value("b")[0] == doctest::Approx(b0 - 0.2 / (std::sqrt(11.0) + 0.5)).epsilon(1e-6));
+  CHECK(params.value("b")[1] == doctest::Approx(b1).epsilon(1e-6));
+  CHECK(params.value("W")[0] == 1.0f);  // no gradient, no change
+  const auto state = adagrad->state();
+  REQUIRE(state.size() == 1);
+  CHECK(state[0].name == "sum_squares");
+  CHECK(state[0].values[params.at("b").offset] == doctest::Approx(11.0));
+
+  // Defaults: epsilon 1e-8, G from 0, so the first step moves each weight by about eta.
+  ParamStore<float> fresh(g);
+  fresh.initialize(g, 0);
+  const auto plain = make_optimizer("adagrad", fresh);
+  fresh.grad("b")[0] = 4.0f;
+  plain->step({.step = 0, .learning_rate = 0.1});
+  CHECK(fresh.value("b")[0] == doctest::Approx(0.9).epsilon(1e-6));
+}
+
+TEST_CASE("optimizers by name: unknown kinds and bad settings are errors naming them") {
+  const Graph g = two_params();
+  ParamStore<float> params(g);
+  CHECK_ERROR_MENTIONS(make_optimizer("adam-ish", params), "unknown optimizer 'adam-ish'", "adagrad", "sgd");
+  CHECK_ERROR_MENTIONS(make_optimizer("adagrad", params, {{"eps", 0.1}}), "optimizer adagrad", "unknown attribute 'eps'");
+  CHECK_ERROR_MENTIONS(make_optimizer("adagrad", params, {{"epsilon", -1.0}}), "epsilon", ">= 0");
+  CHECK_ERROR_MENTIONS(make_optimizer("adagrad", params, {{"epsilon", 0.0}}), "both 0");
+  CHECK_ERROR_MENTIONS(make_optimizer("sgd", params, {{"nesterov", int64_t{1}}}), "unknown attribute 'nesterov'");
+}
+
+TEST_CASE("max-norm: the paper's rule bounds columns, the authors' squared rows; only matrices") {
+  Graph g = two_params({{"max_norm", 1.0}});
+  ParamStore<float> params(g);
+  params.initialize(g, 0);
+  MaxNorm columns(g, params, MaxNormRule::UnitIncoming);
+  columns.apply();
+  // W's columns had norm sqrt(2) > 1: rescaled to norm 1. b has no bound.
+  auto w = params.value("W").mat();
+  for (int j = 0; j < 2; ++j) CHECK(w.col(j).norm() == doctest::Approx(1.0));
+  CHECK(w(0, 0) == doctest::Approx(1 / std::sqrt(2.0)));
+  CHECK(params.value("b")[0] == 1.0f);
+
+  const Graph net = build_mlp({.layers = {3, 2}, .max_norm = 2.0});
+  ParamStore<float> p(net);
+  p.value("W1").mat() << 3, 0, 1, 1, 0, 0.5;
+  MaxNorm rows(net, p, MaxNormRule::InputOutgoingSquared);
+  rows.apply();
+  auto w1 = p.value("W1").mat();
+  CHECK(w1.row(0).squaredNorm() == doctest::Approx(2.0));
+  CHECK(w1(1, 0) == 1.0f);  // squared norm 2: untouched
+  CHECK(w1(2, 1) == 0.5f);
+
+  Graph bad;
+  bad.param("v", {3}, {{"max_norm", 2.0}});
+  ParamStore<float> bad_params(bad);
+  CHECK_ERROR_MENTIONS(MaxNorm(bad, bad_params, MaxNormRule::UnitIncoming), "parameter 'v'", "max_norm needs a matrix");
+  CHECK_ERROR_MENTIONS(parse_max_norm_rule("rows"), "'rows'", "unit-incoming");
+  CHECK(model_constraints(net, p, MaxNormRule::UnitIncoming).size() == 1);
+  const Graph unbounded = regression();
+  ParamStore<float> unbounded_params(unbounded);
+  CHECK(model_constraints(unbounded, unbounded_params, MaxNormRule::UnitIncoming).empty());
+}
+
+TEST_CASE("a step: feed, key, forward, backward, the hook on the summed gradient, the update, the constraint") {
+  const Graph g = regression();
+  ParamStore<float> params(g);
+  params.initialize(g, 3);
+  const auto sgd = make_optimizer("sgd", params);
+  std::vector<std::string> order;
+  struct Recorder : Constraint {
+    std::vector<std::string>* order;
+    void apply() override { order->push_back("constraint"); }
+  };
+  std::vector<std::unique_ptr<Constraint>> constraints;
+  auto recorder = std::make_unique<Recorder>();
+  recorder->order = &order;
+  constraints.push_back(std::move(recorder));
+  Step step(params, *sgd, std::move(constraints), /*seed=*/5);
+  Tape<float> tape(g, params, {.batch = 4});
+
+  // The expected update, by hand: the gradient of one forward/backward, then SGD.
+  Tape<float> reference(g, params, {.batch = 4});
+  feed_regression(reference, 0);
+  params.zero_grad();
+  reference.forward();
+  reference.backward();
+  const std::vector<float> grad(params.grads().begin(), params.grads().end());
+  std::vector<float> expected(params.values().begin(), params.values().end());
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] -= 0.5f * (1.0f - 0.0f) * grad[i];
+  params.zero_grad();
+  params.grads()[0] = 123.0f;  // a stale gradient: the step must start from zero
+
+  step.set_gradient_hook([&](ParamStore<float>& p) {
+    order.push_back("hook");
+    CHECK(std::equal(p.grads().begin(), p.grads().end(), grad.begin()));
+  });
+  const StepResult r = step.run({.step = 0, .learning_rate = 0.5, .momentum = 0.0}, tape, [&](Tape<float>& t, size_t i) {
+    order.push_back("feed");
+    CHECK(i == 0);
+    feed_regression(t, i);
+  });
+  CHECK(r.finite);
+  CHECK(r.objective == doctest::Approx(reference.objective()));
+  CHECK(order == std::vector<std::string>{"feed", "hook", "constraint"});
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(params.values()[i] == doctest::Approx(expected[i]));
+}
+
+TEST_CASE("a step of several graphs adds their gradients and keys each graph's noise by its example") {
+  // Dropout on the input: the draws show which key a graph ran with.
+  Graph noisy;
+  const NodeId x = noisy.input("x", {kBatch, 3});
+  const NodeId y = noisy.input("y", {kBatch}, DType::Index);
+  const NodeId dropped = noisy.add("dropout", {x}, {{"p", 0.5}}, "drop");
+  const NodeId w = noisy.param("W", {3, 2}, {{"init", std::string("normal")}, {"std", 0.5}});
+  const NodeId b = noisy.param("b", {2});
+  const NodeId logits = noisy.add("affine", {dropped, w, b}, {}, "logits");
+  noisy.set_flag(logits, kOutput);
+  noisy.set_flag(noisy.add("mean", {noisy.add("softmax_xent", {logits, y})}, {}, "loss"), kLoss);
+
+  ParamStore<float> params(noisy);
+  params.initialize(noisy, 3);
+  const auto sgd = make_optimizer("sgd", params);
+  Step step(params, *sgd, {}, /*seed=*/9, /*rank=*/0);
+  Tape<float> a(noisy, params, {.batch = 64}), b_tape(noisy, params, {.batch = 64});
+  std::vector<float> grads;
+  step.set_gradient_hook([&](ParamStore<float>& p) { grads.assign(p.grads().begin(), p.grads().end()); });
+  const StepGraph graphs[] = {{&a, 0}, {&b_tape, 1}};
+  const StepResult r = step.run({.step = 7, .learning_rate = 0.0}, graphs, feed_regression);
+  REQUIRE(r.finite);
+  // Same inputs, different examples: different masks, so different objectives.
+  CHECK(a.value("drop").arr().matrix() != b_tape.value("drop").arr().matrix());
+  CHECK(r.objective == doctest::Approx(a.objective() + b_tape.objective()));
+  // The summed gradient is the two graphs' gradients added.
+  std::vector<float> sum(params.grads().size(), 0.0f);
+  for (Tape<float>* t : {&a, &b_tape}) {
+    params.zero_grad();
+    t->backward();
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += params.grads()[i];
+  }
+  for (size_t i = 0; i < sum.size(); ++i) CHECK(grads[i] == doctest::Approx(sum[i]));
+  // And each graph drew with {seed, step, example, rank}: replaying graph 1's key alone
+  // reproduces its mask.
+  Tape<float> replay(noisy, params, {.batch = 64});
+  feed_regression(replay, 0);
+  replay.set_noise_key({9, 7, 1, 0});
+  replay.forward();
+  CHECK(replay.value("drop").arr().matrix() == b_tape.value("drop").arr().matrix());
+}
+
+TEST_CASE("a non-finite objective stops the step before any update and names every loss term") {
+  const Graph g = regression();
+  ParamStore<float> params(g);
+  params.initialize(g, 3);
+  const std::vector<float> before(params.values().begin(), params.values().end());
+  const auto sgd = make_optimizer("sgd", params);
+  Step step(params, *sgd);
+  bool hooked = false;
+  step.set_gradient_hook([&](ParamStore<float>&) { hooked = true; });
+  Tape<float> tape(g, params, {.batch = 4});
+  const StepResult r = step.run({.step = 0, .learning_rate = 0.1}, tape, [](Tape<float>& t, size_t i) {
+    feed_regression(t, i);
+    t.input("x")[5] = std::nanf("");
+  });
+  CHECK_FALSE(r.finite);
+  CHECK(r.problem.find("the objective is nan") != std::string::npos);
+  CHECK(r.problem.find("loss = nan") != std::string::npos);
+  CHECK_FALSE(hooked);
+  CHECK(std::equal(before.begin(), before.end(), params.values().begin()));
+}
+
+TEST_CASE("training an MLP with dropout on the teacher task lowers its loss and error") {
+  const Dataset train = make_teacher_task(2000, 16, 4, 1);
+  const Dataset test = make_teacher_task(1000, 16, 4, 2);
+  const Graph g = build_mlp({.layers = {16, 64, 64, 4},
+                             .input_dropout = 0.1,
+                             .hidden_dropout = 0.2,
+                             .weight_std = 0.1,
+                             .max_norm = 3.5});
+  ParamStore<float> params(g);
+  params.initialize(g, 1);
+  const auto sgd = make_optimizer("sgd", params);
+  Step step(params, *sgd, model_constraints(g, params, MaxNormRule::UnitIncoming), /*seed=*/3);
+  Tape<float> tape(g, params, {.batch = 50});
+
+  const Graph eval_graph = build_mlp({.layers = {16, 64, 64, 4}});  // same parameters, no dropout
+  Tape<float> eval(eval_graph, params, {.batch = test.size});
+  auto test_error = [&] {
+    copy_batch(test, 0, eval.input("x"), eval.input("y"));
+    eval.forward();
+    return error_rate(test, eval.value("logits"));
+  };
+
+  const double error_before = test_error();
+  std::vector<double> epoch_loss;
+  int64_t n = 0;
+  for (int epoch = 0; epoch < 15; ++epoch) {
+    double total = 0;
+    for (int64_t first = 0; first < train.size; first += 50, ++n) {
+      const StepResult r = step.run({.step = n, .learning_rate = 0.1, .momentum = 0.9}, tape, [&](Tape<float>& t, size_t) {
+        copy_batch(train, first, t.input("x"), t.input("y"));
+      });
+      REQUIRE(r.finite);
+      total += r.objective;
+    }
+    epoch_loss.push_back(total / (static_cast<double>(train.size) / 50));
+  }
+  const double error_after = test_error();
+  MESSAGE("loss " << epoch_loss.front() << " -> " << epoch_loss.back() << ", test error "
+                  << error_before << " -> " << error_after);
+  CHECK(epoch_loss.back() < 0.6 * epoch_loss.front());
+  CHECK(error_after < 0.5 * error_before);
+  CHECK(error_after < 0.25);
+}

@@ -1,0 +1,64 @@
+// AdaGrad (Duchi, Hazan, Singer 2011), the optimizer of the paper's sentiment model:
+//   G ← G + g²,   θ ← θ − η g / (sqrt(G) + ε)
+// elementwise, G starting at `initial_accumulator`.
+#include <Eigen/Core>
+#include <cmath>
+
+#include "graph/ir/error.h"
+#include "train/optimizer.h"
+
+namespace pens {
+
+namespace {
+
+class AdaGrad : public Optimizer {
+ public:
+  AdaGrad(ParamStore<float>& params, const Attributes& settings)
+      : params_(params),
+        epsilon_(static_cast<float>(settings.get_float("epsilon"))),
+        squares_(params.values().size(), static_cast<float>(settings.get_float("initial_accumulator"))) {
+    const double initial = settings.get_float("initial_accumulator");
+    if (!(settings.get_float("epsilon") >= 0 && initial >= 0)) {
+      fail("optimizer adagrad: epsilon and initial_accumulator must be >= 0, got ", settings.get_float("epsilon"),
+           " and ", initial);
+    }
+    if (epsilon_ == 0 && initial == 0) {
+      fail("optimizer adagrad: epsilon and initial_accumulator are both 0: a parameter whose gradients are all 0 "
+           "would be updated by 0/0");
+    }
+  }
+
+  std::string_view kind() const override { return "adagrad"; }
+
+  void step(const OptimizerStep& s) override {
+    const auto eta = static_cast<float>(s.learning_rate);
+    float* theta = params_.values().data();
+    const float* g = params_.grads().data();
+    float* sum = squares_.data();
+    for (size_t i = 0, n = squares_.size(); i < n; ++i) {
+      sum[i] += g[i] * g[i];
+      theta[i] -= eta * g[i] / (std::sqrt(sum[i]) + epsilon_);
+    }
+  }
+
+  std::vector<StateBuffer> state() override { return {{"sum_squares", squares_}}; }
+
+ private:
+  ParamStore<float>& params_;
+  float epsilon_;
+  std::vector<float, Eigen::aligned_allocator<float>> squares_;
+};
+
+}  // namespace
+
+OptimizerKind adagrad_optimizer() {
+  return {"adagrad",
+          "G <- G + g^2, theta <- theta - eta g / (sqrt(G) + epsilon)",
+          {{"epsilon", AttrType::Float, false, AttrValue(1e-8), "added to sqrt(G): keeps the first steps finite"},
+           {"initial_accumulator", AttrType::Float, false, AttrValue(0.0), "G's initial value"}},
+          [](ParamStore<float>& params, const Attributes& settings) {
+            return std::make_unique<AdaGrad>(params, settings);
+          }};
+}
+
+}  // namespace pens

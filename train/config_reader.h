@@ -1,0 +1,105 @@
+// Reading the JSON config files of pens train and pens pretrain: one object at a time,
+// refusing unknown keys (a misspelt key would otherwise be ignored silently) and values
+// of the wrong type or range, each error naming the file and the field.
+#pragma once
+
+#include <cmath>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "graph/ir/attributes.h"
+#include "graph/ir/error.h"
+
+namespace pens {
+
+// Upper bound for seeds and other unbounded integers in a config.
+inline constexpr double kConfigHuge = 1e15;
+
+// Reads the fields of one JSON object of a config. When it goes out of scope without an
+// exception in flight, a field nobody read is an error naming it.
+class ConfigSection {
+ public:
+  ConfigSection(const nlohmann::json& j, std::string path, const std::string& source)
+      : path_(std::move(path)), source_(source) {
+    if (!j.is_object()) fail(source_, ": ", where(""), " must be an object");
+    j_ = &j;
+  }
+  ~ConfigSection() noexcept(false) {
+    if (std::uncaught_exceptions() > 0) return;
+    for (const auto& [key, value] : j_->items()) {
+      if (!used_.count(key)) fail(source_, ": unknown field ", where(key));
+    }
+  }
+  template <class T>
+  void number(const char* key, T& out, double low, double high) {
+    used_.insert(key);
+    if (!j_->contains(key)) return;
+    const nlohmann::json& v = (*j_)[key];
+    if (!v.is_number()) fail(source_, ": ", where(key), " must be a number");
+    const double d = v.get<double>();
+    if (!(d >= low && d <= high)) fail(source_, ": ", where(key), " = ", d, " is outside [", low, ", ", high, "]");
+    if (std::is_integral_v<T> && d != std::floor(d)) fail(source_, ": ", where(key), " must be an integer");
+    out = static_cast<T>(d);
+  }
+  void string(const char* key, std::string& out) {
+    used_.insert(key);
+    if (!j_->contains(key)) return;
+    if (!(*j_)[key].is_string()) fail(source_, ": ", where(key), " must be a string");
+    out = (*j_)[key].get<std::string>();
+  }
+  const nlohmann::json* child(const char* key) {
+    used_.insert(key);
+    return j_->contains(key) ? &(*j_)[key] : nullptr;
+  }
+  // Every field not read so far, as settings of `owner` (an optimizer kind, say): each
+  // must be in `schema`, with its type; defaults are filled in.
+  Attributes settings(const std::vector<AttrSpec>& schema, const std::string& owner) {
+    Attributes out;
+    for (const auto& [key, value] : j_->items()) {
+      if (used_.count(key)) continue;
+      used_.insert(key);
+      const AttrSpec* spec = nullptr;
+      for (const AttrSpec& s : schema) spec = s.name == key ? &s : spec;
+      if (!spec) {
+        std::string known;
+        for (const AttrSpec& s : schema) known += (known.empty() ? "" : ", ") + s.name;
+        fail(source_, ": unknown field ", where(key), " (", owner, known.empty() ? " takes no settings" : " takes: " + known, ")");
+      }
+      if (spec->type == AttrType::String) {
+        if (!value.is_string()) fail(source_, ": ", where(key), " must be a string");
+        out.set(key, value.get<std::string>());
+      } else if (spec->type == AttrType::Int || spec->type == AttrType::Float) {
+        if (!value.is_number() || !std::isfinite(value.get<double>())) fail(source_, ": ", where(key), " must be a number");
+        const double d = value.get<double>();
+        if (spec->type == AttrType::Int && d != std::floor(d)) fail(source_, ": ", where(key), " must be an integer");
+        out.set(key, spec->type == AttrType::Int ? AttrValue(static_cast<int64_t>(d)) : AttrValue(d));
+      } else {
+        fail(source_, ": ", where(key), ": settings of type ", attr_type_name(spec->type), " are not read from configs");
+      }
+    }
+    normalize_attrs(schema, out, cat(source_, ": ", where(""), " (", owner, ")"));
+    return out;
+  }
+  std::string where(const std::string& key) const {
+    return key.empty() ? (path_.empty() ? "the config" : path_) : (path_.empty() ? key : path_ + "." + key);
+  }
+
+ private:
+  const nlohmann::json* j_ = nullptr;
+  std::string path_;
+  const std::string& source_;
+  std::set<std::string> used_;
+};
+
+// Settings as they go back into a config.
+inline nlohmann::json settings_json(const Attributes& settings) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, value] : settings.items()) out[key] = std::visit([](const auto& v) { return nlohmann::json(v); }, value);
+  return out;
+}
+
+}  // namespace pens

@@ -1,0 +1,32 @@
+// Evaluating a classifier: which inputs and output of a model a trainer feeds and reads,
+// and the confusion matrix and error of its output over a data set.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autodiff/tape.h"
+#include "graph/graph.h"
+#include "models/dataset.h"
+
+namespace pens {
+
+// The one real input (the examples), the one index input (their labels, "" when the
+// graph has none: an inference graph) and the one output node of a classifier.
+struct ClassifierIo {
+  std::string x, y, output;
+};
+// Errors name `source` (the model file) and what is missing or ambiguous.
+ClassifierIo classifier_io(const Graph& g, const std::string& source, bool needs_labels = true);
+
+// Counts [true class][predicted class] of the tape's output over a data set, a
+// tape-batch at a time (the last batch padded with repeated rows, their predictions
+// dropped). `x` is the tape's input for the examples.
+std::vector<std::vector<int64_t>> confusion_matrix(Tape<float>& tape, const std::string& x, const std::string& output,
+                                                   const Dataset& d);
+
+// The fraction of a data set the tape's output gets wrong; NaN for an empty set.
+double classification_error(Tape<float>& tape, const ClassifierIo& io, const Dataset& d);
+
+}  // namespace pens

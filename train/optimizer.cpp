@@ -1,0 +1,20 @@
+#include "train/optimizer.h"
+
+namespace pens {
+
+// The built-in kinds, one file each.
+OptimizerKind sgd_optimizer();      // train/sgd.cpp
+OptimizerKind adagrad_optimizer();  // train/adagrad.cpp
+
+template <>
+std::vector<OptimizerKind> builtin_kinds<OptimizerKind>() {
+  return {sgd_optimizer(), adagrad_optimizer()};
+}
+
+std::unique_ptr<Optimizer> make_optimizer(std::string_view kind, ParamStore<float>& params, Attributes settings) {
+  const OptimizerKind& k = OptimizerRegistry::global().at(kind);
+  normalize_attrs(k.settings, settings, cat("optimizer ", k.name));
+  return k.make(params, settings);
+}
+
+}  // namespace pens

@@ -1,0 +1,37 @@
+// The config of greedy layer-wise pre-training (pens pretrain CONFIG.json;
+// docs/training.md): which layers, their corruption, the optimizer and the length.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "models/autoencoder.h"
+
+namespace pens {
+
+struct PretrainLayer {
+  AutoencoderSpec autoencoder;
+  int64_t epochs = 40;
+};
+
+struct PretrainConfig {
+  std::string description;
+  std::string model;  // the network; relative paths as in TrainConfig
+  std::string data_dir = "data/mnist";
+  std::vector<PretrainLayer> layers;  // trained in this order; each reads the one below, clean
+  int64_t batch = 100;
+  int64_t steps_per_epoch = 600;  // 600 × 100 = one pass over the 60,000 training images
+  double learning_rate = 0.01;    // η_t = learning_rate · decay^t, t in epochs of the layer
+  double decay = 1;
+  double momentum = 0.9;          // SGD's
+  uint64_t seed = 1;       // noise keys and batch order
+  uint64_t init_seed = 1;  // the network's initial values, when its model file has none
+  int threads = 2;
+};
+
+PretrainConfig parse_pretrain_config(const nlohmann::json& j, const std::string& source);
+nlohmann::json to_json(const PretrainConfig& c);
+
+}  // namespace pens

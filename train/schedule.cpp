@@ -1,0 +1,38 @@
+#include "train/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pens {
+
+double Schedule::learning_rate_at(double epoch) const {
+  const double warm = warmup_epochs > 0 ? std::min(1.0, epoch / warmup_epochs) : 1.0;
+  return learning_rate * warm * std::pow(decay, epoch);
+}
+
+double Schedule::momentum_at(double epoch) const {
+  const double f = momentum_epochs > 0 ? std::min(1.0, epoch / momentum_epochs) : 1.0;
+  return momentum_start + (momentum_end - momentum_start) * f;
+}
+
+double Schedule::lambda_scale_at(double epoch) const {
+  if (lambda_stages.empty()) return 1.0;
+  double start = 0;
+  for (const LambdaStage& s : lambda_stages) {
+    if (epoch < start + s.epochs) return s.scale;
+    start += s.epochs;
+  }
+  return lambda_stages.back().scale;
+}
+
+OptimizerStep Schedule::at(int64_t step, double epoch) const {
+  return {.step = step, .learning_rate = learning_rate_at(epoch), .momentum = momentum_at(epoch)};
+}
+
+void PenaltyWeights::set(Tape<float>& tape, double scale) {
+  if (scale == scale_) return;
+  for (const PenaltyHandle& p : penalties_) tape.set_constant(p.lambda, static_cast<float>(p.term.lambda * scale));
+  scale_ = scale;
+}
+
+}  // namespace pens

@@ -1,0 +1,115 @@
+#include "train/train_config.h"
+
+#include "train/config_reader.h"
+#include "train/constraints.h"
+#include "train/optimizer.h"
+
+namespace pens {
+
+using nlohmann::json;
+
+TrainConfig parse_train_config(const json& j, const std::string& source) {
+  TrainConfig c;
+  ConfigSection top(j, "", source);
+  top.string("description", c.description);
+  top.string("model", c.model);
+  if (c.model.empty()) fail(source, ": the config names no model file (field \"model\")");
+  top.string("init_from", c.init_from);
+  if (const json* d = top.child("data")) {
+    ConfigSection s(*d, "data", source);
+    s.string("dir", c.data_dir);
+    s.number("labeled", c.labeled, 0, 1e9);
+    s.number("validation", c.validation, 0, 1e9);
+    s.number("split_seed", c.split_seed, 0, kConfigHuge);
+  }
+  if (const json* b = top.child("batch")) {
+    ConfigSection s(*b, "batch", source);
+    s.number("labeled", c.batch_labeled, 1, 1e6);
+    s.number("unlabeled", c.batch_unlabeled, 0, 1e6);
+  }
+  if (const json* o = top.child("optimizer")) {
+    ConfigSection s(*o, "optimizer", source);
+    s.string("kind", c.optimizer);
+    const OptimizerKind* kind = OptimizerRegistry::global().find(c.optimizer);
+    if (!kind) {
+      fail(source, ": optimizer.kind '", c.optimizer, "' is not a registered optimizer (",
+           OptimizerRegistry::global().names(), ")");
+    }
+    Schedule& sc = c.schedule;
+    s.number("learning_rate", sc.learning_rate, 0, 1e3);
+    s.number("warmup_epochs", sc.warmup_epochs, 0, 1e6);
+    s.number("decay", sc.decay, 0, 1);
+    s.number("momentum_start", sc.momentum_start, 0, 1);
+    s.number("momentum_end", sc.momentum_end, 0, 1);
+    s.number("momentum_epochs", sc.momentum_epochs, 0, 1e6);
+    s.string("max_norm_rule", c.max_norm_rule);
+    parse_max_norm_rule(c.max_norm_rule);
+    c.optimizer_settings = s.settings(kind->settings, "optimizer " + kind->name);
+  } else {
+    normalize_attrs(OptimizerRegistry::global().at(c.optimizer).settings, c.optimizer_settings, "optimizer");
+  }
+  if (const json* l = top.child("lambda_schedule")) {
+    if (!l->is_array()) fail(source, ": lambda_schedule must be an array of {epochs, scale}");
+    c.lambda_schedule.emplace();
+    for (size_t i = 0; i < l->size(); ++i) {
+      ConfigSection s((*l)[i], cat("lambda_schedule[", i, "]"), source);
+      LambdaStage stage;
+      s.number("epochs", stage.epochs, 1e-9, 1e9);
+      s.number("scale", stage.scale, 0, 1e9);
+      c.lambda_schedule->push_back(stage);
+    }
+  }
+  if (const json* r = top.child("run")) {
+    ConfigSection s(*r, "run", source);
+    s.number("epochs", c.epochs, 1, 1e9);
+    s.number("steps_per_epoch", c.steps_per_epoch, 1, 1e9);
+    s.number("budget_minutes", c.budget_minutes, 0, 1e9);
+    s.number("seed", c.seed, 0, kConfigHuge);
+    s.number("init_seed", c.init_seed, 0, kConfigHuge);
+    s.number("threads", c.threads, 1, 1024);
+  }
+  if (const json* e = top.child("eval")) {
+    ConfigSection s(*e, "eval", source);
+    s.number("every_epochs", c.eval_every_epochs, 1e-6, 1e9);
+    s.number("batch", c.eval_batch, 1, 1e6);
+    s.number("train_error_examples", c.train_error_examples, 0, 1e9);
+  }
+  if (const json* k = top.child("checkpoint")) {
+    ConfigSection s(*k, "checkpoint", source);
+    s.number("every_epochs", c.checkpoint_every_epochs, 1e-6, 1e9);
+  }
+  return c;
+}
+
+json to_json(const TrainConfig& c) {
+  const Schedule& sc = c.schedule;
+  json optimizer = settings_json(c.optimizer_settings);
+  optimizer.update(json{{"kind", c.optimizer},
+                        {"learning_rate", sc.learning_rate},
+                        {"warmup_epochs", sc.warmup_epochs},
+                        {"decay", sc.decay},
+                        {"momentum_start", sc.momentum_start},
+                        {"momentum_end", sc.momentum_end},
+                        {"momentum_epochs", sc.momentum_epochs},
+                        {"max_norm_rule", c.max_norm_rule}});
+  json j = {
+      {"description", c.description},
+      {"model", c.model},
+      {"init_from", c.init_from},
+      {"data", {{"dir", c.data_dir}, {"labeled", c.labeled}, {"validation", c.validation}, {"split_seed", c.split_seed}}},
+      {"batch", {{"labeled", c.batch_labeled}, {"unlabeled", c.batch_unlabeled}}},
+      {"optimizer", optimizer},
+      {"run",
+       {{"epochs", c.epochs}, {"steps_per_epoch", c.steps_per_epoch}, {"budget_minutes", c.budget_minutes},
+        {"seed", c.seed}, {"init_seed", c.init_seed}, {"threads", c.threads}}},
+      {"eval", {{"every_epochs", c.eval_every_epochs}, {"batch", c.eval_batch}, {"train_error_examples", c.train_error_examples}}},
+      {"checkpoint", {{"every_epochs", c.checkpoint_every_epochs}}},
+  };
+  if (c.lambda_schedule) {
+    j["lambda_schedule"] = json::array();
+    for (const LambdaStage& s : *c.lambda_schedule) j["lambda_schedule"].push_back({{"epochs", s.epochs}, {"scale", s.scale}});
+  }
+  return j;
+}
+
+}  // namespace pens

@@ -1,0 +1,65 @@
+// The config of a training run (pens train CONFIG.json; docs/training.md): the model,
+// the data split, the batch composition, the optimizer and its schedules, the length,
+// evaluation and checkpoint cadence.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/ir/attributes.h"
+#include "graph/pseudo_ensemble.h"
+#include "train/schedule.h"
+
+namespace pens {
+
+struct TrainConfig {
+  std::string description;  // free text: what the config is for
+  std::string model;  // model file (a path relative to the config file is resolved against it)
+  // A trained model file (pens pretrain's, say) whose parameter values, matched by name and
+  // shape, replace the model's initial ones; "" for none. Relative paths as for `model`.
+  std::string init_from;
+  // Data: the split of the training set.
+  std::string data_dir = "data/mnist";
+  int64_t labeled = 0;         // 0: every example outside the validation set is labeled
+  int64_t validation = 10000;  // held out of the training set; 0: none
+  uint64_t split_seed = 1;
+  // Rows of each step's batch: the first `batch_labeled` carry labels (the supervised
+  // loss reads them), the next `batch_unlabeled` do not (only penalties read them).
+  int64_t batch_labeled = 100;
+  int64_t batch_unlabeled = 0;
+  // The optimizer: a registered kind (train/optimizer.h) and its own settings.
+  std::string optimizer = "sgd";
+  Attributes optimizer_settings;
+  // Learning rate and momentum; the λ stages come from the model unless set below.
+  Schedule schedule{.learning_rate = 0.1,
+                    .warmup_epochs = 5,
+                    .decay = 0.998,
+                    .momentum_start = 0.5,
+                    .momentum_end = 0.99,
+                    .momentum_epochs = 500,
+                    .lambda_stages = {}};
+  std::string max_norm_rule = "unit-incoming";  // or input-outgoing-squared (train/constraints.h)
+  // Overrides the model's lambda stages when set.
+  std::optional<std::vector<LambdaStage>> lambda_schedule;
+  // Length: `epochs` of `steps_per_epoch` steps, or less when `budget_minutes` (> 0) runs out.
+  int64_t epochs = 600;
+  int64_t steps_per_epoch = 250;
+  double budget_minutes = 0;
+  uint64_t seed = 1;       // noise keys and batch order
+  uint64_t init_seed = 1;  // parameter initialization, when the model file holds no values
+  int threads = 2;
+  double eval_every_epochs = 1;
+  int64_t eval_batch = 1000;
+  int64_t train_error_examples = 10000;  // labeled examples the train error is measured on
+  double checkpoint_every_epochs = 10;
+};
+
+// Reads a config. Unknown keys and bad values are Errors naming the field; `source`
+// names the config in them.
+TrainConfig parse_train_config(const nlohmann::json& j, const std::string& source);
+nlohmann::json to_json(const TrainConfig& c);
+
+}  // namespace pens

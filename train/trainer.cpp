@@ -1,0 +1,356 @@
+#include "train/trainer.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "autodiff/tape.h"
+#include "graph/ir/error.h"
+#include "graph/pseudo_ensemble.h"
+#include "serialization/model_file.h"
+#include "serialization/sha256.h"
+#include "train/evaluation.h"
+#include "train/report.h"
+#include "train/run_folder.h"
+#include "train/schedule.h"
+#include "train/step.h"
+
+namespace pens {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The semi-supervised split of the config, or with data.labeled = 0 every non-validation
+// example labeled.
+Split training_split(const TrainConfig& config, const Dataset& train_set) {
+  if (config.labeled > 0) return semi_supervised_split(train_set, config.labeled, config.validation, config.split_seed);
+  if (config.validation >= train_set.size) {
+    fail("data.validation = ", config.validation, " leaves none of the ", train_set.size, " training examples");
+  }
+  const std::vector<int64_t> order = permutation(train_set.size, config.split_seed, 1);
+  Split split;
+  split.validation.assign(order.begin(), order.begin() + config.validation);
+  split.labeled.assign(order.begin() + config.validation, order.end());
+  return split;
+}
+
+// What must match between a checkpoint's config and a resumed run's, in the form this
+// pens writes (a config from an earlier pens reads back with today's defaults).
+json resumable_part(const TrainConfig& c) {
+  json j = to_json(c);
+  for (const char* key : {"epochs", "budget_minutes", "threads"}) j["run"].erase(key);
+  return j;
+}
+
+// One training run of a classifier, stage by stage: the constructor loads the model and
+// splits the data; start() begins or resumes; run_steps() trains until the run's length,
+// its budget or a divergence ends it; finish() evaluates, saves and summarizes.
+class ClassifierRun {
+ public:
+  ClassifierRun(const TrainConfig& config, const TrainData& data, const std::string& out_dir, TrainObserver& observer)
+      : config_(config), data_(data), folder_(out_dir), observer_(observer) {
+    Eigen::setNbThreads(config.threads);
+    load_model_and_graphs();
+    make_optimizer_and_step();
+    split_data();
+  }
+
+  void start(bool resume);
+  void run_steps();
+  TrainSummary finish();
+
+ private:
+  void load_model_and_graphs();
+  void make_optimizer_and_step();
+  void split_data();
+  void feed(Tape<float>& tape);
+  void evaluate(int64_t done);
+  bool checkpoint(int64_t done);
+  double epoch_of(int64_t step) const {
+    return static_cast<double>(step) / static_cast<double>(config_.steps_per_epoch);
+  }
+  // The error a run selects its best parameters by: the validation error, or without a
+  // validation set the latest evaluation.
+  double selection_error(const json& m) const {
+    return validation_.size > 0 ? m["validation_error"].get<double>() : -m["step"].get<double>();
+  }
+  void note(const json& m);  // keeps the last and the best evaluation
+
+  const TrainConfig& config_;
+  const TrainData& data_;
+  RunFolder folder_;
+  TrainObserver& observer_;
+  const Clock::time_point start_ = Clock::now();
+
+  // The model and its graphs.
+  Model model_;
+  ClassifierIo io_;
+  Graph training_;
+  std::vector<PenaltyHandle> penalties_;
+  Schedule schedule_;
+  std::unique_ptr<ParamStore<float>> own_values_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Step> step_;
+  std::unique_ptr<Tape<float>> step_tape_, eval_tape_;
+  std::unique_ptr<PenaltyWeights> weights_;
+
+  // The data.
+  Split split_;
+  Dataset validation_, train_eval_;
+  std::unique_ptr<Cycler> labeled_rows_, unlabeled_rows_;
+  std::vector<int64_t> rows_;
+
+  // Progress.
+  int64_t step_count_ = 0, total_steps_ = 0, last_good_checkpoint_ = -1;
+  std::vector<double> loss_sums_;
+  double objective_sum_ = 0, window_start_ = 0;
+  int64_t window_steps_ = 0;
+  double best_error_ = std::numeric_limits<double>::infinity();
+  json best_ = nullptr, last_ = nullptr;
+  std::string diverged_;
+};
+
+void ClassifierRun::load_model_and_graphs() {
+  model_ = load_model(config_.model);
+  io_ = classifier_io(model_.graph, config_.model);
+  const bool semi_supervised = config_.batch_unlabeled > 0;
+  schedule_ = config_.schedule;
+  if (model_.ensemble) {
+    PseudoEnsembleSpec spec = *model_.ensemble;
+    if (config_.lambda_schedule) spec.lambda_schedule = *config_.lambda_schedule;
+    PseudoEnsemble ensemble = build_pseudo_ensemble(
+        model_.graph, spec, {.labeled_rows = semi_supervised ? config_.batch_labeled : -1});
+    training_ = std::move(ensemble.graph);
+    penalties_ = std::move(ensemble.penalties);
+    schedule_.lambda_stages = spec.lambda_schedule;
+  } else {
+    if (semi_supervised) {
+      fail(config_.model, ": batch.unlabeled = ", config_.batch_unlabeled,
+           " but the model has no pseudo_ensemble section: nothing would read unlabeled rows");
+    }
+    training_ = model_.graph;
+  }
+  if (!model_.values) {
+    model_.values = std::make_shared<ParamStore<float>>(model_.graph);
+    model_.values->initialize(model_.graph, config_.init_seed);
+  }
+  if (!config_.init_from.empty()) observer_.on_message(initialize_from(*model_.values, config_.init_from));
+  const int64_t batch = config_.batch_labeled + config_.batch_unlabeled;
+  step_tape_ = std::make_unique<Tape<float>>(training_, *model_.values, CompileOptions{.batch = batch});
+  eval_tape_ = std::make_unique<Tape<float>>(build_inference(model_.graph), *model_.values,
+                                             CompileOptions{.batch = config_.eval_batch});
+  weights_ = std::make_unique<PenaltyWeights>(penalties_);
+  loss_sums_.assign(step_tape_->loss_count(), 0.0);
+}
+
+void ClassifierRun::make_optimizer_and_step() {
+  ParamStore<float>& params = *model_.values;
+  optimizer_ = make_optimizer(config_.optimizer, params, config_.optimizer_settings);
+  step_ = std::make_unique<Step>(params, *optimizer_,
+                                 model_constraints(model_.graph, params, parse_max_norm_rule(config_.max_norm_rule)),
+                                 config_.seed);
+}
+
+void ClassifierRun::split_data() {
+  const Dataset& train_set = data_.train;
+  const int64_t width = model_.graph[io_.x].attrs.get_ints("shape").back();
+  if (train_set.dim != width) {
+    fail(config_.model, ": input '", io_.x, "' takes ", width, " features, the data has ", train_set.dim);
+  }
+  split_ = training_split(config_, train_set);
+  const auto labeled = static_cast<int64_t>(split_.labeled.size());
+  validation_ = subset(train_set, split_.validation);
+  const std::vector<int64_t> train_eval_rows(
+      split_.labeled.begin(), split_.labeled.begin() + std::min<int64_t>(config_.train_error_examples, labeled));
+  train_eval_ = subset(train_set, train_eval_rows);
+  // The unlabeled pool: every training example outside the validation set, the labeled
+  // ones included (their labels unused).
+  std::vector<int64_t> pool = split_.unlabeled;
+  pool.insert(pool.end(), split_.labeled.begin(), split_.labeled.end());
+  // Pass p of each cycler shuffles with stream base + p: the two bases keep their
+  // streams apart (and apart from the split's stream 1) for any realistic run.
+  labeled_rows_ = std::make_unique<Cycler>(split_.labeled, config_.seed, 1000);
+  unlabeled_rows_ = std::make_unique<Cycler>(pool, config_.seed, uint64_t{1} << 30);
+  observer_.on_message(cat("split ", config_.split_seed, ": ", split_.labeled.size(), " labeled, ",
+                           split_.unlabeled.size(), " unlabeled, ", split_.validation.size(), " validation, ",
+                           data_.test.size, " test; ", model_.values->numel(), " parameters; batch ",
+                           config_.batch_labeled, " labeled + ", config_.batch_unlabeled, " unlabeled; optimizer ",
+                           config_.optimizer));
+}
+
+void ClassifierRun::note(const json& m) {
+  last_ = m;
+  if (selection_error(m) < best_error_) {
+    best_error_ = selection_error(m);
+    best_ = m;
+  }
+}
+
+void ClassifierRun::start(bool resume) {
+  total_steps_ = config_.epochs * config_.steps_per_epoch;
+  if (!resume) {
+    folder_.start_metrics();
+    return;
+  }
+  const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state());
+  if (resumable_part(parse_train_config(state.config, folder_.checkpoint_path())) != resumable_part(config_)) {
+    fail(folder_.checkpoint_path(), ": written by a different config (only run.epochs, run.budget_minutes and "
+         "run.threads may change on resume); saved: ", state.config.dump());
+  }
+  step_count_ = last_good_checkpoint_ = state.step;
+  // Evaluations the interrupted run made after its checkpoint are dropped: the resumed
+  // run makes them again.
+  for (const json& m : folder_.start_metrics(step_count_)) note(m);
+  observer_.on_message(cat("resuming from ", folder_.checkpoint_path(), " at step ", step_count_));
+  if (state.version < kCheckpointVersion) {
+    observer_.on_message(cat("note: checkpoint format ", state.version, " was written by an earlier pens, whose noise "
+                             "draws differ; from here on the run draws with this pens' noise keys"));
+  }
+}
+
+void ClassifierRun::feed(Tape<float>& tape) {
+  const Dataset& train_set = data_.train;
+  labeled_rows_->take(step_count_ * config_.batch_labeled, config_.batch_labeled, rows_);
+  gather_rows(train_set, rows_, 0, tape.input(io_.x), tape.input(io_.y));
+  if (config_.batch_unlabeled > 0) {
+    unlabeled_rows_->take(step_count_ * config_.batch_unlabeled, config_.batch_unlabeled, rows_);
+    gather_rows(train_set, rows_, config_.batch_labeled, tape.input(io_.x), {});
+  }
+}
+
+void ClassifierRun::run_steps() {
+  const auto eval_every =
+      std::max<int64_t>(1, std::llround(config_.eval_every_epochs * static_cast<double>(config_.steps_per_epoch)));
+  const auto checkpoint_every =
+      std::max<int64_t>(1, std::llround(config_.checkpoint_every_epochs * static_cast<double>(config_.steps_per_epoch)));
+  Tape<float>& tape = *step_tape_;
+  for (; step_count_ < total_steps_; ++step_count_) {
+    const double epoch = epoch_of(step_count_);
+    if (config_.budget_minutes > 0 && seconds_since(start_) > 60.0 * config_.budget_minutes) {
+      observer_.on_message(cat("wall-clock budget of ", config_.budget_minutes, " minutes reached at step ", step_count_,
+                               " (epoch ", epoch, ")"));
+      return;
+    }
+    weights_->set(tape, schedule_.lambda_scale_at(epoch));
+    const StepResult r = step_->run(schedule_.at(step_count_, epoch), tape, [&](Tape<float>& t, size_t) { feed(t); });
+    if (!r.finite) {
+      diverged_ = cat("training diverged at step ", step_count_, " (epoch ", epoch, "): ", r.problem);
+      return;
+    }
+    objective_sum_ += r.objective;
+    for (size_t i = 0; i < loss_sums_.size(); ++i) loss_sums_[i] += tape.loss_value(i);
+    ++window_steps_;
+    const int64_t done = step_count_ + 1;
+    observer_.on_step(done, total_steps_, epoch, r.objective, seconds_since(start_));
+    if (done % eval_every == 0 || done == total_steps_) evaluate(done);
+    if (done % checkpoint_every == 0 && !checkpoint(done)) {
+      diverged_ = cat("training diverged by step ", done, ": a parameter or optimizer state value is not finite");
+      step_count_ = done;
+      return;
+    }
+  }
+}
+
+void ClassifierRun::evaluate(int64_t done) {
+  const double epoch = epoch_of(done);
+  const double elapsed = seconds_since(start_);
+  json m = {{"step", done}, {"epoch", epoch}, {"learning_rate", schedule_.learning_rate_at(epoch)},
+            {"momentum", schedule_.momentum_at(epoch)}, {"lambda_scale", schedule_.lambda_scale_at(epoch)}};
+  const double steps = static_cast<double>(std::max<int64_t>(1, window_steps_));
+  json losses = json::object();
+  for (size_t i = 0; i < loss_sums_.size(); ++i) losses[step_tape_->loss_name(i)] = loss_sums_[i] / steps;
+  m["losses"] = losses;
+  m["objective"] = objective_sum_ / steps;
+  m["train_error"] = classification_error(*eval_tape_, io_, train_eval_);
+  m["validation_error"] = validation_.size > 0 ? json(classification_error(*eval_tape_, io_, validation_)) : json(nullptr);
+  m["test_error"] = classification_error(*eval_tape_, io_, data_.test);
+  const int64_t batch = config_.batch_labeled + config_.batch_unlabeled;
+  m["examples_per_second"] = static_cast<double>(window_steps_ * batch) / std::max(1e-9, elapsed - window_start_);
+  m["elapsed_seconds"] = elapsed;
+  folder_.append_metrics(m);
+  observer_.on_eval(m);
+  const double best_before = best_error_;
+  note(m);
+  if (best_error_ < best_before) folder_.save_model(model_, "best.model.json");
+  std::fill(loss_sums_.begin(), loss_sums_.end(), 0.0);
+  objective_sum_ = 0;
+  window_steps_ = 0;
+  window_start_ = seconds_since(start_);
+}
+
+bool ClassifierRun::checkpoint(int64_t done) {
+  const TrainingState state{.step = done, .seed = config_.seed, .config = to_json(config_)};
+  if (!folder_.save_checkpoint(state, *model_.values, optimizer_->checkpoint_state())) return false;
+  last_good_checkpoint_ = done;
+  return true;
+}
+
+TrainSummary ClassifierRun::finish() {
+  TrainSummary summary;
+  summary.diverged = !diverged_.empty();
+  if (summary.diverged) {
+    observer_.on_message(diverged_ + (last_good_checkpoint_ >= 0
+                                          ? cat("; the last good checkpoint is ", folder_.checkpoint_path(), " (step ",
+                                                last_good_checkpoint_, ")")
+                                          : std::string("; no checkpoint was written before it")));
+  } else {
+    if (window_steps_ > 0 || last_.is_null()) evaluate(step_count_);
+    checkpoint(step_count_);
+    folder_.save_model(model_, "model.json");
+  }
+  const json config_json = to_json(config_);
+  json& s = summary.json;
+  s = {{"status", summary.diverged ? "diverged" : "finished"},
+       {"steps", step_count_},
+       {"epochs", epoch_of(step_count_)},
+       {"wall_seconds", seconds_since(start_)},
+       {"config_hash", sha256_hex(config_json.dump()).substr(0, 16)},
+       {"config", config_json},
+       {"labeled", split_.labeled.size()},
+       {"unlabeled", split_.unlabeled.size()},
+       {"validation", split_.validation.size()},
+       {"parameters", model_.values->numel()}};
+  if (summary.diverged) s["message"] = diverged_;
+  if (!last_.is_null()) {
+    s["final"] = {{"epoch", last_["epoch"]}, {"test_error", last_["test_error"]}, {"validation_error", last_["validation_error"]}};
+  }
+  if (!best_.is_null()) {
+    s["best_validation"] = {{"epoch", best_["epoch"]}, {"test_error", best_["test_error"]}, {"validation_error", best_["validation_error"]}};
+    s["test_error"] = best_["test_error"];
+  }
+  folder_.write_summary(s);
+  for (const std::string& problem : write_reports(folder_.dir(), model_)) observer_.on_message(problem);
+  return summary;
+}
+
+}  // namespace
+
+std::string initialize_from(ParamStore<float>& params, const std::string& path) {
+  if (!std::filesystem::exists(path)) fail(path, ": no such model file to initialize from (pens pretrain writes one)");
+  const Model source = load_model(path);
+  if (!source.values) fail(path, ": holds no parameter values to initialize from");
+  const std::vector<std::string> copied = copy_shared_values(params, *source.values, path);
+  if (copied.empty()) fail(path, ": shares no parameter name with the model");
+  std::string names;
+  for (const std::string& n : copied) names += (names.empty() ? "" : ", ") + n;
+  return cat("initialized ", copied.size(), " of ", params.entries().size(), " parameters from ", path, ": ", names);
+}
+
+TrainSummary train(const TrainConfig& config, const TrainData& data, const std::string& out_dir,
+                   TrainObserver& observer, bool resume) {
+  ClassifierRun run(config, data, out_dir, observer);
+  run.start(resume);
+  run.run_steps();
+  return run.finish();
+}
+
+}  // namespace pens

@@ -1,0 +1,40 @@
+// Training a model file's pseudo-ensemble on a classification data set: the
+// semi-supervised protocol (class-balanced labeled set, validation set, the rest
+// unlabeled), the optimizer and schedules of the config, evaluation of the clean parent,
+// checkpoints, and a run folder a researcher can read (train/run_folder.h).
+#pragma once
+
+#include <string>
+
+#include "autodiff/param_store.h"
+#include "models/dataset.h"
+#include "train/observer.h"
+#include "train/train_config.h"
+
+namespace pens {
+
+struct TrainData {
+  Dataset train;
+  Dataset test;
+};
+
+// Trains into `out_dir`: config.json, metrics.jsonl, summary.json, checkpoint.pens,
+// model.json (the last parameters), best.model.json (those of the best validation
+// error), learning-curve.png, filters.png. Stops at NaN/Inf with a clear message in the
+// summary and on the observer, leaving the last good checkpoint; errors in the inputs are
+// thrown.
+//
+// With `resume`, starts from out_dir/checkpoint.pens (written by the same config, up to
+// run.epochs, run.budget_minutes and run.threads) and continues exactly as an unbroken run
+// would: batches and noise are functions of (seed, step). Evaluations logged after the
+// checkpoint are dropped from metrics.jsonl and made again; the budget counts from the
+// resumption.
+TrainSummary train(const TrainConfig& config, const TrainData& data, const std::string& out_dir,
+                   TrainObserver& observer, bool resume = false);
+
+// Copies into `params` the values of the parameters of the model file at `path` that
+// share a name (shapes must agree); returns a line naming what was copied. Throws when
+// the file holds no values or shares no parameter.
+std::string initialize_from(ParamStore<float>& params, const std::string& path);
+
+}  // namespace pens
