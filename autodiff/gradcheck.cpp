@@ -122,6 +122,7 @@ GradcheckResult gradcheck(const Graph& g, const std::map<std::string, std::vecto
         double error = std::abs(exact - numeric) / scale;
         if (std::isnan(error)) error = INFINITY;
         ++result.entries;
+        result.nonzero += exact != 0.0;
         if (result.worst.empty() || error > result.max_error) {
           result.max_error = error;
           result.worst = cat("d target[", row, "] / d ", var.name, "[", i, "]: analytic ", exact,

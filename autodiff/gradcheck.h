@@ -40,6 +40,7 @@ struct GradcheckResult {
   double max_error = 0;
   std::string worst;      // "d out[3] / d W1[12]: analytic 0.25, numeric 0.2501"
   int64_t entries = 0;    // Jacobian entries compared
+  int64_t nonzero = 0;    // of those, entries whose analytic value is not 0
   int64_t variables = 0;  // variable elements
   int64_t targets = 0;    // target elements
 };

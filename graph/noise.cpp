@@ -88,7 +88,7 @@ NoiseKind fuzz_kind() {
 NoiseKind subspace_kind() {
   return {"subspace",
           "subspace sampling: keep `keep` of the group's latent dimensions (one draw per child "
-          "and step), slicing this parameter along `axes`",
+          "and noise key), slicing this parameter along `axes`",
           {{"group", AttrType::String, true, {}, "latent dimension group shared across parameters"},
            {"keep", AttrType::Int, true, {}, "dimensions kept"},
            {"axes", AttrType::Ints, false, AttrValue(std::vector<int64_t>{0}),

@@ -1,35 +1,20 @@
 // The layers of pens (docs/architecture.md), as the build enforces them: the checker
 // passes on the source tree and fails, naming the include, on one that points up.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
-struct Checked {
-  int status = -1;
-  std::string out;
-};
+using Checked = pens::testing::Run;
 
 Checked check_layers(const std::string& root) {
-  const std::string command =
-      "python3 " + std::string(PENS_SOURCE_DIR) + "/scripts/check-layers.py --root " + root + " 2>&1";
-  Checked c;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buffer{};
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) c.out.append(buffer.data(), n);
-  const int raw = pclose(pipe);
-  c.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return c;
+  return pens::testing::run_command("python3 " + std::string(PENS_SOURCE_DIR) + "/scripts/check-layers.py --root " + root);
 }
 
 void write(const std::string& path, const std::string& text) {

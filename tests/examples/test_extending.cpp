@@ -4,11 +4,8 @@
 // updates), the docs show each file as it is, and the example program that uses all four
 // learns.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -24,6 +21,7 @@
 #include "serialization/files.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
+#include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
 
 using namespace pens;
@@ -213,19 +211,11 @@ TEST_CASE("the docs show every extension file as it is") {
 }
 
 TEST_CASE("the extending example program, using all four, learns") {
-  const std::string command = std::string(PENS_EXTENDING_EXAMPLE) + " --epochs 4 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buffer{};
-  std::string out;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  INFO(out);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  const testing::Run run = testing::run_command(std::string(PENS_EXTENDING_EXAMPLE) + " --epochs 4");
+  INFO(run.out);
+  REQUIRE(run.status == 0);
   std::vector<std::pair<double, double>> epochs;  // objective, test error
-  std::istringstream lines(out);
+  std::istringstream lines(run.out);
   const std::regex row(R"(\s*\d+\s+([0-9.]+)\s+([0-9.]+)%)");
   for (std::string line; std::getline(lines, line);) {
     std::smatch m;

@@ -26,10 +26,14 @@ TEST_CASE("every registered op has gradient-check cases that check something") {
     INFO("op " << op->name);
     const auto results = gradcheck_op(*op);
     CHECK_MESSAGE(!results.empty(), "op has no gradient-check case");
-    int64_t entries = 0;
-    for (const auto& r : results) entries += r.result.entries;
+    int64_t entries = 0, nonzero = 0;
+    for (const auto& r : results) {
+      entries += r.result.entries;
+      nonzero += r.result.nonzero;
+    }
     if (has_differentiable_input(*op)) {
       CHECK_MESSAGE(entries > 0, "op has differentiable inputs but its cases compare no Jacobian entry");
+      CHECK_MESSAGE(nonzero > 0, "every Jacobian entry its cases compare is 0");
     }
   }
 }
@@ -42,6 +46,41 @@ TEST_CASE("every op's gradient matches central differences (double precision)") 
       CHECK(r.result.max_error <= 1e-6);
     }
   }
+}
+
+TEST_CASE("stochastic ops are checked on draws that matter, and replay them") {
+  int checked = 0;
+  for (const OpDef* op : OpRegistry::global().all()) {
+    if (!op->stochastic || !has_differentiable_input(*op)) continue;
+    for (const CheckCase& c : check_cases(*op)) {
+      INFO(c.label);
+      const CheckGraph cg = check_graph(*op, c);
+      const GradcheckOptions options;
+      const auto output = [&](NoiseKey key) {
+        ParamStore<double> params(cg.graph);
+        Tape<double> tape(cg.graph, params, {.batch = 2});
+        for (const auto& [name, vals] : cg.values) std::copy(vals.begin(), vals.end(), params.value(name).data);
+        tape.set_noise_key(key);
+        tape.forward();
+        const auto out = tape.value("out");
+        return std::vector<double>(out.data, out.data + out.size());
+      };
+      // The draw at the checker's key replays, and another key draws differently.
+      CHECK(output(options.key) == output(options.key));
+      CHECK(output(options.key) != output({options.key.seed, options.key.step + 1}));
+      const GradcheckResult r = gradcheck(cg.graph, cg.values, options);
+      CHECK(r.passed);
+      if (op->name == "dropout") {
+        // The masks kept some units and dropped others: the Jacobian's diagonal holds both
+        // zeros and the kept units' scale, so the check compared both cases.
+        const int64_t units = r.variables;
+        CHECK(r.nonzero > 0);
+        CHECK(r.nonzero < units);
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked >= 3);  // dropout's two cases and gaussian_noise's
 }
 
 namespace {
