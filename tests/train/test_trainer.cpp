@@ -217,3 +217,82 @@ TEST_CASE("a resumed run continues exactly as an unbroken one") {
   CHECK_ERROR_MENTIONS(train(config, small_data(), dir / "resumed", quiet, true), "checkpoint.pens",
                        "written by a different config");
 }
+
+TEST_CASE("a run resumes from a checkpoint an earlier pens wrote (format 1), and says its draws differ") {
+  testing::TempDir dir;
+  TrainConfig config = small_config(write_small_model(dir));
+  config.epochs = 2;
+  config.checkpoint_every_epochs = 1;
+  Quiet quiet;
+  train(config, small_data(), dir / "run", quiet);
+  // The checkpoint as format 1 wrote it: no optimizer kind, SGD's velocity as "momentum",
+  // and a config without the fields pens has since added (optimizer.kind).
+  const std::string path = dir / "run/checkpoint.pens";
+  const std::string bytes = read_file(path, 1 << 24);
+  const size_t newline = bytes.find('\n');
+  json header = json::parse(bytes.substr(0, newline));
+  header["version"] = 1;
+  header.erase("optimizer");
+  header["config"]["optimizer"].erase("kind");
+  for (json& t : header["tensors"]) {
+    if (t["part"] == "velocity") t["part"] = "momentum";
+  }
+  write_file_atomically(path, header.dump() + "\n" + bytes.substr(newline + 1));
+
+  config.epochs = 3;
+  Quiet resumed;
+  const TrainSummary s = train(config, small_data(), dir / "run", resumed, /*resume=*/true);
+  CHECK_FALSE(s.diverged);
+  CHECK(s.json["steps"] == 150);
+  bool resumed_at_100 = false, said_draws_differ = false;
+  for (const std::string& m : resumed.messages) {
+    resumed_at_100 |= m.find("at step 100") != std::string::npos;
+    said_draws_differ |= m.find("checkpoint format 1") != std::string::npos && m.find("noise") != std::string::npos;
+  }
+  CHECK(resumed_at_100);
+  CHECK(said_draws_differ);
+
+  // A checkpoint of another optimizer is refused by name.
+  config.optimizer = "adagrad";
+  config.optimizer_settings = {{"epsilon", 1e-8}, {"initial_accumulator", 0.0}};
+  CHECK_ERROR_MENTIONS(train(config, small_data(), dir / "run", resumed, true), "optimizer 'sgd'", "'adagrad'");
+}
+
+TEST_CASE("AdaGrad trains the semi-supervised run from a config, and its state resumes exactly") {
+  testing::TempDir dir;
+  const json j = json::parse(R"({"model": "m.json", "optimizer": {"kind": "adagrad", "learning_rate": 0.05,
+                                 "epsilon": 1e-6}})");
+  TrainConfig config = parse_train_config(j, "c.json");
+  CHECK(config.optimizer == "adagrad");
+  CHECK(config.optimizer_settings.get_float("epsilon") == 1e-6);
+  CHECK(config.optimizer_settings.get_float("initial_accumulator") == 0.0);  // the default, filled in
+  CHECK(parse_train_config(to_json(config), "again").optimizer_settings == config.optimizer_settings);
+  CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m", "optimizer": {"kind": "adagrad", "eps": 1}})"),
+                                          "c.json"),
+                       "unknown field optimizer.eps", "adagrad takes: epsilon, initial_accumulator");
+  CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m", "optimizer": {"kind": "rmsprop"}})"), "c.json"),
+                       "optimizer.kind 'rmsprop'", "adagrad, sgd");
+
+  const TrainConfig base = small_config(write_small_model(dir));
+  config.model = base.model;
+  config.labeled = base.labeled;
+  config.validation = base.validation;
+  config.batch_labeled = base.batch_labeled;
+  config.batch_unlabeled = base.batch_unlabeled;
+  config.steps_per_epoch = base.steps_per_epoch;
+  config.threads = 1;
+  config.eval_batch = base.eval_batch;
+  config.checkpoint_every_epochs = 1;
+  config.epochs = 4;
+  Quiet quiet;
+  const TrainSummary unbroken = train(config, small_data(), dir / "unbroken", quiet);
+  REQUIRE_FALSE(unbroken.diverged);
+  CHECK(unbroken.json["best_validation"]["validation_error"].get<double>() < 0.5);  // chance is 0.75
+  config.epochs = 2;
+  train(config, small_data(), dir / "resumed", quiet);
+  config.epochs = 4;
+  train(config, small_data(), dir / "resumed", quiet, true);
+  const Model a = load_model(dir / "unbroken/model.json"), b = load_model(dir / "resumed/model.json");
+  const auto va = a.values->values(), vb = b.values->values();
+  CHECK(std::equal(va.begin(), va.end(), vb.begin(), vb.end()));
+}
