@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "graph/ir/error.h"
 #include "graph/infer.h"
+#include "graph/ir/error.h"
 
 namespace pens {
 

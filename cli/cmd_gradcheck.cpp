@@ -7,8 +7,8 @@
 #include "cli/args.h"
 #include "cli/ensemble_args.h"
 #include "graph/infer.h"
-#include "serialization/model_file.h"
 #include "ops/registry.h"
+#include "serialization/model_file.h"
 
 namespace pens::cli {
 

@@ -9,9 +9,9 @@
 #include "cli/args.h"
 #include "graph/ir/error.h"
 #include "models/mnist.h"
+#include "serialization/files.h"
 #include "train/pretrain.h"
 #include "train/run_folder.h"
-#include "serialization/files.h"
 
 namespace pens::cli {
 

@@ -14,11 +14,11 @@
 #include "graph/ir/error.h"
 #include "graph/pseudo_ensemble.h"
 #include "models/mnist.h"
+#include "serialization/files.h"
+#include "serialization/model_file.h"
 #include "train/evaluation.h"
 #include "train/run_folder.h"
 #include "train/trainer.h"
-#include "serialization/files.h"
-#include "serialization/model_file.h"
 
 namespace pens::cli {
 

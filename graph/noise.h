@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/ir/attributes.h"
 #include "graph/graph.h"
+#include "graph/ir/attributes.h"
 #include "graph/ir/named_table.h"
 
 namespace pens {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "graph/ir/error.h"
 #include "graph/infer.h"
+#include "graph/ir/error.h"
 
 namespace pens {
 

@@ -4,8 +4,8 @@
 #include <map>
 #include <sstream>
 
-#include "graph/ir/error.h"
 #include "graph/infer.h"
+#include "graph/ir/error.h"
 #include "ops/op.h"
 
 namespace pens {

@@ -6,8 +6,8 @@
 #include <map>
 #include <set>
 
-#include "graph/ir/error.h"
 #include "graph/infer.h"
+#include "graph/ir/error.h"
 #include "graph/noise.h"
 #include "ops/op.h"
 #include "serialization/files.h"

@@ -97,7 +97,6 @@ class ClassifierRun {
   Graph training_;
   std::vector<PenaltyHandle> penalties_;
   Schedule schedule_;
-  std::unique_ptr<ParamStore<float>> own_values_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Step> step_;
   std::unique_ptr<Tape<float>> step_tape_, eval_tape_;

@@ -4,8 +4,8 @@
 #include <map>
 #include <set>
 
-#include "graph/ir/error.h"
 #include "graph/infer.h"
+#include "graph/ir/error.h"
 #include "graph/noise.h"
 #include "graph/pseudo_ensemble.h"
 #include "ops/op.h"

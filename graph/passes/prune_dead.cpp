@@ -1,8 +1,8 @@
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/reverse_graph.hpp>
 
-#include "graph/ir/error.h"
 #include "graph/infer.h"
+#include "graph/ir/error.h"
 #include "graph/pass.h"
 
 namespace pens {

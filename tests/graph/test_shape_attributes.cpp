@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
-#include "graph/ir/attributes.h"
 #include "graph/graph.h"
+#include "graph/ir/attributes.h"
 #include "graph/ir/shape.h"
 #include "ops/registry.h"
 #include "tests/support/helpers.h"

@@ -3,15 +3,17 @@
 // step, and a non-finite objective; and a short training run that learns.
 #include <doctest/doctest.h>
 
+#include <Eigen/Core>
 #include <cmath>
 
 #include "autodiff/tape.h"
 #include "models/mlp.h"
 #include "models/synthetic.h"
+#include "tests/support/alloc_counter.h"
+#include "tests/support/helpers.h"
 #include "train/constraints.h"
 #include "train/optimizer.h"
 #include "train/step.h"
-#include "tests/support/helpers.h"
 
 using namespace pens;
 
@@ -229,6 +231,38 @@ TEST_CASE("a step of several graphs adds their gradients and keys each graph's n
   replay.set_noise_key({9, 7, 1, 0});
   replay.forward();
   CHECK(replay.value("drop").arr().matrix() == b_tape.value("drop").arr().matrix());
+}
+
+TEST_CASE("a training step allocates nothing: feed, noise, forward, backward, optimizer, max-norm") {
+  if (!testing::CountAllocations::available()) return;  // AddressSanitizer owns malloc
+  const int threads = Eigen::nbThreads();
+  Eigen::setNbThreads(1);
+  const Graph g = build_mlp({.layers = {64, 128, 10}, .input_dropout = 0.2, .hidden_dropout = 0.5, .max_norm = 1.0});
+  ParamStore<float> params(g);
+  params.initialize(g, 1);
+  Tape<float> tape(g, params, {.batch = 32});
+  for (const char* kind : {"sgd", "adagrad"}) {
+    INFO(kind);
+    const auto optimizer = make_optimizer(kind, params);
+    Step step(params, *optimizer, model_constraints(g, params, MaxNormRule::UnitIncoming), /*seed=*/2);
+    int64_t hooked = 0;
+    step.set_gradient_hook([&](ParamStore<float>&) { ++hooked; });
+    const Step::Feed feed = [](Tape<float>& t, size_t i) { feed_regression(t, i); };
+    step.run({.step = 0, .learning_rate = 0.01, .momentum = 0.5}, tape, feed);  // anything lazy settles
+    bool finite = true;
+    int64_t allocations = 0;
+    {
+      testing::CountAllocations count;
+      for (int64_t n = 1; n <= 5; ++n) {
+        finite = step.run({.step = n, .learning_rate = 0.01, .momentum = 0.5}, tape, feed).finite && finite;
+      }
+      allocations = count.count();
+    }
+    CHECK(finite);
+    CHECK(allocations == 0);
+    CHECK(hooked == 6);
+  }
+  Eigen::setNbThreads(threads);
 }
 
 TEST_CASE("a non-finite objective stops the step before any update and names every loss term") {
