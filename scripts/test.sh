@@ -19,7 +19,8 @@ if [ "${1:-}" = "--sanitize" ]; then
     meson setup "$dir" -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
   fi
   echo "test: building with AddressSanitizer and UndefinedBehaviorSanitizer ($dir/)"
-  ninja -C "$dir" tests/pens_tests pens >/dev/null
+  # The tests run the tool and the extending example as programs.
+  ninja -C "$dir" tests/pens_tests pens examples/extending >/dev/null
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 fi
