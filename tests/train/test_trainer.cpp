@@ -58,6 +58,26 @@ struct Quiet : TrainObserver {
   void on_message(const std::string& text) override { messages.push_back(text); }
 };
 
+// Trains `config` for 4 epochs into dir/unbroken, and for 2 epochs then resumed to 4 into
+// dir/resumed, and checks that both end with the same parameters, bit for bit.
+TrainSummary check_resume_is_exact(TrainConfig config, const testing::TempDir& dir) {
+  config.checkpoint_every_epochs = 1;
+  config.epochs = 4;
+  Quiet quiet;
+  const TrainSummary unbroken = train(config, small_data(), dir / "unbroken", quiet);
+  config.epochs = 2;
+  train(config, small_data(), dir / "resumed", quiet);
+  config.epochs = 4;
+  train(config, small_data(), dir / "resumed", quiet, /*resume=*/true);
+  const Model a = load_model(dir / "unbroken/model.json");
+  const Model b = load_model(dir / "resumed/model.json");
+  REQUIRE(a.values);
+  REQUIRE(b.values);
+  const auto va = a.values->values(), vb = b.values->values();
+  CHECK(std::equal(va.begin(), va.end(), vb.begin(), vb.end()));
+  return unbroken;
+}
+
 }  // namespace
 
 TEST_CASE("a short semi-supervised run lowers validation error and writes a well-formed run folder") {
@@ -182,22 +202,7 @@ TEST_CASE("every training config under examples/ parses and names a model file t
 TEST_CASE("a resumed run continues exactly as an unbroken one") {
   testing::TempDir dir;
   TrainConfig config = small_config(write_small_model(dir));
-  config.epochs = 4;
-  config.checkpoint_every_epochs = 1;
-  Quiet quiet;
-  train(config, small_data(), dir / "unbroken", quiet);
-
-  config.epochs = 2;
-  train(config, small_data(), dir / "resumed", quiet);
-  config.epochs = 4;
-  train(config, small_data(), dir / "resumed", quiet, /*resume=*/true);
-
-  const Model a = load_model(dir / "unbroken/model.json");
-  const Model b = load_model(dir / "resumed/model.json");
-  REQUIRE(a.values);
-  REQUIRE(b.values);
-  const auto va = a.values->values(), vb = b.values->values();
-  CHECK(std::equal(va.begin(), va.end(), vb.begin(), vb.end()));
+  check_resume_is_exact(config, dir);
   const auto lines = [](const std::string& path) {
     std::vector<json> out;
     std::ifstream in(path);
@@ -213,7 +218,9 @@ TEST_CASE("a resumed run continues exactly as an unbroken one") {
     CHECK(ma[i]["objective"] == mb[i]["objective"]);
   }
 
+  config.epochs = 4;
   config.schedule.learning_rate = 0.2;  // a different run cannot resume this one
+  Quiet quiet;
   CHECK_ERROR_MENTIONS(train(config, small_data(), dir / "resumed", quiet, true), "checkpoint.pens",
                        "written by a different config");
 }
@@ -273,26 +280,11 @@ TEST_CASE("AdaGrad trains the semi-supervised run from a config, and its state r
   CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m", "optimizer": {"kind": "rmsprop"}})"), "c.json"),
                        "optimizer.kind 'rmsprop'", "registered optimizer (adagrad, ");
 
-  const TrainConfig base = small_config(write_small_model(dir));
-  config.model = base.model;
-  config.labeled = base.labeled;
-  config.validation = base.validation;
-  config.batch_labeled = base.batch_labeled;
-  config.batch_unlabeled = base.batch_unlabeled;
-  config.steps_per_epoch = base.steps_per_epoch;
-  config.threads = 1;
-  config.eval_batch = base.eval_batch;
-  config.checkpoint_every_epochs = 1;
-  config.epochs = 4;
-  Quiet quiet;
-  const TrainSummary unbroken = train(config, small_data(), dir / "unbroken", quiet);
+  TrainConfig run = small_config(write_small_model(dir));
+  run.optimizer = config.optimizer;
+  run.optimizer_settings = config.optimizer_settings;
+  run.schedule.learning_rate = 0.05;
+  const TrainSummary unbroken = check_resume_is_exact(run, dir);
   REQUIRE_FALSE(unbroken.diverged);
   CHECK(unbroken.json["best_validation"]["validation_error"].get<double>() < 0.5);  // chance is 0.75
-  config.epochs = 2;
-  train(config, small_data(), dir / "resumed", quiet);
-  config.epochs = 4;
-  train(config, small_data(), dir / "resumed", quiet, true);
-  const Model a = load_model(dir / "unbroken/model.json"), b = load_model(dir / "resumed/model.json");
-  const auto va = a.values->values(), vb = b.values->values();
-  CHECK(std::equal(va.begin(), va.end(), vb.begin(), vb.end()));
 }
