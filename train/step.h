@@ -54,9 +54,6 @@ class Step {
   // The same for a step of one graph (example 0).
   StepResult run(const OptimizerStep& update, Tape<float>& tape, const Feed& feed);
 
-  ParamStore<float>& params() { return params_; }
-  Optimizer& optimizer() { return optimizer_; }
-
  private:
   ParamStore<float>& params_;
   Optimizer& optimizer_;
