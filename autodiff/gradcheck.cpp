@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "autodiff/tape.h"
-#include "graph/ir/error.h"
 #include "ops/check_case.h"
+#include "ops/ir/error.h"
 #include "ops/op.h"
 
 namespace pens {

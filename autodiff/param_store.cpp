@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "ops/random.h"
 
 namespace pens {

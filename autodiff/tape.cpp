@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "graph/infer.h"
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 

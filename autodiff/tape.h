@@ -18,7 +18,7 @@
 
 #include "autodiff/param_store.h"
 #include "graph/graph.h"
-#include "graph/ir/value.h"
+#include "ops/ir/value.h"
 #include "ops/op.h"
 
 namespace pens {

@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "autodiff/tape.h"
-#include "graph/ir/error.h"
 #include "graph/pseudo_ensemble.h"
 #include "models/mlp.h"
+#include "ops/ir/error.h"
 #include "train/step.h"
 
 using namespace pens;

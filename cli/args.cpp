@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 
 namespace pens::cli {
 

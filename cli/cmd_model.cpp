@@ -4,9 +4,9 @@
 #include <sstream>
 
 #include "cli/args.h"
-#include "graph/ir/error.h"
 #include "graph/noise.h"
 #include "models/mlp.h"
+#include "ops/ir/error.h"
 #include "serialization/files.h"
 #include "serialization/model_file.h"
 

@@ -7,8 +7,8 @@
 #include <iostream>
 
 #include "cli/args.h"
-#include "graph/ir/error.h"
 #include "models/mnist.h"
+#include "ops/ir/error.h"
 #include "serialization/files.h"
 #include "train/pretrain.h"
 #include "train/run_folder.h"

@@ -11,9 +11,9 @@
 
 #include "autodiff/tape.h"
 #include "cli/args.h"
-#include "graph/ir/error.h"
 #include "graph/pseudo_ensemble.h"
 #include "models/mnist.h"
+#include "ops/ir/error.h"
 #include "serialization/files.h"
 #include "serialization/model_file.h"
 #include "train/evaluation.h"

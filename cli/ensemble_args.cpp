@@ -1,6 +1,6 @@
 #include "cli/ensemble_args.h"
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 
 namespace pens::cli {
 

@@ -5,7 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/ensemble_args.h"
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 
 namespace {
 

@@ -16,10 +16,10 @@
 #include <string>
 
 #include "autodiff/tape.h"
-#include "graph/ir/error.h"
 #include "graph/printers.h"
 #include "models/mlp.h"
 #include "models/synthetic.h"
+#include "ops/ir/error.h"
 #include "train/schedule.h"
 #include "train/step.h"
 

@@ -5,7 +5,7 @@
 #include <boost/graph/depth_first_search.hpp>
 #include <boost/graph/filtered_graph.hpp>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "ops/registry.h"
 
 namespace pens {

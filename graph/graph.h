@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/ir/node.h"
-#include "graph/ir/shape.h"
-#include "graph/ir/value.h"
+#include "ops/ir/node.h"
+#include "ops/ir/shape.h"
+#include "ops/ir/value.h"
 
 namespace pens {
 

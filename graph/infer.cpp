@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <set>
 
-#include "graph/ir/error.h"
 #include "graph/noise.h"
+#include "ops/ir/error.h"
 #include "ops/op.h"
 
 namespace pens {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "graph/ir/value.h"
+#include "ops/ir/value.h"
 
 namespace pens {
 

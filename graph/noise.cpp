@@ -1,6 +1,6 @@
 #include "graph/noise.h"
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "ops/random.h"
 
 namespace pens {

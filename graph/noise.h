@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "graph/ir/attributes.h"
-#include "graph/ir/named_table.h"
+#include "ops/ir/attributes.h"
+#include "ops/ir/named_table.h"
 
 namespace pens {
 

@@ -8,7 +8,7 @@
 
 #include "graph/graph.h"
 #include "graph/infer.h"
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 

@@ -1,6 +1,6 @@
 #include "graph/penalty.h"
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "graph/ir/named_table.h"
+#include "ops/ir/named_table.h"
 
 namespace pens {
 

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "graph/infer.h"
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "ops/op.h"
 
 namespace pens {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <set>
 
-#include "graph/ir/error.h"
 #include "graph/penalty.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 

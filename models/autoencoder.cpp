@@ -1,7 +1,7 @@
 #include "models/autoencoder.h"
 
-#include "graph/ir/error.h"
 #include "graph/noise.h"
+#include "ops/ir/error.h"
 #include "ops/op.h"
 
 namespace pens {

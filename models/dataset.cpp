@@ -3,7 +3,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "ops/random.h"
 
 namespace pens {

@@ -1,7 +1,7 @@
 #include "models/mlp.h"
 
-#include "graph/ir/error.h"
 #include "graph/noise.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "serialization/idx.h"
 
 namespace pens {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "ops/random.h"
 
 namespace pens {

@@ -8,7 +8,7 @@
 #include <array>
 #include <cstdint>
 
-#include "graph/ir/shape.h"
+#include "ops/ir/shape.h"
 
 namespace pens {
 

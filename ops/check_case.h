@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "graph/ir/attributes.h"
-#include "graph/ir/shape.h"
-#include "graph/ir/value.h"
+#include "ops/ir/attributes.h"
+#include "ops/ir/shape.h"
+#include "ops/ir/value.h"
 
 namespace pens {
 

@@ -24,10 +24,10 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/ir/attributes.h"
-#include "graph/ir/error.h"
-#include "graph/ir/node.h"
-#include "graph/ir/value.h"
+#include "ops/ir/attributes.h"
+#include "ops/ir/error.h"
+#include "ops/ir/node.h"
+#include "ops/ir/value.h"
 #include "ops/random.h"
 #include "ops/tensor.h"
 

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/ir/named_table.h"
+#include "ops/ir/named_table.h"
 #include "ops/op.h"
 
 namespace pens {

@@ -6,7 +6,7 @@
 #include <Eigen/Core>
 #include <type_traits>
 
-#include "graph/ir/shape.h"
+#include "ops/ir/shape.h"
 
 namespace pens {
 

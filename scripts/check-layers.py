@@ -3,7 +3,7 @@
 
 pens is built in layers, one folder each, and a layer may use only the layers below it:
 
-    graph/ir       the IR: shapes, attributes, nodes, errors
+    ops/ir         the IR: shapes, attributes, nodes, errors
     ops            the op contract, the op registry and the ops, random numbers
     graph          the graph, its verification, printers, noise and penalty kinds, passes
     autodiff       parameter store, tape, gradient checker
@@ -22,9 +22,9 @@ import re
 import sys
 
 # (folder, rank): a file may include headers of its own rank or lower. The longest
-# matching folder decides (graph/ir is below graph).
+# matching folder decides (ops/ir is below the rest of ops).
 LAYERS = [
-    ("graph/ir", 0),
+    ("ops/ir", 0),
     ("ops", 1),
     ("graph", 2),
     ("autodiff", 3),
@@ -61,7 +61,7 @@ def source_files(root):
 
 def check(root):
     problems = []
-    # graph/ir is walked twice (as itself and under graph): each file once.
+    # ops/ir is walked twice (as itself and under ops): each file once.
     for path in sorted(set(source_files(root))):
         folder, rank = layer_of(path)
         with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:

@@ -1,6 +1,6 @@
 #include "serialization/checkpoint.h"
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "serialization/files.h"
 #include "serialization/sha256.h"
 

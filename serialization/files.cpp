@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 

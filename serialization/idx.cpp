@@ -1,6 +1,6 @@
 #include "serialization/idx.h"
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "serialization/files.h"
 
 namespace pens {

@@ -7,8 +7,8 @@
 #include <set>
 
 #include "graph/infer.h"
-#include "graph/ir/error.h"
 #include "graph/noise.h"
+#include "ops/ir/error.h"
 #include "ops/op.h"
 #include "serialization/files.h"
 #include "serialization/sha256.h"

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "serialization/files.h"
 
 namespace pens {

@@ -4,7 +4,7 @@
 #include <Eigen/Core>
 #include <cmath>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "train/optimizer.h"
 
 namespace pens {

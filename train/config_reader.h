@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "graph/ir/attributes.h"
-#include "graph/ir/error.h"
+#include "ops/ir/attributes.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "autodiff/param_store.h"
-#include "graph/ir/attributes.h"
-#include "graph/ir/named_table.h"
+#include "ops/ir/attributes.h"
+#include "ops/ir/named_table.h"
 #include "serialization/checkpoint.h"
 
 namespace pens {

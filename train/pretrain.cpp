@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "autodiff/tape.h"
-#include "graph/ir/error.h"
 #include "graph/pseudo_ensemble.h"
+#include "ops/ir/error.h"
 #include "serialization/model_file.h"
 #include "serialization/sha256.h"
 #include "train/evaluation.h"

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "serialization/files.h"
 #include "serialization/png.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 #include "serialization/files.h"
 #include "serialization/model_file.h"
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/ir/attributes.h"
 #include "graph/pseudo_ensemble.h"
+#include "ops/ir/attributes.h"
 #include "train/schedule.h"
 
 namespace pens {

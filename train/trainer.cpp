@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "autodiff/tape.h"
-#include "graph/ir/error.h"
 #include "graph/pseudo_ensemble.h"
+#include "ops/ir/error.h"
 #include "serialization/model_file.h"
 #include "serialization/sha256.h"
 #include "train/evaluation.h"

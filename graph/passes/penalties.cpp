@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "graph/infer.h"
-#include "graph/ir/error.h"
 #include "graph/penalty.h"
 #include "graph/pseudo_ensemble.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 

@@ -5,9 +5,9 @@
 #include <set>
 
 #include "graph/infer.h"
-#include "graph/ir/error.h"
 #include "graph/noise.h"
 #include "graph/pseudo_ensemble.h"
+#include "ops/ir/error.h"
 #include "ops/op.h"
 
 namespace pens {

@@ -2,8 +2,8 @@
 #include <boost/graph/reverse_graph.hpp>
 
 #include "graph/infer.h"
-#include "graph/ir/error.h"
 #include "graph/pass.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "graph/ir/error.h"
 #include "graph/pseudo_ensemble.h"
+#include "ops/ir/error.h"
 #include "serialization/model_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

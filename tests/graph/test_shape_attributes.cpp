@@ -1,8 +1,8 @@
 #include <doctest/doctest.h>
 
 #include "graph/graph.h"
-#include "graph/ir/attributes.h"
-#include "graph/ir/shape.h"
+#include "ops/ir/attributes.h"
+#include "ops/ir/shape.h"
 #include "ops/registry.h"
 #include "tests/support/helpers.h"
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 
 // Checks that `expr` throws a pens::Error whose message contains every given fragment
 // (the node, the field, what was expected).

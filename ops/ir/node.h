@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/ir/attributes.h"
+#include "ops/ir/attributes.h"
 
 namespace pens {
 

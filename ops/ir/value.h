@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "graph/ir/shape.h"
+#include "ops/ir/shape.h"
 
 namespace pens {
 

@@ -1,6 +1,6 @@
-#include "graph/ir/shape.h"
+#include "ops/ir/shape.h"
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 

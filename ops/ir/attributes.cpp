@@ -1,11 +1,11 @@
-#include "graph/ir/attributes.h"
+#include "ops/ir/attributes.h"
 
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 

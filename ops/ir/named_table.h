@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/ir/error.h"
+#include "ops/ir/error.h"
 
 namespace pens {
 
