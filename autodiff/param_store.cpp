@@ -1,6 +1,7 @@
 #include "autodiff/param_store.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "ops/ir/error.h"
 #include "ops/random.h"
@@ -70,6 +71,10 @@ void ParamStore<T>::initialize(const Graph& g, uint64_t seed) {
       fail("parameter '", e.name, "': unknown init '", init, "'");
     }
   }
+}
+
+bool all_finite(std::span<const float> values) {
+  return std::all_of(values.begin(), values.end(), [](float x) { return std::isfinite(x); });
 }
 
 std::vector<std::string> copy_shared_values(ParamStore<float>& to, const ParamStore<float>& from,

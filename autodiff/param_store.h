@@ -63,6 +63,9 @@ class ParamStore {
   Buffer grads_;
 };
 
+// Whether every value is finite (no NaN, no infinity): what a checkpoint must hold.
+bool all_finite(std::span<const float> values);
+
 // Copies into `to` the values of every parameter that `from` holds under the same name
 // (shapes must agree: an Error names `from_source` and the first that does not); returns
 // the names copied, in `to`'s order.

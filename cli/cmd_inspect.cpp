@@ -28,12 +28,6 @@ json inspect_json(const BuiltGraph& built) {
     params += is_param(n);
     json inputs = json::array();
     for (NodeId u : g.inputs(v)) inputs.push_back(g[u].name);
-    json noise = json::array();
-    for (const NoiseAnnotation& a : n.noise) {
-      json entry = {{"kind", a.kind}};
-      for (const auto& [k, val] : a.params.items()) entry[k] = std::visit([](const auto& x) { return json(x); }, val);
-      noise.push_back(entry);
-    }
     json flags = json::array();
     if (n.has(kOutput)) flags.push_back("output");
     if (n.has(kLoss)) flags.push_back("loss");
@@ -45,7 +39,7 @@ json inspect_json(const BuiltGraph& built) {
                      {"layer", n.layer},
                      {"shape", values[v].shape.to_vector()},
                      {"dtype", dtype_name(values[v].dtype)},
-                     {"noise", noise},
+                     {"noise", noise_list_json(n.noise)},
                      {"flags", flags}});
   }
   json tap_list = json::array();

@@ -6,6 +6,7 @@
 #include "graph/noise.h"
 #include "graph/penalty.h"
 #include "ops/registry.h"
+#include "serialization/model_file.h"
 #include "train/optimizer.h"
 
 namespace pens::cli {
@@ -27,7 +28,7 @@ nlohmann::json schema_json(const std::vector<AttrSpec>& schema) {
   for (const AttrSpec& a : schema) {
     nlohmann::json spec = {{"name", a.name}, {"type", attr_type_name(a.type)}, {"required", a.required}, {"doc", a.doc}};
     if (auto* d = std::get_if<AttrValue>(&a.default_value)) {
-      spec["default"] = std::visit([](const auto& v) { return nlohmann::json(v); }, *d);
+      spec["default"] = attribute_json(*d);
     }
     attrs.push_back(spec);
   }

@@ -476,11 +476,17 @@ Model load_model(const std::string& path) {
   return parse_model(text, path, p.has_parent_path() ? p.parent_path().string() : ".");
 }
 
-namespace {
-
-json attr_json(const AttrValue& v) {
+json attribute_json(const AttrValue& v) {
   return std::visit([](const auto& x) { return json(x); }, v);
 }
+
+json attributes_json(const Attributes& a) {
+  json out = json::object();
+  for (const auto& [k, v] : a.items()) out[k] = attribute_json(v);
+  return out;
+}
+
+namespace {
 
 json flags_json(const Node& n) {
   json f = json::array();
@@ -561,8 +567,7 @@ ModelText write_model(const Model& m, ValueStorage storage, const std::string& s
       for (NodeId u : g.inputs(v)) in.push_back(g[u].name);
       if (!in.empty()) e["inputs"] = in;
       if (!n.attrs.empty()) {
-        json attrs = json::object();
-        for (const auto& [k, val] : n.attrs.items()) attrs[k] = attr_json(val);
+        const json attrs = attributes_json(n.attrs);
         e["attrs"] = attrs;
       }
       write_common(e, n);
@@ -603,7 +608,7 @@ json noise_list_json(const std::vector<NoiseAnnotation>& noise) {
   json list = json::array();
   for (const NoiseAnnotation& a : noise) {
     json entry = {{"kind", a.kind}};
-    for (const auto& [k, v] : a.params.items()) entry[k] = attr_json(v);
+    for (const auto& [k, v] : a.params.items()) entry[k] = attribute_json(v);
     list.push_back(entry);
   }
   return list;

@@ -48,4 +48,8 @@ std::vector<NoiseAnnotation> read_noise_list(const nlohmann::json& list, const s
                                              const std::string& path, const Node& node);
 nlohmann::json noise_list_json(const std::vector<NoiseAnnotation>& noise);
 
+// An attribute value, and a set of attributes, as the model format writes them.
+nlohmann::json attribute_json(const AttrValue& v);
+nlohmann::json attributes_json(const Attributes& a);
+
 }  // namespace pens

@@ -51,6 +51,11 @@ class ConfigSection {
     if (!(*j_)[key].is_string()) fail(source_, ": ", where(key), " must be a string");
     out = (*j_)[key].get<std::string>();
   }
+  // A string the config must give; `what` says what it names ("model file").
+  void required_string(const char* key, std::string& out, const char* what) {
+    string(key, out);
+    if (out.empty()) fail(source_, ": the config names no ", what, " (field \"", where(key), "\")");
+  }
   const nlohmann::json* child(const char* key) {
     used_.insert(key);
     return j_->contains(key) ? &(*j_)[key] : nullptr;
@@ -94,12 +99,5 @@ class ConfigSection {
   const std::string& source_;
   std::set<std::string> used_;
 };
-
-// Settings as they go back into a config.
-inline nlohmann::json settings_json(const Attributes& settings) {
-  nlohmann::json out = nlohmann::json::object();
-  for (const auto& [key, value] : settings.items()) out[key] = std::visit([](const auto& v) { return nlohmann::json(v); }, value);
-  return out;
-}
 
 }  // namespace pens

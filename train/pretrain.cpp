@@ -73,10 +73,6 @@ double denoising_error(Tape<float>& tape, const std::string& node, const Dataset
   return d.size > 0 ? sum / static_cast<double>(d.size) : std::nan("");
 }
 
-bool all_finite(std::span<const float> v) {
-  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
-}
-
 // Greedy pre-training, layer by layer: each layer's autoencoder trains on the clean code
 // of the layers below it (already pre-trained), then hands its values to the network.
 class Pretraining {

@@ -11,8 +11,7 @@ PretrainConfig parse_pretrain_config(const json& j, const std::string& source) {
   PretrainConfig c;
   ConfigSection top(j, "", source);
   top.string("description", c.description);
-  top.string("model", c.model);
-  if (c.model.empty()) fail(source, ": the config names no model file (field \"model\")");
+  top.required_string("model", c.model, "model file");
   if (const json* d = top.child("data")) {
     ConfigSection s(*d, "data", source);
     s.string("dir", c.data_dir);

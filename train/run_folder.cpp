@@ -1,7 +1,5 @@
 #include "train/run_folder.h"
 
-#include <algorithm>
-#include <cmath>
 #include <filesystem>
 
 #include "ops/ir/error.h"
@@ -9,14 +7,6 @@
 #include "serialization/model_file.h"
 
 namespace pens {
-
-namespace {
-
-bool all_finite(std::span<const float> v) {
-  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
-}
-
-}  // namespace
 
 RunFolder::RunFolder(std::string dir) : dir_(std::move(dir)) { std::filesystem::create_directories(dir_); }
 

@@ -1,5 +1,6 @@
 #include "train/train_config.h"
 
+#include "serialization/model_file.h"
 #include "train/config_reader.h"
 #include "train/constraints.h"
 #include "train/optimizer.h"
@@ -12,8 +13,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
   TrainConfig c;
   ConfigSection top(j, "", source);
   top.string("description", c.description);
-  top.string("model", c.model);
-  if (c.model.empty()) fail(source, ": the config names no model file (field \"model\")");
+  top.required_string("model", c.model, "model file");
   top.string("init_from", c.init_from);
   if (const json* d = top.child("data")) {
     ConfigSection s(*d, "data", source);
@@ -83,7 +83,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
 
 json to_json(const TrainConfig& c) {
   const Schedule& sc = c.schedule;
-  json optimizer = settings_json(c.optimizer_settings);
+  json optimizer = attributes_json(c.optimizer_settings);
   optimizer.update(json{{"kind", c.optimizer},
                         {"learning_rate", sc.learning_rate},
                         {"warmup_epochs", sc.warmup_epochs},

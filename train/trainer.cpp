@@ -94,8 +94,6 @@ class ClassifierRun {
   // The model and its graphs.
   Model model_;
   ClassifierIo io_;
-  Graph training_;
-  std::vector<PenaltyHandle> penalties_;
   Schedule schedule_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Step> step_;
@@ -123,20 +121,16 @@ void ClassifierRun::load_model_and_graphs() {
   io_ = classifier_io(model_.graph, config_.model);
   const bool semi_supervised = config_.batch_unlabeled > 0;
   schedule_ = config_.schedule;
+  // The model as it is, or its pseudo-ensemble.
+  PseudoEnsemble training{.graph = model_.graph};
   if (model_.ensemble) {
     PseudoEnsembleSpec spec = *model_.ensemble;
     if (config_.lambda_schedule) spec.lambda_schedule = *config_.lambda_schedule;
-    PseudoEnsemble ensemble = build_pseudo_ensemble(
-        model_.graph, spec, {.labeled_rows = semi_supervised ? config_.batch_labeled : -1});
-    training_ = std::move(ensemble.graph);
-    penalties_ = std::move(ensemble.penalties);
+    training = build_pseudo_ensemble(model_.graph, spec, {.labeled_rows = semi_supervised ? config_.batch_labeled : -1});
     schedule_.lambda_stages = spec.lambda_schedule;
-  } else {
-    if (semi_supervised) {
-      fail(config_.model, ": batch.unlabeled = ", config_.batch_unlabeled,
-           " but the model has no pseudo_ensemble section: nothing would read unlabeled rows");
-    }
-    training_ = model_.graph;
+  } else if (semi_supervised) {
+    fail(config_.model, ": batch.unlabeled = ", config_.batch_unlabeled,
+         " but the model has no pseudo_ensemble section: nothing would read unlabeled rows");
   }
   if (!model_.values) {
     model_.values = std::make_shared<ParamStore<float>>(model_.graph);
@@ -144,10 +138,10 @@ void ClassifierRun::load_model_and_graphs() {
   }
   if (!config_.init_from.empty()) observer_.on_message(initialize_from(*model_.values, config_.init_from));
   const int64_t batch = config_.batch_labeled + config_.batch_unlabeled;
-  step_tape_ = std::make_unique<Tape<float>>(training_, *model_.values, CompileOptions{.batch = batch});
+  step_tape_ = std::make_unique<Tape<float>>(training.graph, *model_.values, CompileOptions{.batch = batch});
   eval_tape_ = std::make_unique<Tape<float>>(build_inference(model_.graph), *model_.values,
                                              CompileOptions{.batch = config_.eval_batch});
-  weights_ = std::make_unique<PenaltyWeights>(penalties_);
+  weights_ = std::make_unique<PenaltyWeights>(std::move(training.penalties));
   loss_sums_.assign(step_tape_->loss_count(), 0.0);
 }
 
