@@ -135,35 +135,60 @@ void NoiseStream::bernoulli(T* out, int64_t n, double keep, T scale) const {
   });
 }
 
+namespace {
+
+// Elements base .. base + kSpan - 1 of a stream's standard normal draw (base a multiple
+// of kSpan): Box-Muller on each pair of words, a chunk at a time, with Eigen's vectorized
+// log, sin and cos (within a few ulp of the C library's scalar ones). Element e depends
+// on block e / 4 alone, so any range of the draw can be made on its own.
+template <class T>
+void normal_span(const NoiseStream& stream, int64_t base, T (&z)[kSpan]) {
+  using Lanes = Eigen::Array<T, NoiseStream::kChunk, 1>;
+  constexpr double kTwoPi = 2.0 * std::numbers::pi;
+  uint32_t w[4][NoiseStream::kChunk];
+  Lanes u, theta, r[2], c[2], s[2];
+  stream.blocks(static_cast<uint64_t>(base) / 4, w);
+  for (int pair = 0; pair < 2; ++pair) {
+    for (int i = 0; i < NoiseStream::kChunk; ++i) {
+      u[i] = static_cast<T>(word_to_unit(w[2 * pair][i]));
+      theta[i] = static_cast<T>(kTwoPi * word_to_unit(w[2 * pair + 1][i]));
+    }
+    r[pair] = (T(-2) * u.log()).sqrt();
+    c[pair] = r[pair] * theta.cos();
+    s[pair] = r[pair] * theta.sin();
+  }
+  for (int i = 0; i < NoiseStream::kChunk; ++i) {
+    z[4 * i] = c[0][i];
+    z[4 * i + 1] = s[0][i];
+    z[4 * i + 2] = c[1][i];
+    z[4 * i + 3] = s[1][i];
+  }
+}
+
+}  // namespace
+
 template <class T>
 void NoiseStream::normal(T* out, int64_t n, T sigma) const {
-  using Lanes = Eigen::Array<T, kChunk, 1>;
-  constexpr double kTwoPi = 2.0 * std::numbers::pi;
   for_each_chunk(n, [&](int64_t base) {
-    uint32_t w[4][kChunk];
-    Lanes u, theta, r[2], c[2], s[2];
-    T z[4 * kChunk];
-    blocks(static_cast<uint64_t>(base) / 4, w);
-    // Box-Muller on each pair of words, a chunk at a time: Eigen's vectorized log, sin
-    // and cos, within a few ulp of the C library's scalar ones.
-    for (int pair = 0; pair < 2; ++pair) {
-      for (int i = 0; i < kChunk; ++i) {
-        u[i] = static_cast<T>(word_to_unit(w[2 * pair][i]));
-        theta[i] = static_cast<T>(kTwoPi * word_to_unit(w[2 * pair + 1][i]));
-      }
-      r[pair] = (T(-2) * u.log()).sqrt();
-      c[pair] = r[pair] * theta.cos();
-      s[pair] = r[pair] * theta.sin();
-    }
-    for (int i = 0; i < kChunk; ++i) {
-      z[4 * i] = c[0][i];
-      z[4 * i + 1] = s[0][i];
-      z[4 * i + 2] = c[1][i];
-      z[4 * i + 3] = s[1][i];
-    }
+    T z[kSpan];
+    normal_span(*this, base, z);
     const int64_t m = std::min(kSpan, n - base);
     for (int64_t e = 0; e < m; ++e) out[base + e] = sigma * z[e];
   });
+}
+
+template <class T>
+void NoiseStream::normal_at(T* out, int64_t first, int64_t n, T sigma) const {
+  T z[kSpan];
+  int64_t made = -1;  // the base of the span in z
+  for (int64_t e = first; e < first + n; ++e) {
+    const int64_t base = e - e % kSpan;
+    if (base != made) {
+      normal_span(*this, base, z);
+      made = base;
+    }
+    out[e - first] = sigma * z[e - base];
+  }
 }
 
 double NoiseStream::uniform(uint64_t i) const {
@@ -174,5 +199,7 @@ template void NoiseStream::bernoulli<float>(float*, int64_t, double, float) cons
 template void NoiseStream::bernoulli<double>(double*, int64_t, double, double) const;
 template void NoiseStream::normal<float>(float*, int64_t, float) const;
 template void NoiseStream::normal<double>(double*, int64_t, double) const;
+template void NoiseStream::normal_at<float>(float*, int64_t, int64_t, float) const;
+template void NoiseStream::normal_at<double>(double*, int64_t, int64_t, double) const;
 
 }  // namespace pens

@@ -63,6 +63,9 @@ class NoiseStream {
   // out[i] = sigma * N(0, 1), Box-Muller on pairs of words.
   template <class T>
   void normal(T* out, int64_t n, T sigma) const;
+  // Elements first .. first + n - 1 of the same draw, made without the ones before.
+  template <class T>
+  void normal_at(T* out, int64_t first, int64_t n, T sigma) const;
   // A uniform double in (0, 1) from element i.
   double uniform(uint64_t i) const;
 

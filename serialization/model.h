@@ -9,12 +9,15 @@
 #include "autodiff/param_store.h"
 #include "graph/graph.h"
 #include "graph/pseudo_ensemble.h"
+#include "graph/tree.h"
 
 namespace pens {
 
 struct Model {
   Graph graph;
   std::optional<PseudoEnsembleSpec> ensemble;
+  // A recursive network over trees: the graph is its cell, these its ports (graph/tree.h).
+  std::optional<TreePorts> tree;
   nlohmann::json metadata = nlohmann::json::object();
   // Parameter values; null for a model that was never trained (its parameters come from
   // their init attributes).

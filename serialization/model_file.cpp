@@ -219,6 +219,28 @@ void read_common(const Reader& r, const json& obj, const std::string& path, Node
   read_noise(r, obj, path, node);
 }
 
+// A tree cell's ports (graph/tree.h): every port named, the cell checked against them.
+TreePorts read_tree_ports(const Reader& r, const json& v, const std::string& path, const Graph& g) {
+  r.object(v, path);
+  TreePorts ports;
+  const std::vector<std::pair<const char*, std::string*>> fields = {
+      {"words", &ports.words}, {"leaf", &ports.leaf},     {"left", &ports.left},    {"right", &ports.right},
+      {"compose", &ports.compose}, {"node", &ports.node}, {"scores", &ports.scores}};
+  r.only(v, path, {"words", "leaf", "left", "right", "compose", "node", "scores"});
+  for (const auto& [key, field] : fields) *field = r.name(r.required(v, path, key), path + "/" + key);
+  try {
+    check_tree_cell(g, ports);
+  } catch (const Error& e) {
+    r.fail(path, e.what());
+  }
+  return ports;
+}
+
+json tree_ports_json(const TreePorts& p) {
+  return {{"words", p.words}, {"leaf", p.leaf},     {"left", p.left},    {"right", p.right},
+          {"compose", p.compose}, {"node", p.node}, {"scores", p.scores}};
+}
+
 PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::string& path, const Graph& g) {
   r.object(v, path);
   r.only(v, path, {"children", "pairing", "loss_on", "smoothing", "penalties", "lambda_schedule"});
@@ -274,7 +296,7 @@ Model parse_model(const std::string& text, const std::string& source, const std:
   }
   r.object(doc, "");
   r.only(doc, "", {"format_version", "opset_version", "metadata", "inputs", "parameters", "nodes", "outputs",
-                   "pseudo_ensemble", "weights"});
+                   "pseudo_ensemble", "tree", "weights"});
   const int64_t version = r.integer(r.required(doc, "", "format_version"), "/format_version");
   if (version != kFormatVersion) {
     r.fail("/format_version", "unsupported format_version ", version, " (this pens reads ", kFormatVersion, ")");
@@ -396,6 +418,7 @@ Model parse_model(const std::string& text, const std::string& source, const std:
   }
 
   if (const json* pe = r.optional(doc, "pseudo_ensemble")) m.ensemble = read_ensemble(r, *pe, "/pseudo_ensemble", g);
+  if (const json* tree = r.optional(doc, "tree")) m.tree = read_tree_ports(r, *tree, "/tree", g);
 
   // Parameter values: inline, in a sidecar, or none.
   const json* weights = r.optional(doc, "weights");
@@ -580,6 +603,7 @@ ModelText write_model(const Model& m, ValueStorage storage, const std::string& s
   doc["nodes"] = nodes;
   doc["outputs"] = outputs;
   if (m.ensemble) doc["pseudo_ensemble"] = ensemble_json(*m.ensemble);
+  if (m.tree) doc["tree"] = tree_ports_json(*m.tree);
   if (storage == ValueStorage::Sidecar) {
     doc["weights"] = {{"file", sidecar_name},
                       {"bytes", sidecar.size()},

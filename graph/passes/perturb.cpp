@@ -218,6 +218,7 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
   out.losses = std::move(perturbed.losses);
   out.loss_head = std::move(perturbed.loss_head);
   std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(std::make_unique<LookupFirst>());
   passes.push_back(std::make_unique<PruneDeadNodes>());
   out.graph = run_passes(perturbed.graph, passes, batch);
   for (PenaltyHandle& h : out.penalties) {
@@ -249,6 +250,7 @@ Graph build_inference(const Graph& parent, int64_t samples) {
     }
   }
   std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(std::make_unique<LookupFirst>());
   passes.push_back(std::make_unique<PruneDeadNodes>());
   return run_passes(g, passes);
 }

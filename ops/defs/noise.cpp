@@ -83,6 +83,49 @@ struct GaussianNoise {
   static void check(CheckBuilder& b) { b.check({b.real({3, 4})}, {{"sigma", 0.3}}); }
 };
 
+// lookup_noise: y[p, :] = x[p, :] + σ ε[ids[p]·W .. ids[p]·W + W − 1], with ε the stream's
+// normal draw over a whole [V, W] table. When x holds rows ids looked up from a table, y
+// equals the lookup from the table fuzzed by gaussian_noise with the same stream, at the
+// cost of the rows alone (graph/passes/lookup_first.cpp makes that rewrite). dx = dy.
+struct LookupNoise {
+  static constexpr const char* kName = "lookup_noise";
+  static constexpr const char* kSummary = "Gaussian noise on looked-up rows, drawn as for the whole table";
+  static constexpr bool kStochastic = true;
+  static std::vector<InputSlot> inputs() { return {{"x"}, {"ids", DType::Index, false}}; }
+  static std::vector<AttrSpec> attrs() {
+    return {{"sigma", AttrType::Float, false, AttrValue(0.1), "standard deviation, >= 0"},
+            stream_attr()};
+  }
+  static ValueInfo infer(const InferCtx& ctx) {
+    infer::expect(ctx, 0, 2);
+    infer::expect(ctx, 1, 1);
+    if (ctx.in[1].shape[0] != ctx.in[0].shape[0]) {
+      ctx.fail(cat("ids are ", ctx.in[1].shape.str(), " but x is ", ctx.in[0].shape.str(), ": one id per row"));
+    }
+    const double sigma = ctx.attrs().get_float("sigma");
+    if (!(sigma >= 0.0)) ctx.fail(cat("sigma must be >= 0, got ", sigma));
+    return ctx.in[0];
+  }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    const int64_t rows = args.in[0].shape[0], width = args.in[0].shape[1];
+    const auto sigma = static_cast<T>(args.attr().get_float("sigma"));
+    for (int64_t p = 0; p < rows; ++p) {
+      const auto id = static_cast<int64_t>(args.in[1][p]);
+      if (id < 0) throw Error(cat("lookup_noise: id ", id, " at row ", p, " is negative"));
+      args.noise.normal_at(args.out.data + p * width, id * width, width, sigma);
+    }
+    args.out.arr() += args.in[0].arr();
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>& args) {
+    args.gin[0].arr() += args.gout.arr();
+  }
+  static void check(CheckBuilder& b) {
+    b.check({b.real({4, 3}), b.index_values({2, 0, 2, 5})}, {{"sigma", 0.3}});
+  }
+};
+
 // subset: `keep` distinct indices out of 0..n-1, sorted, uniformly at random (a partial
 // Fisher-Yates shuffle in scratch memory). Subspace sampling gathers parameters with
 // them. No inputs, so no gradient.
@@ -124,6 +167,7 @@ struct Subset {
 void register_noise_ops(OpRegistry& r) {
   r.add<Dropout>();
   r.add<GaussianNoise>();
+  r.add<LookupNoise>();
   r.add<Subset>();
 }
 

@@ -1,0 +1,72 @@
+#include <algorithm>
+
+#include "graph/pass.h"
+#include "ops/op.h"
+
+namespace pens {
+
+namespace {
+
+// The noise steps between an embedding's table input and a parameter, nearest the
+// parameter first; empty when the table is not such a chain.
+std::vector<NodeId> noise_chain(const Graph& g, NodeId table) {
+  std::vector<NodeId> chain;
+  NodeId v = table;
+  while (!is_param(g[v])) {
+    const Node& n = g[v];
+    const bool fuzz = n.op->name == "gaussian_noise";
+    const bool slice = n.op->name == "gather" && n.attrs.get_int("axis") >= 1;
+    if (!(fuzz || slice) || g.consumers(v).size() != 1) return {};
+    chain.push_back(v);
+    v = g.inputs(v)[0];
+  }
+  std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+
+}  // namespace
+
+Graph LookupFirst::run(const Graph& in) const {
+  Graph g = in;
+  const std::vector<ValueInfo> info = infer_values(in, kVerifyBatch);
+  for (NodeId lookup : in.nodes()) {
+    if (g[lookup].op->name != "embedding") continue;
+    const std::vector<NodeId> inputs = g.inputs(lookup);
+    const NodeId table = inputs[0], ids = inputs[1];
+    const std::vector<NodeId> chain = noise_chain(g, table);
+    // Row-wise noise needs one id per row: ids of rank 1, a table of rank 2.
+    if (chain.empty() || info[ids].shape.rank != 1 || info[table].shape.rank != 2) continue;
+    const NodeId param = g.inputs(chain.front())[0];
+    const std::string name = g[lookup].name;
+    const Node looked_up = g[lookup];
+    g.rename(lookup, name + "/table");
+    NodeId rows = g.add("embedding", {param, ids}, {}, name + "/rows");
+    g.node(rows).layer = looked_up.layer;
+    g.node(rows).role = looked_up.role;
+    for (NodeId step : chain) {
+      const Node& n = g[step];
+      NodeId next;
+      if (n.op->name == "gaussian_noise") {
+        next = g.add("lookup_noise", {rows, ids}, n.attrs, n.name + "/rows");
+      } else {
+        next = g.add("gather", {rows, g.inputs(step)[1]}, n.attrs, n.name + "/rows");
+      }
+      g.node(next).layer = n.layer;
+      g.node(next).role = n.role;
+      rows = next;
+    }
+    // The last step takes the lookup's place: its name, flags and consumers.
+    for (NodeId consumer : g.consumers(lookup)) {
+      std::vector<NodeId> ins = g.inputs(consumer);
+      std::replace(ins.begin(), ins.end(), lookup, rows);
+      g.set_inputs(consumer, ins);
+    }
+    g.node(rows).flags = looked_up.flags;
+    g.node(rows).noise = looked_up.noise;
+    g.node(lookup).flags = 0;
+    g.rename(rows, name);
+  }
+  return PruneDeadNodes().run(g);
+}
+
+}  // namespace pens

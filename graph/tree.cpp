@@ -1,0 +1,205 @@
+#include "graph/tree.h"
+
+#include <algorithm>
+#include <map>
+
+#include "graph/infer.h"
+#include "ops/ir/error.h"
+#include "ops/op.h"
+
+namespace pens {
+
+namespace {
+
+// The cell's nodes `out` depends on, in topological order, stopping at leaves.
+std::vector<NodeId> ancestors(const Graph& cell, NodeId out) {
+  std::vector<char> seen(cell.size(), 0);
+  std::vector<NodeId> stack{out};
+  seen[out] = 1;
+  while (!stack.empty()) {
+    const NodeId v = stack.back();
+    stack.pop_back();
+    for (NodeId u : cell.inputs(v)) {
+      if (!seen[u]) {
+        seen[u] = 1;
+        stack.push_back(u);
+      }
+    }
+  }
+  std::vector<NodeId> order;
+  for (NodeId v : cell.topological_order()) {
+    if (seen[v]) order.push_back(v);
+  }
+  return order;
+}
+
+// Copies cell subgraphs into one tree's graph, sharing parameters and constants.
+class Unroller {
+ public:
+  Unroller(const Graph& cell, Graph& g) : cell_(cell), g_(g) {}
+
+  // An instance of the subgraph computing `out`, the cell inputs in `given` replaced by
+  // the graph's nodes; its nodes are named "<cell name>@<suffix>".
+  NodeId instance(NodeId out, const std::map<NodeId, NodeId>& given, const std::string& suffix) {
+    std::map<NodeId, NodeId> copy = given;
+    for (NodeId v : ancestors(cell_, out)) {
+      if (copy.count(v)) continue;
+      const Node& n = cell_[v];
+      if (is_param(n) || is_constant(n)) {
+        copy[v] = shared(v);
+        continue;
+      }
+      if (is_input(n)) {
+        fail("tree cell: '", cell_[out].name, "' reads input '", n.name, "', which is not the port it is built from");
+      }
+      std::vector<NodeId> inputs;
+      for (NodeId u : cell_.inputs(v)) inputs.push_back(copy.at(u));
+      const NodeId w = g_.add(n.op->name, inputs, n.attrs, n.name + "@" + suffix);
+      Node& copied = g_.node(w);
+      copied.layer = n.layer;
+      copied.noise = n.noise;
+      copied.flags = n.flags & kFrozen;
+      copy[v] = w;
+    }
+    return copy.at(out);
+  }
+
+ private:
+  NodeId shared(NodeId v) {
+    const Node& n = cell_[v];
+    if (auto found = g_.find(n.name)) return *found;
+    const NodeId w = g_.add(n.op->name, {}, n.attrs, n.name);
+    g_.node(w) = n;
+    return w;
+  }
+
+  const Graph& cell_;
+  Graph& g_;
+};
+
+NodeId port(const Graph& cell, const std::string& name, const char* what) {
+  const auto v = cell.find(name);
+  if (!v) fail("tree cell: no node '", name, "' for the ", what, " port");
+  return *v;
+}
+
+}  // namespace
+
+void check_tree_cell(const Graph& cell, const TreePorts& ports) {
+  const NodeId words = port(cell, ports.words, "words");
+  const NodeId left = port(cell, ports.left, "left");
+  const NodeId right = port(cell, ports.right, "right");
+  const NodeId node = port(cell, ports.node, "node");
+  const NodeId leaf = port(cell, ports.leaf, "leaf");
+  const NodeId compose = port(cell, ports.compose, "compose");
+  const NodeId scores = port(cell, ports.scores, "scores");
+  const std::vector<ValueInfo> info = verify(cell);
+  if (!is_input(cell[words]) || info[words].dtype != DType::Index || info[words].shape.rank != 1) {
+    fail("tree cell: words port '", ports.words, "' must be an index input of shape [-1]");
+  }
+  for (NodeId v : {left, right, node}) {
+    if (!is_input(cell[v]) || info[v].dtype != DType::Real || info[v].shape.rank != 2) {
+      fail("tree cell: port '", cell[v].name, "' must be a real input of shape [-1, n]");
+    }
+  }
+  const int64_t n = info[leaf].shape.rank == 2 ? info[leaf].shape[1] : -1;
+  for (NodeId v : {leaf, compose, left, right, node}) {
+    if (info[v].shape.rank != 2 || info[v].shape[1] != n) {
+      fail("tree cell: '", cell[v].name, "' is ", info[v].shape.str(), " but node vectors are [-1, ", n,
+           "] (the leaf port's width)");
+    }
+  }
+  if (info[scores].shape.rank != 2) fail("tree cell: scores port '", ports.scores, "' must be [-1, classes]");
+  // Each port reads only the inputs it is built from (Unroller::instance says which one
+  // does not).
+  Graph scratch;
+  Unroller u(cell, scratch);
+  const NodeId w = scratch.input("w", Shape{kBatch}, DType::Index);
+  const NodeId x = scratch.input("x", Shape{kBatch, n});
+  const NodeId y = scratch.input("y", Shape{kBatch, n});
+  u.instance(leaf, {{words, w}}, "leaf");
+  u.instance(compose, {{left, x}, {right, y}}, "compose");
+  u.instance(scores, {{node, x}}, "scores");
+}
+
+UnrolledTree unroll_tree(const Graph& cell, const TreePorts& ports, const TreeShape& shape, const TreeLoss& loss) {
+  const int64_t size = shape.size();
+  if (size == 0) fail("unroll_tree: an empty tree");
+  // Heights, and the rows of each level: leaves first, then height 1, 2, ...
+  std::vector<int32_t> height(static_cast<size_t>(size), 0);
+  int32_t top = 0;
+  for (int64_t i = 0; i < size; ++i) {
+    const auto k = static_cast<size_t>(i);
+    const int32_t l = shape.left[k], r = shape.right[k];
+    if ((l < 0) != (r < 0) || l >= i || r >= i) {
+      fail("unroll_tree: node ", i, " has children ", l, " and ", r, " (children come before their parent)");
+    }
+    if (l >= 0) height[k] = 1 + std::max(height[static_cast<size_t>(l)], height[static_cast<size_t>(r)]);
+    top = std::max(top, height[k]);
+  }
+  std::vector<std::vector<int32_t>> levels(static_cast<size_t>(top) + 1);
+  for (int64_t i = 0; i < size; ++i) levels[static_cast<size_t>(height[static_cast<size_t>(i)])].push_back(static_cast<int32_t>(i));
+
+  UnrolledTree t;
+  t.row_of.assign(static_cast<size_t>(size), -1);
+  int32_t next_row = 0;
+  for (const std::vector<int32_t>& level : levels) {
+    for (int32_t node : level) t.row_of[static_cast<size_t>(node)] = next_row++;
+  }
+  t.leaves = levels[0];
+
+  Graph& g = t.graph;
+  Unroller u(cell, g);
+  const auto leaves = static_cast<int64_t>(levels[0].size());
+  const NodeId words = g.input(t.words, Shape{leaves}, DType::Index);
+  NodeId all = u.instance(cell.at(ports.leaf), {{cell.at(ports.words), words}}, "leaves");
+  for (size_t h = 1; h < levels.size(); ++h) {
+    const std::vector<int32_t>& level = levels[h];
+    const auto width = static_cast<int64_t>(level.size());
+    std::vector<float> left_rows, right_rows;
+    for (int32_t node : level) {
+      left_rows.push_back(static_cast<float>(t.row_of[static_cast<size_t>(shape.left[static_cast<size_t>(node)])]));
+      right_rows.push_back(static_cast<float>(t.row_of[static_cast<size_t>(shape.right[static_cast<size_t>(node)])]));
+    }
+    const std::string tag = cat("h", h);
+    const NodeId li = g.input(cat("tree/left@", tag), Shape{width}, DType::Index);
+    const NodeId ri = g.input(cat("tree/right@", tag), Shape{width}, DType::Index);
+    t.indices.emplace_back(g[li].name, std::move(left_rows));
+    t.indices.emplace_back(g[ri].name, std::move(right_rows));
+    const NodeId l = g.add("gather", {all, li}, {{"axis", int64_t{0}}}, cat("tree/left_vectors@", tag));
+    const NodeId r = g.add("gather", {all, ri}, {{"axis", int64_t{0}}}, cat("tree/right_vectors@", tag));
+    g.node(l).layer = g.node(r).layer = "tree";
+    const NodeId c = u.instance(cell.at(ports.compose), {{cell.at(ports.left), l}, {cell.at(ports.right), r}}, tag);
+    all = g.add("concat", {all, c}, {{"axis", int64_t{0}}}, cat("tree/vectors@", tag));
+    g.node(all).layer = "tree";
+  }
+  const NodeId scores = u.instance(cell.at(ports.scores), {{cell.at(ports.node), all}}, "tree");
+  g.set_flag(scores, kOutput);
+  t.scores = g[scores].name;
+  if (!loss.labeled.empty()) {
+    // Labels are fed in row order; when every node has one, the scores are read as they are.
+    t.labeled = loss.labeled;
+    std::sort(t.labeled.begin(), t.labeled.end(),
+              [&](int32_t a, int32_t b) { return t.row_of.at(static_cast<size_t>(a)) < t.row_of.at(static_cast<size_t>(b)); });
+    const auto labeled = static_cast<int64_t>(t.labeled.size());
+    const NodeId labels = g.input(t.labels, Shape{labeled}, DType::Index);
+    NodeId read = scores;
+    if (labeled != size) {
+      std::vector<float> rows;
+      for (int32_t node : t.labeled) rows.push_back(static_cast<float>(t.row_of[static_cast<size_t>(node)]));
+      const NodeId idx = g.input("tree/labeled_rows", Shape{labeled}, DType::Index);
+      t.indices.emplace_back(g[idx].name, std::move(rows));
+      read = g.add("gather", {scores, idx}, {{"axis", int64_t{0}}}, "tree/labeled_scores");
+    }
+    const NodeId xent = g.add("softmax_xent", {read, labels}, {}, "tree/xent");
+    const NodeId sum = g.add("sum", {xent}, {}, "tree/xent_sum");
+    const NodeId total = g.add("scale", {sum}, {{"factor", loss.scale}}, "tree/loss");
+    for (NodeId v : {xent, sum, total}) g.node(v).layer = "loss";
+    g.set_flag(total, kLoss);
+    t.loss = g[total].name;
+  }
+  verify(g);
+  return t;
+}
+
+}  // namespace pens

@@ -1,0 +1,73 @@
+// Recursive networks over trees: a cell graph says how a leaf, an internal node and a
+// node's classifier compute; unroll_tree() turns the cell and one tree into an ordinary
+// pens graph, which the perturb pass, the tape and the printers then treat like any other.
+//
+// The cell is a pens graph with named ports (a model file's "tree" section):
+//   words    index input [-1]:      the ids of a batch of leaves
+//   leaf     node, from words:      their vectors [-1, n]
+//   left     real input [-1, n]:    the left children of a batch of internal nodes
+//   right    real input [-1, n]:    their right children
+//   compose  node, from left/right: the internal nodes' vectors [-1, n]
+//   node     real input [-1, n]:    vectors of any nodes
+//   scores   node, from node:       their class scores [-1, classes]
+// Parameters are shared by every instance of every port (one set for all trees).
+//
+// Unrolling batches by height: all leaves go through `leaf` at once; the internal nodes
+// of height h (whose children are all lower) go through `compose` at once, their children
+// gathered from the rows of the levels below; `scores` runs once on every node. A tree of
+// height H becomes H + 2 instances of the cell's subgraphs, whatever its width.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace pens {
+
+struct TreePorts {
+  std::string words = "words", leaf = "leaf";
+  std::string left = "left", right = "right", compose = "compose";
+  std::string node = "node", scores = "scores";
+  bool operator==(const TreePorts&) const = default;
+};
+
+// Checks the ports against the cell (kinds, dtypes, which port reads which); throws an
+// Error naming the port.
+void check_tree_cell(const Graph& cell, const TreePorts& ports);
+
+// A tree's shape: left[i] = right[i] = -1 for a leaf; children before their parents; the
+// root last.
+struct TreeShape {
+  std::vector<int32_t> left, right;
+  int64_t size() const { return static_cast<int64_t>(left.size()); }
+};
+
+struct TreeLoss {
+  // Nodes that carry a label (the binary task leaves neutral nodes out); empty: none, and
+  // the graph has no loss.
+  std::vector<int32_t> labeled;
+  double scale = 1.0;  // the loss is scale * sum of the labeled nodes' cross-entropies
+};
+
+// The graph of one tree and where its rows are.
+struct UnrolledTree {
+  Graph graph;
+  std::vector<int32_t> row_of;   // node -> its row in the node vectors and the scores
+  std::vector<int32_t> leaves;   // leaf nodes in row order (rows 0 .. L-1)
+  std::vector<int32_t> labeled;  // labeled nodes in row order
+  std::string words = "tree/words";    // [L] word ids of `leaves`, to feed
+  std::string labels = "tree/labels";  // [labeled] classes of `labeled`, to feed
+  std::string scores;                  // the scores node [nodes, classes], an output
+  std::string loss;                    // "" when the tree carries no label
+  // The other index inputs (which rows each level gathers), with the values to feed:
+  // fixed by the tree's shape.
+  std::vector<std::pair<std::string, std::vector<float>>> indices;
+  int64_t root_row() const { return row_of.back(); }
+};
+
+// Builds the graph of one tree (verified).
+UnrolledTree unroll_tree(const Graph& cell, const TreePorts& ports, const TreeShape& shape, const TreeLoss& loss = {});
+
+}  // namespace pens

@@ -1,0 +1,90 @@
+#include "models/ctn.h"
+
+#include <cmath>
+
+#include "graph/noise.h"
+#include "ops/ir/error.h"
+
+namespace pens {
+
+Model build_ctn(const CtnSpec& spec) {
+  const int64_t n = spec.dim;
+  if (spec.vocabulary < 1) fail("ctn: vocabulary must be >= 1 (the <unk> row at least), got ", spec.vocabulary);
+  if (n < 1) fail("ctn: dim must be >= 1, got ", n);
+  if (spec.classes < 2) fail("ctn: classes must be >= 2, got ", spec.classes);
+  if (spec.tensor != "compact" && spec.tensor != "full") fail("ctn: tensor must be compact or full, got '", spec.tensor, "'");
+  if (spec.subspace < 0 || spec.subspace > n) fail("ctn: subspace keeps 0 (none) to ", n, " dimensions, got ", spec.subspace);
+  if (spec.subspace > 0 && spec.tensor == "full") {
+    fail("ctn: subspace sampling slices T along [v1; v2], which the full tensor mixes; use tensor compact");
+  }
+  if (!(spec.fuzz >= 0) || !(spec.activation_noise >= 0) || !(spec.word_std >= 0)) {
+    fail("ctn: fuzz, activation_noise and word_std must be >= 0");
+  }
+  Model model;
+  Graph& g = model.graph;
+  const bool full = spec.tensor == "full";
+  const int64_t t_in = full ? 2 * n : n;
+  // Scales that keep pre-activations near unit size at the start: the tensor term sums
+  // t_in² products, the matrix terms n each.
+  const NodeId E = g.param("E", Shape{spec.vocabulary, n}, {{"init", "normal"}, {"std", spec.word_std}});
+  const NodeId T = g.param("T", Shape{n, t_in, t_in}, {{"init", "normal"}, {"std", 0.5 / static_cast<double>(t_in)}});
+  const double m_std = 1.0 / std::sqrt(2.0 * static_cast<double>(n));
+  const NodeId Ml = g.param("Ml", Shape{n, n}, {{"init", "normal"}, {"std", m_std}});
+  const NodeId Mr = g.param("Mr", Shape{n, n}, {{"init", "normal"}, {"std", m_std}});
+  const NodeId m = g.param("m", Shape{n}, {{"init", "zeros"}});
+  const NodeId C = g.param("C", Shape{n, spec.classes}, {{"init", "normal"}, {"std", 1.0 / std::sqrt(static_cast<double>(n))}});
+  const NodeId c = g.param("c", Shape{spec.classes}, {{"init", "zeros"}});
+
+  const NodeId words = g.input("words", Shape{kBatch}, DType::Index);
+  const NodeId leaf = g.add("embedding", {E, words}, {}, "leaf");
+  const NodeId left = g.input("left", Shape{kBatch, n});
+  const NodeId right = g.input("right", Shape{kBatch, n});
+  NodeId tensor;
+  if (full) {
+    const NodeId both = g.add("concat", {left, right}, {{"axis", int64_t{1}}}, "children");
+    tensor = g.add("bilinear", {both, T, both}, {}, "tensor");
+  } else {
+    tensor = g.add("bilinear", {left, T, right}, {}, "tensor");
+  }
+  const NodeId from_left = g.add("affine", {left, Ml, m}, {}, "from_left");
+  const NodeId from_right = g.add("matmul", {right, Mr}, {}, "from_right");
+  const NodeId linear = g.add("add", {from_left, from_right}, {}, "linear");
+  const NodeId pre = g.add("add", {tensor, linear}, {}, "pre");
+  const NodeId compose = g.add("tanh", {pre}, {}, "compose");
+  const NodeId node = g.input("node", Shape{kBatch, n});
+  const NodeId scores = g.add("affine", {node, C, c}, {}, "scores");
+  g.set_flag(scores, kOutput);
+  for (NodeId v : {words, leaf}) g.node(v).layer = "leaf";
+  for (NodeId v : {left, right, tensor, from_left, from_right, linear, pre, compose}) g.node(v).layer = "compose";
+  if (full) g.node(g.at("children")).layer = "compose";
+  for (NodeId v : {node, scores}) g.node(v).layer = "scores";
+
+  // Subspace first, then fuzz: a child fuzzes only what it keeps (the same distribution
+  // as fuzzing everything and slicing, at a fraction of the draws).
+  const std::vector<std::pair<NodeId, std::vector<int64_t>>> latent_axes = {
+      {E, {1}}, {T, {0, 1, 2}}, {Ml, {0, 1}}, {Mr, {0, 1}}, {m, {0}}, {C, {0}}, {c, {}}};
+  for (const auto& [p, axes] : latent_axes) {
+    if (spec.subspace > 0 && !axes.empty()) {
+      add_noise(g, p, "subspace", {{"group", "latent"}, {"keep", spec.subspace}, {"axes", axes}});
+    }
+    if (spec.fuzz > 0) add_noise(g, p, "fuzz", {{"sigma", spec.fuzz}});
+  }
+  if (spec.activation_noise > 0) {
+    add_noise(g, leaf, "gaussian", {{"sigma", spec.activation_noise}});
+    add_noise(g, compose, "gaussian", {{"sigma", spec.activation_noise}});
+  }
+  model.tree = TreePorts{};
+  if (spec.fuzz > 0 || spec.subspace > 0 || spec.activation_noise > 0) {
+    PseudoEnsembleSpec pe;
+    pe.children = 1;
+    pe.loss_on = "child";
+    model.ensemble = pe;
+  }
+  model.metadata["description"] =
+      cat("compact tensor network (", spec.tensor, " tensor), n = ", n, ", ", spec.classes, " classes, ",
+          spec.vocabulary, " words; fuzz ", spec.fuzz, ", subspace ", spec.subspace, ", activation noise ",
+          spec.activation_noise);
+  return model;
+}
+
+}  // namespace pens

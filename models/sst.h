@@ -1,0 +1,75 @@
+// The Stanford Sentiment Treebank in its PTB tree format: one binarized, labeled phrase
+// tree per line, `(label child child)` or `(label word)`, labels 0..4. The reader checks
+// everything (parentheses, labels, arity, words, UTF-8, one tree per line) and names the
+// file, line and column of the first fault; it is iterative, so no input can exhaust the
+// stack, and it reads each byte a bounded number of times.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace pens {
+
+// One sentence's tree. Nodes are in post-order (children before their parent), so the
+// root is the last node. Leaves have left = right = -1 and a word; internal nodes have
+// two children and an empty word.
+struct SentimentTree {
+  std::vector<int32_t> left, right;
+  std::vector<int8_t> label;       // 0..4 as in the file
+  std::vector<std::string> word;   // leaves only
+  std::vector<int32_t> word_id;    // leaves: the vocabulary's id (Vocabulary::ids); -1 elsewhere
+  int64_t line = 0;                // where the tree was read
+
+  int64_t size() const { return static_cast<int64_t>(left.size()); }
+  int64_t root() const { return size() - 1; }
+  bool is_leaf(int64_t i) const { return left[static_cast<size_t>(i)] < 0; }
+};
+
+// Parses every line of `text` (blank lines are errors: a line that is not one tree).
+// `source` names the text in errors: "<source>:<line>:<column>: <what>".
+std::vector<SentimentTree> parse_trees(const std::string& text, const std::string& source);
+// Reads a file of trees (refuses files over 1 GiB and anything that is not a regular file).
+std::vector<SentimentTree> read_trees(const std::string& path);
+
+// The words a model knows. Id 0 is "<unk>". A word gets its own id when it occurs at least
+// `min_count` times in the training trees; every other word (rare training words, and words
+// seen only in dev or test) maps to <unk>, so the <unk> vector is trained on the rare words
+// that stand in for unseen ones at test time. Words are matched exactly (case and the
+// treebank's escapes such as -LRB- kept).
+class Vocabulary {
+ public:
+  static constexpr int32_t kUnknown = 0;
+  Vocabulary() : words_{"<unk>"} {}
+  static Vocabulary from_trees(const std::vector<SentimentTree>& trees, int64_t min_count);
+  int32_t id(const std::string& word) const;
+  const std::string& word(int32_t id) const { return words_.at(static_cast<size_t>(id)); }
+  int64_t size() const { return static_cast<int64_t>(words_.size()); }
+  // Sets word_id of every leaf; returns how many leaves mapped to <unk>.
+  int64_t assign_ids(std::vector<SentimentTree>& trees) const;
+
+ private:
+  std::vector<std::string> words_;
+  std::unordered_map<std::string, int32_t> ids_;
+};
+
+// Which labels a node carries for training and evaluation.
+enum class SentimentTask {
+  Fine,    // 5 classes, every node labeled
+  Binary,  // 2 classes: 0,1 -> negative (0), 3,4 -> positive (1); neutral (2) nodes carry no
+           // loss and neutral roots are not evaluated
+};
+SentimentTask parse_sentiment_task(const std::string& name);  // "fine" | "binary"
+const char* task_name(SentimentTask task);
+int64_t task_classes(SentimentTask task);
+// The class of a node with file label `label` for the task; -1: no label.
+int32_t task_label(SentimentTask task, int label);
+
+// The three splits of the treebank in `dir` (train.txt, dev.txt, test.txt).
+struct SentimentTreebank {
+  std::vector<SentimentTree> train, dev, test;
+};
+SentimentTreebank load_sst(const std::string& dir);
+
+}  // namespace pens
