@@ -5,7 +5,9 @@
 
 #include "cli/args.h"
 #include "graph/noise.h"
+#include "models/ctn.h"
 #include "models/mlp.h"
+#include "models/sst.h"
 #include "ops/ir/error.h"
 #include "serialization/files.h"
 #include "serialization/model_file.h"
@@ -105,13 +107,48 @@ void add_noise_option(Graph& g, const std::string& text) {
 
 }  // namespace
 
+// pens new ctn: the compact tensor network over sentiment trees.
+int new_ctn(const Args& args) {
+  CtnSpec spec;
+  if (auto dir = args.option("sst")) {
+    const int64_t min_count = args.option_int("min-count", 1);
+    spec.vocabulary = Vocabulary::from_trees(read_trees(*dir + "/train.txt"), min_count).size();
+  }
+  spec.vocabulary = args.option_int("vocabulary", spec.vocabulary);
+  if (spec.vocabulary < 1) fail("pens new ctn: give --vocabulary N or --sst DIR (its training words size E)");
+  spec.dim = args.option_int("dim", spec.dim);
+  spec.classes = args.option_int("classes", spec.classes);
+  spec.tensor = args.option("tensor").value_or(spec.tensor);
+  spec.fuzz = args.option_double("fuzz", 0);
+  spec.subspace = args.option_int("subspace", 0);
+  spec.activation_noise = args.option_double("activation-noise", 0);
+  spec.word_std = args.option_double("word-std", spec.word_std);
+  Model model = build_ctn(spec);
+  if (auto d = args.option("description")) model.metadata["description"] = *d;
+  const std::string text = write_model(model, ValueStorage::None, "").json;
+  if (auto out = args.option("output")) {
+    write_file_atomically(*out, text);
+    std::cerr << "wrote " << *out << "\n";
+  } else {
+    std::cout << text;
+  }
+  return 0;
+}
+
 int run_new(const std::vector<std::string>& argv) {
+  if (!argv.empty() && argv[0] == "ctn") {
+    const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {},
+                    {"vocabulary", "sst", "min-count", "dim", "classes", "tensor", "fuzz", "subspace",
+                     "activation-noise", "word-std", "description", "output"});
+    if (!args.positional().empty()) fail("pens new ctn takes options only");
+    return new_ctn(args);
+  }
   const Args args(argv, {},
                   {"layers", "mask-input", "mask-hidden", "gaussian-input", "gaussian-bias", "max-norm",
                    "weight-std", "hidden-bias", "output-bias", "loss", "penalty", "children", "pairing", "loss-on", "smoothing", "output",
                    "description", "values", "noise"});
-  const std::string& kind = args.one_positional("a model kind (mlp)");
-  if (kind != "mlp") fail("unknown model kind '", kind, "' (mlp)");
+  const std::string& kind = args.one_positional("a model kind (mlp, ctn)");
+  if (kind != "mlp") fail("unknown model kind '", kind, "' (mlp, ctn)");
   MlpSpec spec;
   spec.layers = parse_layers(args.option("layers").value_or("784,800,800,10"));
   spec.mask_input = args.option_double("mask-input", 0);

@@ -11,6 +11,7 @@
 
 #include "autodiff/tape.h"
 #include "cli/args.h"
+#include "graph/infer.h"
 #include "graph/pseudo_ensemble.h"
 #include "models/mnist.h"
 #include "ops/ir/error.h"
@@ -19,6 +20,8 @@
 #include "train/evaluation.h"
 #include "train/run_folder.h"
 #include "train/trainer.h"
+#include "train/tree_model.h"
+#include "train/tree_trainer.h"
 
 namespace pens::cli {
 
@@ -67,7 +70,7 @@ class Progress : public TrainObserver {
   void on_eval(const json& m) override {
     last_validation_ = percent(m["validation_error"]);
     last_test_ = percent(m["test_error"]);
-    if (tty_) return;
+    if (tty_ || !m.contains("examples_per_second")) return;  // tree runs report each epoch as a message
     std::fprintf(stderr, "epoch %7.2f  step %7lld  objective %.4f  train %s  val %s  test %s  %6.0f ex/s  %s\n",
                  m["epoch"].get<double>(), static_cast<long long>(m["step"].get<int64_t>()),
                  m["objective"].get<double>(), percent(m["train_error"]).c_str(), last_validation_.c_str(),
@@ -92,6 +95,86 @@ class Progress : public TrainObserver {
   std::chrono::steady_clock::time_point drawn_{};
 };
 
+// pens train on a tree config (it names a task): the Stanford Sentiment Treebank.
+int train_tree_config(const Args& args, const std::string& config_path, const json& j) {
+  for (const char* option : {"labels", "split-seed", "init"}) {
+    if (args.option(option)) fail("--", option, " is for MNIST configs; ", config_path, " is a tree config");
+  }
+  TreeConfig config = parse_tree_config(j, config_path);
+  config.model = relative_to_config(config_path, config.model);
+  config.init_from = relative_to_config(config_path, config.init_from);
+  if (auto v = args.option("data-dir")) config.data_dir = *v;
+  config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
+  config.epochs = args.option_int("epochs", config.epochs);
+  config.budget_minutes = args.option_double("budget-minutes", config.budget_minutes);
+  config.threads = static_cast<int>(args.option_int("threads", config.threads));
+  if (config.epochs < 1) fail("--epochs must be at least 1");
+  if (config.threads < 1) fail("--threads must be at least 1");
+  if (!(config.budget_minutes >= 0)) fail("--budget-minutes must be >= 0");
+  const std::string out_dir =
+      args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
+  const TreeData data = load_tree_data(config.data_dir, config.min_count);
+  RunFolder(out_dir).write_config(to_json(config));
+  std::cerr << "pens train: " << config.model << " on " << config.data_dir << " (" << config.task << ") for "
+            << config.epochs << " epochs"
+            << (config.budget_minutes > 0 ? cat(" (budget ", config.budget_minutes, " min)") : std::string()) << ", "
+            << config.threads << " threads; writing " << out_dir << "\n";
+  Progress progress(config.budget_minutes);
+  const TrainSummary summary = train_trees(config, data, out_dir, progress, args.flag("resume"));
+  progress.finish();
+  const json& s = summary.json;
+  if (summary.diverged) {
+    std::cerr << "pens train: " << s["message"].get<std::string>() << "\n";
+    return 1;
+  }
+  std::cout << "finished " << s["epochs"].get<double>() << " epochs in " << duration(s["wall_seconds"].get<double>())
+            << "\n";
+  if (s.contains("best_dev")) {
+    const json& b = s["best_dev"];
+    std::cout << "test root accuracy " << percent(b["test_root_accuracy"]) << " at the best dev root accuracy ("
+              << percent(b["dev_root_accuracy"]) << ", epoch " << b["epoch"].get<double>() << ")\n";
+  }
+  std::cout << "outputs in " << out_dir << ": summary.json, metrics.jsonl, model.json, best.model.json, "
+            << "learning-curve.png\n";
+  return 0;
+}
+
+// pens eval on a tree model: root accuracy (fine and binary come from the model's
+// classes) and all-node accuracy, with the roots' confusion matrix.
+int eval_tree_model(const Args& args, const std::string& model_path, const Model& model) {
+  const std::string part = args.option("data").value_or("test");
+  const int64_t classes = verify(model.graph)[model.graph.at(model.tree->scores)].shape[1];
+  const SentimentTask task = classes == 2 ? SentimentTask::Binary : SentimentTask::Fine;
+  const int64_t min_count = args.option_int("min-count", 1);
+  const TreeData data = load_tree_data(args.option("data-dir").value_or("../shared/data/sst"), min_count);
+  const std::vector<SentimentTree>* trees = part == "train" ? &data.bank.train
+                                            : part == "dev"  ? &data.bank.dev
+                                            : part == "test" ? &data.bank.test
+                                                             : nullptr;
+  if (!trees) fail("--data must be train, dev or test for a tree model, got '", part, "'");
+  if (const ParamEntry* e = model.values->find("E"); e && e->shape[0] != data.vocabulary.size()) {
+    fail(model_path, ": E has ", e->shape[0], " rows but the vocabulary with --min-count ", min_count, " has ",
+         data.vocabulary.size(), " words");
+  }
+  const TreeModel tm(model, task);
+  const int64_t samples = args.option_int("samples", 50);
+  const TreeEvaluation e = tm.evaluate(*model.values, *trees, samples, static_cast<uint64_t>(args.option_int("seed", 1)));
+  std::printf("%s on SST %s (%s task, %lld roots, %lld labeled nodes)%s:\n  root accuracy %.2f%%\n  all-node accuracy %.2f%%\n\n",
+              model_path.c_str(), part.c_str(), task_name(task), static_cast<long long>(e.roots),
+              static_cast<long long>(e.nodes),
+              tm.samples_subspaces() && samples > 0 ? cat(", mean of ", samples, " subspace draws").c_str() : "",
+              100 * e.root_accuracy(), 100 * e.node_accuracy());
+  std::printf("roots' confusion (rows: true class, columns: predicted)\n      ");
+  for (int64_t c = 0; c < classes; ++c) std::printf("%6lld", static_cast<long long>(c));
+  std::printf("\n");
+  for (int64_t t = 0; t < classes; ++t) {
+    std::printf("%6lld", static_cast<long long>(t));
+    for (int64_t c = 0; c < classes; ++c) std::printf("%6lld", static_cast<long long>(e.confusion[static_cast<size_t>(t)][static_cast<size_t>(c)]));
+    std::printf("\n");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_train(const std::vector<std::string>& argv) {
@@ -99,6 +182,7 @@ int run_train(const std::vector<std::string>& argv) {
   const std::string& config_path = args.one_positional("a training config");
   const json j = json::parse(read_file(config_path, 1 << 20), nullptr, false);
   if (j.is_discarded()) fail(config_path, ": not valid JSON");
+  if (is_tree_config(j)) return train_tree_config(args, config_path, j);
   TrainConfig config = parse_train_config(j, config_path);
   // A relative model path is relative to the config file.
   config.model = relative_to_config(config_path, config.model);
@@ -144,12 +228,13 @@ int run_train(const std::vector<std::string>& argv) {
 }
 
 int run_eval(const std::vector<std::string>& argv) {
-  const Args args(argv, {}, {"data", "data-dir", "batch", "samples", "seed"});
+  const Args args(argv, {}, {"data", "data-dir", "batch", "samples", "seed", "min-count"});
   const std::string& model_path = args.one_positional("a model file");
-  const std::string part = args.option("data").value_or("test");
-  const Dataset d = load_mnist(args.option("data-dir").value_or("data/mnist"), part);
   const Model model = load_model(model_path);
   if (!model.values) fail(model_path, ": the model holds no parameter values (train it first)");
+  if (model.tree) return eval_tree_model(args, model_path, model);
+  const std::string part = args.option("data").value_or("test");
+  const Dataset d = load_mnist(args.option("data-dir").value_or("data/mnist"), part);
   const int64_t samples = args.option_int("samples", 0);
   const auto seed = static_cast<uint64_t>(args.option_int("seed", 1));
   const Graph g = build_inference(model.graph, samples);

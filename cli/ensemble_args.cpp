@@ -1,6 +1,9 @@
 #include "cli/ensemble_args.h"
 
+#include "graph/infer.h"
+#include "models/sst.h"
 #include "ops/ir/error.h"
+#include "train/tree_model.h"
 
 namespace pens::cli {
 
@@ -8,6 +11,16 @@ BuiltGraph build_for_cli(const Model& model, const Args& args) {
   BuiltGraph out;
   out.batch = args.option_int("batch", 8);
   if (out.batch < 1) fail("--batch must be at least 1");
+  if (auto text = args.option("tree")) {
+    if (!model.tree) fail("--tree: the model is not a network over trees (it has no tree section)");
+    std::vector<SentimentTree> trees = parse_trees(*text, "--tree");
+    if (trees.size() != 1) fail("--tree: give one tree, got ", trees.size());
+    const int64_t classes = verify(model.graph)[model.graph.at(model.tree->scores)].shape[1];
+    const TreeModel tm(model, classes == 2 ? SentimentTask::Binary : SentimentTask::Fine);
+    const UnrolledTree unrolled = tm.unroll(trees[0]);
+    out.graph = args.flag("parent") ? unrolled.graph : tm.training_graph(unrolled);
+    return out;
+  }
   if (args.flag("parent") || !model.ensemble) {
     out.graph = model.graph;
     return out;

@@ -8,7 +8,7 @@
 
 namespace pens::cli {
 
-inline const std::vector<std::string> kEnsembleOptions = {"children", "labeled", "batch", "pairing", "kind"};
+inline const std::vector<std::string> kEnsembleOptions = {"children", "labeled", "batch", "pairing", "kind", "tree"};
 inline constexpr const char* kEnsembleHelp =
     "  --children K   children in the pseudo-ensemble (default: the model's spec)\n"
     "  --batch B      batch size shapes are shown for (default 8)\n"
@@ -17,7 +17,10 @@ inline constexpr const char* kEnsembleHelp =
     "  --pairing P    override the spec's pairing (child-child or parent-child)\n"
     "  --kind K       override the kind of every penalty (a registered penalty kind:\n"
     "                 `pens kinds` lists them)\n"
-    "  --parent       the parent graph as written, without the pseudo-ensemble\n";
+    "  --parent       the parent graph as written, without the pseudo-ensemble\n"
+    "  --tree TREE    tree models: the graph of this tree, '(label child child)' or\n"
+    "                 '(label word)' (labels 0..4; a 2-class model maps them as the\n"
+    "                 binary task does); without it, the cell\n";
 
 struct BuiltGraph {
   Graph graph;

@@ -61,7 +61,8 @@ const std::vector<Command>& commands() {
        "  --check   print nothing; exit 1 if the file is not in canonical form\n",
        pens::cli::run_fmt},
       {"new", "write a new model file",
-       "usage: pens new mlp [options]\n\n"
+       "usage: pens new mlp [options]\n"
+       "       pens new ctn [options]\n\n"
        "Prints (or writes) a model file for a ReLU MLP, with noise annotations and a\n"
        "pseudo-ensemble spec.\n\n"
        "  --layers W0,W1,...      widths, input first (default 784,800,800,10)\n"
@@ -86,16 +87,31 @@ const std::vector<Command>& commands() {
        "  --smoothing S           softmax smoothing before kl/xent (default 1e-4)\n"
        "  --description TEXT      stored in the metadata\n"
        "  --values SEED           store initial parameter values (drawn with SEED) inline\n"
-       "  --output FILE           write FILE (atomically) instead of printing\n",
+       "  --output FILE           write FILE (atomically) instead of printing\n\n"
+       "pens new ctn: the compact tensor network over sentiment trees (docs/trees.md)\n"
+       "  --sst DIR               size the word vectors from DIR/train.txt's vocabulary\n"
+       "  --min-count K           ... counting words seen at least K times (default 1)\n"
+       "  --vocabulary N          or give the number of words (<unk> included)\n"
+       "  --dim N                 node vector size (default 70)\n"
+       "  --classes C             5 (fine, default) or 2 (binary)\n"
+       "  --tensor T              compact (n x n x n, default) or full (n x 2n x 2n)\n"
+       "  --fuzz S                weight fuzzing sigma on every parameter (paper: 0.02)\n"
+       "  --subspace K            latent dimensions kept per tree (paper: n/2)\n"
+       "  --activation-noise S    Gaussian sigma on node vectors (paper: 0.05)\n"
+       "  --word-std S            initial word vector std (default 0.1)\n"
+       "  --description TEXT, --output FILE   as for mlp\n",
        pens::cli::run_new},
-      {"train", "train a model on MNIST from a config file",
+      {"train", "train a model on MNIST or sentiment trees from a config file",
        "usage: pens train CONFIG.json [options]\n\n"
        "Trains the model file the config names (its pseudo-ensemble: supervised loss on\n"
        "labeled rows, PEA penalties) on MNIST with the config's split, batch composition,\n"
        "optimizer schedules and length (docs/training.md). Writes to the output folder:\n"
        "metrics.jsonl (one line per evaluation), summary.json, config.json, model.json,\n"
        "best.model.json, checkpoint.pens, learning-curve.png and filters.png. A NaN or Inf\n"
-       "stops the run with exit status 1, keeping the last good checkpoint.\n\n"
+       "stops the run with exit status 1, keeping the last good checkpoint.\n"
+       "A config with a \"task\" (fine or binary) trains a tree model on the Stanford\n"
+       "Sentiment Treebank instead (docs/trees.md); --labels, --split-seed and --init\n"
+       "are MNIST's, --data-dir then names the treebank folder.\n\n"
        "  --out DIR              output folder (default runs/<config name>)\n"
        "  --labels N             labeled examples (N/10 per class; 0: all)\n"
        "  --split-seed S         seed of the labeled/validation split\n"
@@ -122,7 +138,7 @@ const std::vector<Command>& commands() {
        "  --data-dir DIR         folder of the MNIST IDX files (default data/mnist)\n"
        "  --threads T            threads\n",
        pens::cli::run_pretrain},
-      {"eval", "error and confusion matrix of a trained model on MNIST",
+      {"eval", "error and confusion matrix of a trained model (MNIST, or SST for tree models)",
        "usage: pens eval MODEL.json [options]\n\n"
        "Evaluates the clean parent network (or the mean of sampled children) of a model\n"
        "file holding trained values, and prints its error and confusion matrix.\n\n"
@@ -130,7 +146,13 @@ const std::vector<Command>& commands() {
        "  --data-dir DIR    folder of the MNIST IDX files (default data/mnist)\n"
        "  --samples K       average softmax over K sampled children instead (default 0)\n"
        "  --seed S          noise seed of the sampled children (default 1)\n"
-       "  --batch B         rows per forward pass (default 1000)\n",
+       "  --batch B         rows per forward pass (default 1000)\n\n"
+       "Tree models: root accuracy and all-node accuracy on SST (the task follows from the\n"
+       "model's classes), with the roots' confusion matrix.\n"
+       "  --data PART       train, dev or test (default)\n"
+       "  --data-dir DIR    the treebank folder (default ../shared/data/sst)\n"
+       "  --min-count K     the vocabulary's min_count, as in training (default 1)\n"
+       "  --samples K       subspace models: draws averaged per tree (default 50)\n",
        pens::cli::run_eval},
   };
   return all;

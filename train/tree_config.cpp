@@ -1,0 +1,101 @@
+#include "train/tree_config.h"
+
+#include "models/sst.h"
+#include "serialization/model_file.h"
+#include "train/config_reader.h"
+#include "train/optimizer.h"
+
+namespace pens {
+
+using nlohmann::json;
+
+bool is_tree_config(const json& j) { return j.is_object() && j.contains("task"); }
+
+TreeConfig parse_tree_config(const json& j, const std::string& source) {
+  TreeConfig c;
+  ConfigSection top(j, "", source);
+  top.string("description", c.description);
+  top.required_string("model", c.model, "model file");
+  top.string("init_from", c.init_from);
+  top.string("task", c.task);
+  try {
+    parse_sentiment_task(c.task);
+  } catch (const Error& e) {
+    fail(source, ": task: ", e.what());
+  }
+  if (const json* d = top.child("data")) {
+    ConfigSection s(*d, "data", source);
+    s.string("dir", c.data_dir);
+    s.number("min_count", c.min_count, 1, 1e9);
+  }
+  if (const json* b = top.child("batch")) {
+    ConfigSection s(*b, "batch", source);
+    s.number("trees", c.batch_trees, 1, 1e6);
+  }
+  if (const json* o = top.child("optimizer")) {
+    ConfigSection s(*o, "optimizer", source);
+    s.string("kind", c.optimizer);
+    const OptimizerKind* kind = OptimizerRegistry::global().find(c.optimizer);
+    if (!kind) {
+      fail(source, ": optimizer.kind '", c.optimizer, "' is not a registered optimizer (",
+           OptimizerRegistry::global().names(), ")");
+    }
+    s.number("learning_rate", c.learning_rate, 0, 1e3);
+    c.optimizer_settings = s.settings(kind->settings, "optimizer " + kind->name);
+  } else {
+    normalize_attrs(OptimizerRegistry::global().at(c.optimizer).settings, c.optimizer_settings, "optimizer");
+  }
+  if (const json* l = top.child("l2")) {
+    if (!l->is_object()) fail(source, ": l2 must be an object {parameter: coefficient}");
+    for (const auto& [name, value] : l->items()) {
+      if (!value.is_number() || !(value.get<double>() >= 0 && value.get<double>() <= 1e3)) {
+        fail(source, ": l2.", name, " must be a number in [0, 1000]");
+      }
+      c.l2[name] = value.get<double>();
+    }
+  }
+  top.number("freeze_words_epochs", c.freeze_words_epochs, 0, 1e9);
+  if (const json* r = top.child("run")) {
+    ConfigSection s(*r, "run", source);
+    s.number("epochs", c.epochs, 1, 1e9);
+    s.number("budget_minutes", c.budget_minutes, 0, 1e9);
+    s.number("seed", c.seed, 0, kConfigHuge);
+    s.number("init_seed", c.init_seed, 0, kConfigHuge);
+    s.number("threads", c.threads, 1, 1024);
+  }
+  if (const json* e = top.child("eval")) {
+    ConfigSection s(*e, "eval", source);
+    s.number("samples", c.eval_samples, 0, 1e4);
+    s.number("train_trees", c.train_eval_trees, 0, 1e9);
+  }
+  if (const json* k = top.child("checkpoint")) {
+    ConfigSection s(*k, "checkpoint", source);
+    s.number("every_epochs", c.checkpoint_every_epochs, 1e-6, 1e9);
+  }
+  return c;
+}
+
+json to_json(const TreeConfig& c) {
+  json optimizer = attributes_json(c.optimizer_settings);
+  optimizer.update(json{{"kind", c.optimizer}, {"learning_rate", c.learning_rate}});
+  json l2 = json::object();
+  for (const auto& [name, value] : c.l2) l2[name] = value;
+  return {
+      {"description", c.description},
+      {"model", c.model},
+      {"init_from", c.init_from},
+      {"task", c.task},
+      {"data", {{"dir", c.data_dir}, {"min_count", c.min_count}}},
+      {"batch", {{"trees", c.batch_trees}}},
+      {"optimizer", optimizer},
+      {"l2", l2},
+      {"freeze_words_epochs", c.freeze_words_epochs},
+      {"run",
+       {{"epochs", c.epochs}, {"budget_minutes", c.budget_minutes}, {"seed", c.seed}, {"init_seed", c.init_seed},
+        {"threads", c.threads}}},
+      {"eval", {{"samples", c.eval_samples}, {"train_trees", c.train_eval_trees}}},
+      {"checkpoint", {{"every_epochs", c.checkpoint_every_epochs}}},
+  };
+}
+
+}  // namespace pens

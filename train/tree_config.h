@@ -1,0 +1,44 @@
+// The config of a training run on sentiment trees (pens train CONFIG.json with a "task";
+// docs/trees.md): the tree model, the treebank and task, minibatches of trees, the
+// optimizer, ℓ2 per parameter, the length, evaluation and checkpoint cadence.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "ops/ir/attributes.h"
+
+namespace pens {
+
+struct TreeConfig {
+  std::string description;
+  std::string model;  // a model file with a "tree" section (pens new ctn writes one)
+  std::string init_from;
+  std::string task = "fine";  // fine | binary (models/sst.h)
+  std::string data_dir = "../shared/data/sst";
+  int64_t min_count = 1;      // words seen fewer times in training map to <unk>
+  int64_t batch_trees = 27;
+  std::string optimizer = "adagrad";
+  Attributes optimizer_settings;
+  double learning_rate = 0.01;
+  // ℓ2 per parameter name: the objective gains Σ_p (λ_p / 2) ||θ_p||², the gradient λ_p θ_p.
+  std::map<std::string, double> l2;
+  double freeze_words_epochs = 0;  // E receives no update before this epoch
+  int64_t epochs = 400;
+  double budget_minutes = 0;
+  uint64_t seed = 1;
+  uint64_t init_seed = 1;
+  int threads = 1;
+  int64_t eval_samples = 50;      // subspace models: class probabilities averaged over this many draws
+  int64_t train_eval_trees = 1000;  // training trees whose root accuracy is reported
+  double checkpoint_every_epochs = 1;
+};
+
+// True when a config's JSON is a tree config (it names a task).
+bool is_tree_config(const nlohmann::json& j);
+TreeConfig parse_tree_config(const nlohmann::json& j, const std::string& source);
+nlohmann::json to_json(const TreeConfig& c);
+
+}  // namespace pens

@@ -1,0 +1,124 @@
+#include "train/tree_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "graph/infer.h"
+#include "graph/pseudo_ensemble.h"
+#include "ops/ir/error.h"
+
+namespace pens {
+
+double TreeEvaluation::root_accuracy() const {
+  return roots > 0 ? static_cast<double>(roots_right) / static_cast<double>(roots) : std::nan("");
+}
+
+double TreeEvaluation::node_accuracy() const {
+  return nodes > 0 ? static_cast<double>(nodes_right) / static_cast<double>(nodes) : std::nan("");
+}
+
+TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
+    : model_(model), task_(task), loss_scale_(loss_scale) {
+  if (!model.tree) fail("the model has no tree section: it is not a network over trees (pens new ctn writes one)");
+  const Graph& cell = model.graph;
+  for (NodeId v : cell.nodes()) {
+    for (const NoiseAnnotation& a : cell[v].noise) subspace_ = subspace_ || a.kind == "subspace";
+  }
+  const std::vector<ValueInfo> info = verify(cell);
+  classes_ = info[cell.at(model.tree->scores)].shape[1];
+  if (classes_ != task_classes(task)) {
+    fail("the model scores ", classes_, " classes but the ", task_name(task), " task has ", task_classes(task));
+  }
+}
+
+UnrolledTree TreeModel::unroll(const SentimentTree& tree) const {
+  TreeShape shape{tree.left, tree.right};
+  TreeLoss loss{.labeled = {}, .scale = loss_scale_};
+  for (int64_t i = 0; i < tree.size(); ++i) {
+    if (task_label(task_, tree.label[static_cast<size_t>(i)]) >= 0) loss.labeled.push_back(static_cast<int32_t>(i));
+  }
+  return unroll_tree(model_.graph, *model_.tree, shape, loss);
+}
+
+Graph TreeModel::training_graph(const UnrolledTree& unrolled) const {
+  if (!model_.ensemble) return unrolled.graph;
+  // Penalties name cell nodes; on a tree they apply to the nodes' instance over every
+  // node of the tree ("scores" -> "scores@tree").
+  PseudoEnsembleSpec spec = *model_.ensemble;
+  for (PenaltyTerm& t : spec.penalties) {
+    const std::string instance = t.node + "@tree";
+    if (!unrolled.graph.find(instance)) {
+      fail("pseudo_ensemble penalty on '", t.node, "': on trees, penalties apply to the scores port's nodes");
+    }
+    t.node = instance;
+  }
+  return build_pseudo_ensemble(unrolled.graph, spec).graph;
+}
+
+void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree) const {
+  TensorView<float> words = tape.input(unrolled.words);
+  for (size_t i = 0; i < unrolled.leaves.size(); ++i) {
+    const int32_t id = tree.word_id[static_cast<size_t>(unrolled.leaves[i])];
+    if (id < 0) fail("tree at line ", tree.line, ": words have no vocabulary ids (Vocabulary::assign_ids)");
+    words[static_cast<int64_t>(i)] = static_cast<float>(id);
+  }
+  if (!unrolled.loss.empty()) {
+    TensorView<float> labels = tape.input(unrolled.labels);
+    for (size_t i = 0; i < unrolled.labeled.size(); ++i) {
+      labels[static_cast<int64_t>(i)] =
+          static_cast<float>(task_label(task_, tree.label[static_cast<size_t>(unrolled.labeled[i])]));
+    }
+  }
+  for (const auto& [name, values] : unrolled.indices) {
+    TensorView<float> in = tape.input(name);
+    std::copy(values.begin(), values.end(), in.data);
+  }
+}
+
+TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<SentimentTree>& trees,
+                                   int64_t samples, uint64_t seed) const {
+  TreeEvaluation e;
+  e.confusion.assign(static_cast<size_t>(classes_), std::vector<int64_t>(static_cast<size_t>(classes_), 0));
+  const bool sampled = subspace_ && samples > 0;
+  std::vector<double> probs;
+  for (size_t index = 0; index < trees.size(); ++index) {
+    const SentimentTree& tree = trees[index];
+    const UnrolledTree unrolled = unroll(tree);
+    const Graph graph = build_inference(unrolled.graph, sampled ? 1 : 0);
+    const std::string out = sampled ? "mc/" + unrolled.scores : unrolled.scores;
+    Tape<float> tape(graph, params);
+    feed(tape, unrolled, tree);
+    const auto rows = tree.size();
+    probs.assign(static_cast<size_t>(rows * classes_), 0.0);
+    for (int64_t draw = 0; draw < (sampled ? samples : 1); ++draw) {
+      tape.set_noise_key({.seed = seed, .step = static_cast<uint64_t>(draw), .example = index + 1, .rank = 0});
+      tape.forward();
+      const TensorView<const float> v = tape.value(out);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = v.data + r * classes_;
+        if (sampled) {
+          for (int64_t k = 0; k < classes_; ++k) probs[static_cast<size_t>(r * classes_ + k)] += row[k];
+        } else {  // scores: the argmax is the same as the softmax's
+          for (int64_t k = 0; k < classes_; ++k) probs[static_cast<size_t>(r * classes_ + k)] = row[k];
+        }
+      }
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      const int32_t label = task_label(task_, tree.label[static_cast<size_t>(i)]);
+      if (label < 0) continue;
+      const int64_t r = unrolled.row_of[static_cast<size_t>(i)];
+      const auto first = probs.begin() + r * classes_;
+      const auto predicted = static_cast<int32_t>(std::max_element(first, first + classes_) - first);
+      ++e.nodes;
+      e.nodes_right += predicted == label;
+      if (i == tree.root()) {
+        ++e.roots;
+        e.roots_right += predicted == label;
+        ++e.confusion[static_cast<size_t>(label)][static_cast<size_t>(predicted)];
+      }
+    }
+  }
+  return e;
+}
+
+}  // namespace pens

@@ -1,0 +1,61 @@
+// A tree model at work: a model file's tree cell (graph/tree.h) and the sentences it runs
+// on. One graph per tree: unrolled by height, then (for a model with noise) turned into its
+// pseudo-ensemble, compiled into a tape over the model's one parameter store, fed the
+// tree's words, labels and level gathers. The trainer, `pens eval`, the benchmark and the
+// tests all go through here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "autodiff/tape.h"
+#include "graph/tree.h"
+#include "models/sst.h"
+#include "serialization/model.h"
+
+namespace pens {
+
+struct TreeEvaluation {
+  int64_t roots = 0, roots_right = 0;    // roots that carry a label for the task
+  int64_t nodes = 0, nodes_right = 0;    // every labeled node
+  std::vector<std::vector<int64_t>> confusion;  // roots: [true class][predicted class]
+  double root_accuracy() const;
+  double node_accuracy() const;
+};
+
+class TreeModel {
+ public:
+  // `model` must have a tree section, `classes` scores for the task. loss_scale multiplies
+  // each tree's summed cross-entropy (1 / trees per step: the step's loss is their mean).
+  TreeModel(const Model& model, SentimentTask task, double loss_scale = 1.0);
+
+  SentimentTask task() const { return task_; }
+  // Whether the model samples subspaces (then evaluation averages over draws).
+  bool samples_subspaces() const { return subspace_; }
+  int64_t classes() const { return classes_; }
+
+  // The parent graph of one tree with its loss over the task's labeled nodes; a tree
+  // without one has no loss node.
+  UnrolledTree unroll(const SentimentTree& tree) const;
+  // The graph a training step runs for one tree: the unrolled parent, or its
+  // pseudo-ensemble when the model declares one.
+  Graph training_graph(const UnrolledTree& unrolled) const;
+  // Writes a tree's words, labels and level gathers into a tape of one of its graphs.
+  void feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree) const;
+
+  // Root and all-node accuracy. Models that sample subspaces average the class
+  // probabilities of `samples` draws per tree (keys {seed, draw, tree}); others, and
+  // samples = 0, use the clean parent.
+  TreeEvaluation evaluate(ParamStore<float>& params, const std::vector<SentimentTree>& trees, int64_t samples,
+                          uint64_t seed) const;
+
+ private:
+  const Model& model_;
+  SentimentTask task_;
+  double loss_scale_;
+  bool subspace_ = false;
+  int64_t classes_ = 0;
+};
+
+}  // namespace pens

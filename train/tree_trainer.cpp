@@ -1,0 +1,313 @@
+#include "train/tree_trainer.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "models/dataset.h"
+#include "ops/ir/error.h"
+#include "serialization/model_file.h"
+#include "serialization/sha256.h"
+#include "train/report.h"
+#include "train/run_folder.h"
+#include "train/step.h"
+#include "train/trainer.h"
+#include "train/tree_model.h"
+
+namespace pens {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+json resumable_part(const TreeConfig& c) {
+  json j = to_json(c);
+  for (const char* key : {"epochs", "budget_minutes", "threads"}) j["run"].erase(key);
+  return j;
+}
+
+// Trees carrying at least one label for the task (binary: not every node neutral).
+std::vector<int64_t> trainable(const std::vector<SentimentTree>& trees, SentimentTask task) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < trees.size(); ++i) {
+    const SentimentTree& t = trees[i];
+    bool any = false;
+    for (int8_t l : t.label) any = any || task_label(task, l) >= 0;
+    if (any) out.push_back(static_cast<int64_t>(i));
+  }
+  return out;
+}
+
+class TreeRun {
+ public:
+  TreeRun(const TreeConfig& config, const TreeData& data, const std::string& out_dir, TrainObserver& observer);
+  void start(bool resume);
+  void run_steps();
+  TrainSummary finish();
+
+ private:
+  void evaluate(int64_t done);
+  bool checkpoint(int64_t done);
+  void regularize(ParamStore<float>& params);
+  double epoch_of(int64_t step) const { return static_cast<double>(step) / static_cast<double>(steps_per_epoch_); }
+
+  const TreeConfig& config_;
+  const TreeData& data_;
+  SentimentTask task_;
+  RunFolder folder_;
+  TrainObserver& observer_;
+  const Clock::time_point start_ = Clock::now();
+  Model model_;
+  std::unique_ptr<TreeModel> trees_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Step> step_;
+  std::vector<int64_t> train_rows_;  // trainable training trees
+  std::vector<SentimentTree> train_eval_;
+  int64_t steps_per_epoch_ = 0, step_count_ = 0, total_steps_ = 0, last_good_checkpoint_ = -1;
+  double objective_sum_ = 0, window_start_ = 0;
+  int64_t window_steps_ = 0, window_nodes_ = 0;
+  double best_accuracy_ = -1;
+  json best_ = nullptr, last_ = nullptr;
+  std::string diverged_;
+};
+
+TreeRun::TreeRun(const TreeConfig& config, const TreeData& data, const std::string& out_dir, TrainObserver& observer)
+    : config_(config), data_(data), task_(parse_sentiment_task(config.task)), folder_(out_dir), observer_(observer) {
+  Eigen::setNbThreads(config.threads);
+  model_ = load_model(config.model);
+  trees_ = std::make_unique<TreeModel>(model_, task_, 1.0 / static_cast<double>(config.batch_trees));
+  if (!model_.values) {
+    model_.values = std::make_shared<ParamStore<float>>(model_.graph);
+    model_.values->initialize(model_.graph, config.init_seed);
+  }
+  ParamStore<float>& params = *model_.values;
+  if (!config.init_from.empty()) observer.on_message(initialize_from(params, config.init_from));
+  if (const ParamEntry* e = params.find("E"); e && e->shape[0] != data.vocabulary.size()) {
+    fail(config.model, ": E has ", e->shape[0], " rows but the vocabulary of ", config.data_dir, " with min_count ",
+         config.min_count, " has ", data.vocabulary.size(), " words (pens new ctn --vocabulary ", data.vocabulary.size(), ")");
+  }
+  for (const auto& [name, value] : config.l2) {
+    if (!params.find(name)) fail("l2.", name, ": the model has no parameter '", name, "'");
+  }
+  optimizer_ = make_optimizer(config.optimizer, params, config.optimizer_settings);
+  step_ = std::make_unique<Step>(params, *optimizer_, std::vector<std::unique_ptr<Constraint>>{}, config.seed);
+  step_->set_gradient_hook([this](ParamStore<float>& p) { regularize(p); });
+  train_rows_ = trainable(data.bank.train, task_);
+  if (train_rows_.empty()) fail(config.data_dir, ": no training tree carries a label for the ", config.task, " task");
+  steps_per_epoch_ = (static_cast<int64_t>(train_rows_.size()) + config.batch_trees - 1) / config.batch_trees;
+  const std::vector<int64_t> order = permutation(static_cast<int64_t>(data.bank.train.size()), config.seed, 7);
+  for (size_t i = 0; i < order.size() && static_cast<int64_t>(train_eval_.size()) < config.train_eval_trees; ++i) {
+    train_eval_.push_back(data.bank.train[static_cast<size_t>(order[i])]);
+  }
+  observer.on_message(cat(config.task, " task: ", train_rows_.size(), " training trees, ", data.bank.dev.size(), " dev, ",
+                          data.bank.test.size(), " test; vocabulary ", data.vocabulary.size(), " words; ",
+                          params.numel(), " parameters; ", config.batch_trees, " trees per step, ", steps_per_epoch_,
+                          " steps per epoch; optimizer ", config.optimizer,
+                          trees_->samples_subspaces() ? cat("; evaluation averages ", config.eval_samples, " subspace draws")
+                                                      : std::string("; evaluation by the clean parent")));
+}
+
+void TreeRun::regularize(ParamStore<float>& params) {
+  for (const auto& [name, lambda] : config_.l2) {
+    if (lambda > 0) params.grad(name).arr() += static_cast<float>(lambda) * params.value(name).arr();
+  }
+  if (epoch_of(step_count_) < config_.freeze_words_epochs && params.find("E")) params.grad("E").arr().setZero();
+}
+
+void TreeRun::start(bool resume) {
+  total_steps_ = config_.epochs * steps_per_epoch_;
+  if (!resume) {
+    folder_.start_metrics();
+    return;
+  }
+  const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state());
+  if (resumable_part(parse_tree_config(state.config, folder_.checkpoint_path())) != resumable_part(config_)) {
+    fail(folder_.checkpoint_path(), ": written by a different config (only run.epochs, run.budget_minutes and "
+         "run.threads may change on resume); saved: ", state.config.dump());
+  }
+  step_count_ = last_good_checkpoint_ = state.step;
+  for (const json& m : folder_.start_metrics(step_count_)) {
+    last_ = m;
+    if (m["dev_root_accuracy"].get<double>() > best_accuracy_) {
+      best_accuracy_ = m["dev_root_accuracy"].get<double>();
+      best_ = m;
+    }
+  }
+  observer_.on_message(cat("resuming from ", folder_.checkpoint_path(), " at step ", step_count_));
+}
+
+void TreeRun::run_steps() {
+  const auto checkpoint_every = std::max<int64_t>(
+      1, std::llround(config_.checkpoint_every_epochs * static_cast<double>(steps_per_epoch_)));
+  const auto batch = static_cast<size_t>(config_.batch_trees);
+  std::vector<UnrolledTree> unrolled;
+  std::vector<std::unique_ptr<Tape<float>>> tapes;
+  std::vector<StepGraph> graphs;
+  std::vector<int64_t> order;
+  int64_t order_epoch = -1;
+  ParamStore<float>& params = *model_.values;
+  for (; step_count_ < total_steps_; ++step_count_) {
+    const int64_t epoch = step_count_ / steps_per_epoch_;
+    if (config_.budget_minutes > 0 && seconds_since(start_) > 60.0 * config_.budget_minutes) {
+      observer_.on_message(cat("wall-clock budget of ", config_.budget_minutes, " minutes reached at step ", step_count_,
+                               " (epoch ", epoch_of(step_count_), ")"));
+      return;
+    }
+    if (epoch != order_epoch) {  // each epoch visits the trees in its own order
+      order = permutation(static_cast<int64_t>(train_rows_.size()), config_.seed, 1000 + static_cast<uint64_t>(epoch));
+      order_epoch = epoch;
+    }
+    const size_t first = static_cast<size_t>(step_count_ % steps_per_epoch_) * batch;
+    const size_t count = std::min(batch, order.size() - first);
+    unrolled.clear();
+    tapes.clear();
+    graphs.clear();
+    std::vector<const SentimentTree*> batch_trees;
+    for (size_t i = 0; i < count; ++i) {
+      const auto index = static_cast<size_t>(train_rows_[static_cast<size_t>(order[first + i])]);
+      const SentimentTree& tree = data_.bank.train[index];
+      batch_trees.push_back(&tree);
+      unrolled.push_back(trees_->unroll(tree));
+      tapes.push_back(std::make_unique<Tape<float>>(trees_->training_graph(unrolled.back()), params));
+      graphs.push_back({tapes.back().get(), index + 1});
+      window_nodes_ += tree.size();
+    }
+    const OptimizerStep update{.step = step_count_, .learning_rate = config_.learning_rate, .momentum = 0};
+    const StepResult r = step_->run(update, graphs, [&](Tape<float>& tape, size_t i) {
+      trees_->feed(tape, unrolled[i], *batch_trees[i]);
+    });
+    if (!r.finite) {
+      diverged_ = cat("training diverged at step ", step_count_, " (epoch ", epoch_of(step_count_), "): ", r.problem);
+      return;
+    }
+    objective_sum_ += r.objective;
+    ++window_steps_;
+    const int64_t done = step_count_ + 1;
+    observer_.on_step(done, total_steps_, epoch_of(done), r.objective, seconds_since(start_));
+    if (done % steps_per_epoch_ == 0 || done == total_steps_) evaluate(done);
+    if (done % checkpoint_every == 0 && !checkpoint(done)) {
+      diverged_ = cat("training diverged by step ", done, ": a parameter or optimizer state value is not finite");
+      step_count_ = done;
+      return;
+    }
+  }
+}
+
+void TreeRun::evaluate(int64_t done) {
+  const double train_seconds = seconds_since(start_) - window_start_;
+  ParamStore<float>& params = *model_.values;
+  const uint64_t eval_seed = config_.seed + 0x5eed;
+  const Clock::time_point eval_start = Clock::now();
+  const TreeEvaluation train = trees_->evaluate(params, train_eval_, config_.eval_samples, eval_seed);
+  const TreeEvaluation dev = trees_->evaluate(params, data_.bank.dev, config_.eval_samples, eval_seed);
+  const TreeEvaluation test = trees_->evaluate(params, data_.bank.test, config_.eval_samples, eval_seed);
+  int64_t eval_nodes = 0;
+  for (const std::vector<SentimentTree>* set : {&std::as_const(train_eval_), &data_.bank.dev, &data_.bank.test}) {
+    for (const SentimentTree& t : *set) eval_nodes += t.size();
+  }
+  const double eval_seconds = seconds_since(eval_start);
+  const double steps = static_cast<double>(std::max<int64_t>(1, window_steps_));
+  json m = {{"step", done},
+            {"epoch", epoch_of(done)},
+            {"objective", objective_sum_ / steps},
+            {"train_root_accuracy", train.root_accuracy()},
+            {"dev_root_accuracy", dev.root_accuracy()},
+            {"test_root_accuracy", test.root_accuracy()},
+            {"dev_node_accuracy", dev.node_accuracy()},
+            {"test_node_accuracy", test.node_accuracy()},
+            // As errors too, for the learning curve shared with MNIST runs.
+            {"train_error", 1 - train.root_accuracy()},
+            {"validation_error", 1 - dev.root_accuracy()},
+            {"test_error", 1 - test.root_accuracy()},
+            {"test_confusion", test.confusion},
+            {"train_nodes_per_second", static_cast<double>(window_nodes_) / std::max(1e-9, train_seconds)},
+            {"eval_nodes_per_second", static_cast<double>(eval_nodes) / std::max(1e-9, eval_seconds)},
+            {"elapsed_seconds", seconds_since(start_)}};
+  folder_.append_metrics(m);
+  observer_.on_eval(m);
+  observer_.on_message(cat("epoch ", epoch_of(done), ": objective ", m["objective"].get<double>(), ", root accuracy train ",
+                           train.root_accuracy(), " dev ", dev.root_accuracy(), " test ", test.root_accuracy(), " (",
+                           std::lround(m["train_nodes_per_second"].get<double>()), " nodes/s training)"));
+  last_ = m;
+  if (dev.root_accuracy() > best_accuracy_) {
+    best_accuracy_ = dev.root_accuracy();
+    best_ = m;
+    folder_.save_model(model_, "best.model.json");
+  }
+  objective_sum_ = 0;
+  window_steps_ = window_nodes_ = 0;
+  window_start_ = seconds_since(start_);
+}
+
+bool TreeRun::checkpoint(int64_t done) {
+  const TrainingState state{.step = done, .seed = config_.seed, .config = to_json(config_)};
+  if (!folder_.save_checkpoint(state, *model_.values, optimizer_->checkpoint_state())) return false;
+  last_good_checkpoint_ = done;
+  return true;
+}
+
+TrainSummary TreeRun::finish() {
+  TrainSummary summary;
+  summary.diverged = !diverged_.empty();
+  if (summary.diverged) {
+    observer_.on_message(diverged_ + (last_good_checkpoint_ >= 0
+                                          ? cat("; the last good checkpoint is ", folder_.checkpoint_path(), " (step ",
+                                                last_good_checkpoint_, ")")
+                                          : std::string("; no checkpoint was written before it")));
+  } else {
+    if (window_steps_ > 0 || last_.is_null()) evaluate(step_count_);
+    checkpoint(step_count_);
+    folder_.save_model(model_, "model.json");
+  }
+  const json config_json = to_json(config_);
+  json& s = summary.json;
+  s = {{"status", summary.diverged ? "diverged" : "finished"},
+       {"task", config_.task},
+       {"steps", step_count_},
+       {"epochs", epoch_of(step_count_)},
+       {"wall_seconds", seconds_since(start_)},
+       {"config_hash", sha256_hex(config_json.dump()).substr(0, 16)},
+       {"config", config_json},
+       {"training_trees", train_rows_.size()},
+       {"parameters", model_.values->numel()}};
+  if (summary.diverged) s["message"] = diverged_;
+  if (!last_.is_null()) {
+    s["final"] = {{"epoch", last_["epoch"]}, {"dev_root_accuracy", last_["dev_root_accuracy"]},
+                  {"test_root_accuracy", last_["test_root_accuracy"]}};
+  }
+  if (!best_.is_null()) {
+    s["best_dev"] = {{"epoch", best_["epoch"]}, {"dev_root_accuracy", best_["dev_root_accuracy"]},
+                     {"test_root_accuracy", best_["test_root_accuracy"]}, {"test_node_accuracy", best_["test_node_accuracy"]}};
+    s["test_root_accuracy"] = best_["test_root_accuracy"];
+  }
+  folder_.write_summary(s);
+  for (const std::string& problem : write_reports(folder_.dir(), model_)) {
+    if (problem.rfind("filters.png", 0) != 0) observer_.on_message(problem);
+  }
+  return summary;
+}
+
+}  // namespace
+
+TreeData load_tree_data(const std::string& dir, int64_t min_count) {
+  TreeData d{load_sst(dir), {}};
+  d.vocabulary = Vocabulary::from_trees(d.bank.train, min_count);
+  for (auto* set : {&d.bank.train, &d.bank.dev, &d.bank.test}) d.vocabulary.assign_ids(*set);
+  return d;
+}
+
+TrainSummary train_trees(const TreeConfig& config, const TreeData& data, const std::string& out_dir,
+                         TrainObserver& observer, bool resume) {
+  TreeRun run(config, data, out_dir, observer);
+  run.start(resume);
+  run.run_steps();
+  return run.finish();
+}
+
+}  // namespace pens
