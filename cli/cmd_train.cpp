@@ -231,10 +231,14 @@ int run_eval(const std::vector<std::string>& argv) {
   const Args args(argv, {}, {"data", "data-dir", "batch", "samples", "seed", "min-count"});
   const std::string& model_path = args.one_positional("a model file");
   const Model model = load_model(model_path);
-  if (!model.values) fail(model_path, ": the model holds no parameter values (train it first)");
-  if (model.tree) return eval_tree_model(args, model_path, model);
+  const auto untrained = [&] { fail(model_path, ": the model holds no parameter values (train it first)"); };
+  if (model.tree) {
+    if (!model.values) untrained();
+    return eval_tree_model(args, model_path, model);
+  }
   const std::string part = args.option("data").value_or("test");
   const Dataset d = load_mnist(args.option("data-dir").value_or("data/mnist"), part);
+  if (!model.values) untrained();
   const int64_t samples = args.option_int("samples", 0);
   const auto seed = static_cast<uint64_t>(args.option_int("seed", 1));
   const Graph g = build_inference(model.graph, samples);

@@ -188,7 +188,7 @@ UnrolledTree unroll_tree(const Graph& cell, const TreePorts& ports, const TreeSh
       std::vector<float> rows;
       for (int32_t node : t.labeled) rows.push_back(static_cast<float>(t.row_of[static_cast<size_t>(node)]));
       const NodeId idx = g.input("tree/labeled_rows", Shape{labeled}, DType::Index);
-      t.indices.emplace_back(g[idx].name, std::move(rows));
+      t.label_rows = {g[idx].name, std::move(rows)};
       read = g.add("gather", {scores, idx}, {{"axis", int64_t{0}}}, "tree/labeled_scores");
     }
     const NodeId xent = g.add("softmax_xent", {read, labels}, {}, "tree/xent");

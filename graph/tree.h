@@ -61,9 +61,10 @@ struct UnrolledTree {
   std::string labels = "tree/labels";  // [labeled] classes of `labeled`, to feed
   std::string scores;                  // the scores node [nodes, classes], an output
   std::string loss;                    // "" when the tree carries no label
-  // The other index inputs (which rows each level gathers), with the values to feed:
-  // fixed by the tree's shape.
+  // The other index inputs, with the values to feed: which rows each level gathers, and
+  // (when some nodes carry no label) which rows the loss reads. Fixed by the tree's shape.
   std::vector<std::pair<std::string, std::vector<float>>> indices;
+  std::pair<std::string, std::vector<float>> label_rows;  // name "" when the loss reads every row
   int64_t root_row() const { return row_of.back(); }
 };
 

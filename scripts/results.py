@@ -90,7 +90,10 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     rows = cells(sys.argv[1])
-    Path(sys.argv[3]).write_text(json.dumps(rows, indent=2) + "\n")
+    # Records of other tables (tree runs carry a "task") are kept as they are.
+    json_path = Path(sys.argv[3])
+    others = [r for r in json.loads(json_path.read_text()) if "task" in r] if json_path.exists() else []
+    json_path.write_text(json.dumps(rows + others, indent=2) + "\n")
     md_path = Path(sys.argv[2])
     # Hand-written notes below the marker survive regeneration.
     marker = "<!-- notes: kept when the table is regenerated -->"

@@ -55,18 +55,22 @@ Graph TreeModel::training_graph(const UnrolledTree& unrolled) const {
   return build_pseudo_ensemble(unrolled.graph, spec).graph;
 }
 
-void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree) const {
+void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels) const {
   TensorView<float> words = tape.input(unrolled.words);
   for (size_t i = 0; i < unrolled.leaves.size(); ++i) {
     const int32_t id = tree.word_id[static_cast<size_t>(unrolled.leaves[i])];
     if (id < 0) fail("tree at line ", tree.line, ": words have no vocabulary ids (Vocabulary::assign_ids)");
     words[static_cast<int64_t>(i)] = static_cast<float>(id);
   }
-  if (!unrolled.loss.empty()) {
-    TensorView<float> labels = tape.input(unrolled.labels);
+  if (labels && !unrolled.loss.empty()) {
+    TensorView<float> in = tape.input(unrolled.labels);
     for (size_t i = 0; i < unrolled.labeled.size(); ++i) {
-      labels[static_cast<int64_t>(i)] =
+      in[static_cast<int64_t>(i)] =
           static_cast<float>(task_label(task_, tree.label[static_cast<size_t>(unrolled.labeled[i])]));
+    }
+    if (!unrolled.label_rows.first.empty()) {
+      const std::vector<float>& rows = unrolled.label_rows.second;
+      std::copy(rows.begin(), rows.end(), tape.input(unrolled.label_rows.first).data);
     }
   }
   for (const auto& [name, values] : unrolled.indices) {
@@ -87,7 +91,7 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<
     const Graph graph = build_inference(unrolled.graph, sampled ? 1 : 0);
     const std::string out = sampled ? "mc/" + unrolled.scores : unrolled.scores;
     Tape<float> tape(graph, params);
-    feed(tape, unrolled, tree);
+    feed(tape, unrolled, tree, false);
     const auto rows = tree.size();
     probs.assign(static_cast<size_t>(rows * classes_), 0.0);
     for (int64_t draw = 0; draw < (sampled ? samples : 1); ++draw) {

@@ -41,8 +41,9 @@ class TreeModel {
   // The graph a training step runs for one tree: the unrolled parent, or its
   // pseudo-ensemble when the model declares one.
   Graph training_graph(const UnrolledTree& unrolled) const;
-  // Writes a tree's words, labels and level gathers into a tape of one of its graphs.
-  void feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree) const;
+  // Writes a tree's words, level gathers and (with `labels`, for graphs that keep the
+  // loss) labels into a tape of one of its graphs.
+  void feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels = true) const;
 
   // Root and all-node accuracy. Models that sample subspaces average the class
   // probabilities of `samples` draws per tree (keys {seed, draw, tree}); others, and

@@ -28,15 +28,19 @@ std::vector<NodeId> noise_chain(const Graph& g, NodeId table) {
 
 Graph LookupFirst::run(const Graph& in) const {
   Graph g = in;
-  const std::vector<ValueInfo> info = infer_values(in, kVerifyBatch);
   for (NodeId lookup : in.nodes()) {
     if (g[lookup].op->name != "embedding") continue;
     const std::vector<NodeId> inputs = g.inputs(lookup);
     const NodeId table = inputs[0], ids = inputs[1];
     const std::vector<NodeId> chain = noise_chain(g, table);
-    // Row-wise noise needs one id per row: ids of rank 1, a table of rank 2.
-    if (chain.empty() || info[ids].shape.rank != 1 || info[table].shape.rank != 2) continue;
+    if (chain.empty()) continue;
+    // Row-wise noise needs one id per row: ids fed as a rank-1 input, a table of rank 2
+    // (noise steps keep the parameter's rank).
     const NodeId param = g.inputs(chain.front())[0];
+    if (!is_input(g[ids]) || g[ids].attrs.get_ints("shape").size() != 1 ||
+        g[param].attrs.get_ints("shape").size() != 2) {
+      continue;
+    }
     const std::string name = g[lookup].name;
     const Node looked_up = g[lookup];
     g.rename(lookup, name + "/table");

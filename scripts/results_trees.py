@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Collects the finished runs of scripts/table2.sh into docs/results.md (its Table 2
+section) and docs/results.json (records with a "task"; other records are kept).
+
+usage: results_trees.py RUNS_DIR RESULTS.md RESULTS.json
+"""
+import json
+import statistics
+import sys
+from pathlib import Path
+
+PAPER = {("fine", "ctn"): 43.1, ("fine", "ctn+f"): 46.1, ("fine", "ctn+s"): 47.5, ("fine", "ctn+f+s"): 48.4,
+         ("binary", "ctn"): 83.4, ("binary", "ctn+f"): 85.3, ("binary", "ctn+s"): 87.8, ("binary", "ctn+f+s"): 88.9}
+BEGIN, END = "<!-- table2: written by scripts/table2.sh -->", "<!-- /table2 -->"
+
+
+def cells(runs_dir):
+    rows = []
+    for (task, method), paper in PAPER.items():
+        cell = Path(runs_dir) / f"{task}-{method}"
+        runs = []
+        for summary in sorted(cell.glob("seed*/summary.json")):
+            s = json.loads(summary.read_text())
+            if s.get("status") != "finished" or "best_dev" not in s:
+                continue
+            runs.append((int(summary.parent.name[4:]), s))
+        if not runs:
+            continue
+        acc = [round(100 * s["best_dev"]["test_root_accuracy"], 2) for _, s in runs]
+        rows.append({
+            "method": method, "task": task, "runs": len(runs),
+            "mean": round(statistics.mean(acc), 2),
+            "std": round(statistics.stdev(acc), 2) if len(acc) > 1 else 0.0,
+            "accuracies": acc, "seeds": [seed for seed, _ in runs],
+            "minutes": [round(s["wall_seconds"] / 60, 1) for _, s in runs],
+            "epochs": [s["epochs"] for _, s in runs],
+            "best_dev_epochs": [s["best_dev"]["epoch"] for _, s in runs],
+            "paper": paper,
+            "command": f"build/pens train {cell}/config.json --seed S --out {cell}/seedS",
+        })
+    return rows
+
+
+def markdown(rows):
+    lines = [BEGIN, "## Table 2: root accuracy on the Stanford Sentiment Treebank (test set, %)", "",
+             "Mean ± std over runs (seeds), each at its best dev epoch; the paper's figure beside it.", "",
+             "| method | fine | paper | binary | paper | runs | epochs | minutes per run |",
+             "|---|---|---|---|---|---|---|---|"]
+    for method in ["ctn", "ctn+f", "ctn+s", "ctn+f+s"]:
+        by = {r["task"]: r for r in rows if r["method"] == method}
+        if not by:
+            continue
+        def cell(task):
+            r = by.get(task)
+            return f"{r['mean']:.2f} ± {r['std']:.2f}" if r else "-"
+        runs = "/".join(str(by[t]["runs"]) if t in by else "-" for t in ["fine", "binary"])
+        epochs = "/".join(f"{max(by[t]['epochs']):g}" if t in by else "-" for t in ["fine", "binary"])
+        minutes = "/".join(f"{statistics.mean(by[t]['minutes']):.0f}" if t in by else "-" for t in ["fine", "binary"])
+        lines.append(f"| {method.upper()} | {cell('fine')} | {PAPER[('fine', method)]} | {cell('binary')} | "
+                     f"{PAPER[('binary', method)]} | {runs} | {epochs} | {minutes} |")
+    lines += ["", "Commands (S = the seeds listed in docs/results.json):", ""]
+    lines += [f"- {r['method']} {r['task']}: `{r['command']}`" for r in rows]
+    return "\n".join(lines + [END]) + "\n"
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    rows = cells(sys.argv[1])
+    json_path = Path(sys.argv[3])
+    others = [r for r in json.loads(json_path.read_text()) if "task" not in r] if json_path.exists() else []
+    json_path.write_text(json.dumps(others + rows, indent=2) + "\n")
+    md_path = Path(sys.argv[2])
+    text = md_path.read_text() if md_path.exists() else ""
+    section = markdown(rows)
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    md_path.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Runs the cells of the paper's Table 2 (root accuracy on the Stanford Sentiment Treebank:
+# CTN, CTN+F, CTN+S, CTN+F+S on the fine-grained and binary tasks) and writes the Table 2
+# section of docs/results.md and the tree records of docs/results.json from every
+# finished run under the runs folder.
+#
+#   scripts/table2.sh [--seeds LIST] [--tasks LIST] [--methods LIST] [--epochs E]
+#                     [--budget-minutes M] [--jobs J] [--data-dir DIR] [--runs DIR]
+#                     [--report-only]
+#
+#   --seeds LIST        comma-separated run seeds per cell (default 1,2,3)
+#   --tasks LIST        from fine, binary (default both)
+#   --methods LIST      from ctn, ctn+f, ctn+s, ctn+f+s (default all four)
+#   --epochs E          epochs per run (default 400, the paper's)
+#   --budget-minutes M  wall-clock budget per run (default: none)
+#   --eval-samples K    subspace draws averaged at evaluation (default 50)
+#   --jobs J            runs at once, one thread each (default 2)
+#   --data-dir DIR      the treebank (default ../shared/data/sst)
+#   --runs DIR          where runs live (default runs/table2); a run whose summary.json
+#                       says "finished" is not run again
+#   --report-only       run nothing; rebuild the report from the runs that exist
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 samples=50 jobs=2
+data=../shared/data/sst runs=runs/table2 report_only=0
+pens="${PENS:-build/pens}"  # another binary (a copy, while build/ is rebuilt)
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --seeds) seeds="$2"; shift 2 ;;
+    --tasks) tasks="$2"; shift 2 ;;
+    --methods) methods="$2"; shift 2 ;;
+    --epochs) epochs="$2"; shift 2 ;;
+    --budget-minutes) budget="$2"; shift 2 ;;
+    --eval-samples) samples="$2"; shift 2 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    --data-dir) data="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
+    --report-only) report_only=1; shift ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "table2: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+if [[ $report_only == 0 ]]; then
+  scripts/check-sst.sh "$data"
+  [[ -x $pens ]] || scripts/setup.sh
+  mkdir -p "$runs"
+  # One model file and config per cell: the paper's settings (its section 5 and the authors' code).
+  for task in ${tasks//,/ }; do
+    if [[ $task == fine ]]; then classes=5 lr=0.01 l2w=4e-3; else classes=2 lr=0.005 l2w=2e-3; fi
+    for method in ${methods//,/ }; do
+      noise=()
+      [[ $method == *+f* ]] && noise+=(--fuzz 0.02)
+      [[ $method == *+s* ]] && noise+=(--subspace 35 --activation-noise 0.05)
+      cell="$runs/$task-$method"
+      mkdir -p "$cell"
+      "$pens" new ctn --sst "$data" --classes "$classes" "${noise[@]}" --output "$cell/model.json" 2>/dev/null
+      cat > "$cell/config.json" <<JSON
+{
+  "description": "Table 2, $method on the $task task",
+  "model": "model.json",
+  "task": "$task",
+  "data": {"dir": "$data", "min_count": 1},
+  "batch": {"trees": 27},
+  "optimizer": {"kind": "adagrad", "learning_rate": $lr},
+  "l2": {"T": $l2w, "Ml": $l2w, "Mr": $l2w, "m": $l2w, "C": 2e-4, "c": 2e-4, "E": 2e-4},
+  "run": {"epochs": $epochs, "budget_minutes": $budget, "threads": 1},
+  "eval": {"samples": $samples, "train_trees": 500}
+}
+JSON
+    done
+  done
+  # The runs, `jobs` at a time.
+  for seed in ${seeds//,/ }; do
+    for task in ${tasks//,/ }; do
+      for method in ${methods//,/ }; do
+        out="$runs/$task-$method/seed$seed"
+        if [[ -f $out/summary.json ]] && grep -q '"status": "finished"' "$out/summary.json"; then continue; fi
+        while (( $(jobs -rp | wc -l) >= jobs )); do wait -n; done
+        resume=()
+        [[ -f $out/checkpoint.pens ]] && resume=(--resume)
+        echo "table2: $task $method seed $seed -> $out"
+        "$pens" train "$runs/$task-$method/config.json" --seed "$seed" --out "$out" "${resume[@]}" \
+          > "$out.log" 2>&1 || echo "table2: $out failed (see $out.log)" &
+      done
+    done
+  done
+  wait
+fi
+python3 scripts/results_trees.py "$runs" docs/results.md docs/results.json

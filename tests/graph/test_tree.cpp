@@ -1,0 +1,209 @@
+// Trees as graphs: the unrolled graph computes the paper's formula node by node, its
+// gradient (with fuzzing, subspace sampling and activation noise keyed) matches finite
+// differences, a sampled subspace computes what the full model computes with the dropped
+// dimensions zeroed, and the lookup-first rewrite changes no value.
+#include <doctest/doctest.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <random>
+
+#include "autodiff/gradcheck.h"
+#include "autodiff/tape.h"
+#include "graph/pass.h"
+#include "graph/pseudo_ensemble.h"
+#include "graph/tree.h"
+#include "models/ctn.h"
+#include "models/sst.h"
+#include "tests/support/eval.h"
+#include "tests/support/helpers.h"
+#include "train/tree_model.h"
+
+using namespace pens;
+using pens::testing::Values;
+
+namespace {
+
+constexpr int64_t kVocab = 6, kDim = 4;
+
+// A tree with words 1..3 and every node labeled; its feed as gradcheck/evaluate values.
+SentimentTree five_node_tree() {
+  SentimentTree t = parse_trees("(3 (2 w) (4 (4 x) (1 y)))", "test")[0];
+  t.word_id = {1, 4, 3, -1, -1};
+  return t;
+}
+
+Values feed_values(const UnrolledTree& u, const SentimentTree& t, SentimentTask task, bool labels = true) {
+  Values v;
+  for (int32_t leaf : u.leaves) v[u.words].push_back(t.word_id[static_cast<size_t>(leaf)]);
+  if (labels) {
+    for (int32_t node : u.labeled) v[u.labels].push_back(task_label(task, t.label[static_cast<size_t>(node)]));
+  }
+  for (const auto& [name, rows] : u.indices) v[name] = std::vector<double>(rows.begin(), rows.end());
+  if (labels && !u.label_rows.first.empty()) {
+    v[u.label_rows.first] = std::vector<double>(u.label_rows.second.begin(), u.label_rows.second.end());
+  }
+  return v;
+}
+
+Values random_params(const Graph& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-0.5, 0.5);
+  Values v;
+  for (NodeId n : g.nodes()) {
+    if (!is_param(g[n])) continue;
+    int64_t size = 1;
+    for (int64_t d : g[n].attrs.get_ints("shape")) size *= d;
+    for (int64_t i = 0; i < size; ++i) v[g[n].name].push_back(u(rng));
+  }
+  return v;
+}
+
+using Mat = Eigen::MatrixXd;
+using Vec = Eigen::VectorXd;
+
+// The formula, node by node: v = E[w] at leaves, tanh(v1ᵀ T_k v2 + Ml v1 + Mr v2 + m) inside.
+std::vector<Vec> direct_vectors(const SentimentTree& t, const Values& p) {
+  const auto at = [&](const char* name, int64_t i) { return p.at(name)[static_cast<size_t>(i)]; };
+  std::vector<Vec> v(static_cast<size_t>(t.size()));
+  for (int64_t i = 0; i < t.size(); ++i) {
+    Vec out(kDim);
+    if (t.is_leaf(i)) {
+      for (int64_t j = 0; j < kDim; ++j) out[j] = at("E", t.word_id[static_cast<size_t>(i)] * kDim + j);
+    } else {
+      const Vec& a = v[static_cast<size_t>(t.left[static_cast<size_t>(i)])];
+      const Vec& b = v[static_cast<size_t>(t.right[static_cast<size_t>(i)])];
+      for (int64_t k = 0; k < kDim; ++k) {
+        double s = at("m", k);
+        for (int64_t x = 0; x < kDim; ++x) {
+          // affine and matmul read [in, out] weights: (v·M)_k = Σ_x v_x M[x, k].
+          s += a[x] * at("Ml", x * kDim + k) + b[x] * at("Mr", x * kDim + k);
+          for (int64_t y = 0; y < kDim; ++y) s += a[x] * at("T", (k * kDim + x) * kDim + y) * b[y];
+        }
+        out[k] = std::tanh(s);
+      }
+    }
+    v[static_cast<size_t>(i)] = out;
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("a tree's graph computes the compact tensor network's formula at every node") {
+  const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5});
+  const SentimentTree tree = five_node_tree();
+  const TreeModel tm(model, SentimentTask::Fine);
+  const UnrolledTree u = tm.unroll(tree);
+  Values values = random_params(model.graph, 3);
+  const Values feed = feed_values(u, tree, SentimentTask::Fine);
+  values.insert(feed.begin(), feed.end());
+  const std::vector<double> scores = testing::evaluate(u.graph, values, u.scores);
+  const std::vector<Vec> v = direct_vectors(tree, values);
+  REQUIRE(scores.size() == static_cast<size_t>(5 * tree.size()));
+  for (int64_t i = 0; i < tree.size(); ++i) {
+    for (int64_t c = 0; c < 5; ++c) {
+      double expected = values["c"][static_cast<size_t>(c)];
+      for (int64_t j = 0; j < kDim; ++j) expected += v[static_cast<size_t>(i)][j] * values["C"][static_cast<size_t>(j * 5 + c)];
+      CHECK(scores[static_cast<size_t>(u.row_of[static_cast<size_t>(i)] * 5 + c)] == doctest::Approx(expected).epsilon(1e-12));
+    }
+  }
+  // Heights: three leaves, then (x y), then the root.
+  CHECK(u.indices.size() == 4);
+  CHECK(u.root_row() == 4);
+}
+
+TEST_CASE("the whole tree objective's gradient matches finite differences, with every noise keyed") {
+  for (const std::string task : {"fine", "binary"}) {
+    CAPTURE(task);
+    const SentimentTask t = parse_sentiment_task(task);
+    const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = task_classes(t), .fuzz = 0.02,
+                                   .subspace = 3, .activation_noise = 0.05});
+    const SentimentTree tree = five_node_tree();
+    const TreeModel tm(model, t, 0.5);
+    const UnrolledTree u = tm.unroll(tree);
+    const Graph g = tm.training_graph(u);
+    Values values = random_params(model.graph, 5);
+    const Values feed = feed_values(u, tree, t);
+    values.insert(feed.begin(), feed.end());
+    GradcheckOptions options;
+    options.inputs = false;
+    options.key = {.seed = 9, .step = 2, .example = 4, .rank = 0};
+    const GradcheckResult r = gradcheck(g, values, options);
+    INFO(r.worst);
+    CHECK(r.passed);
+    // Only the kept 3 of 4 dimensions carry gradient: 27 of T's 64 entries, 9 of Ml's and
+    // Mr's 16, the rows of E the tree reads, C and c.
+    CHECK(r.nonzero > 50);
+  }
+}
+
+TEST_CASE("a sampled subspace computes what the full model computes with the other dimensions zeroed") {
+  const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .subspace = 2});
+  const SentimentTree tree = five_node_tree();
+  const TreeModel tm(model, SentimentTask::Fine);
+  const UnrolledTree u = tm.unroll(tree);
+  const Graph child = build_inference(u.graph, 1);
+  Values values = random_params(model.graph, 7);
+  const Values feed = feed_values(u, tree, SentimentTask::Fine, false);
+  values.insert(feed.begin(), feed.end());
+  const NoiseKey key{.seed = 3, .step = 1, .example = 2, .rank = 0};
+  const std::vector<double> kept = testing::evaluate(child, values, "c1/subspace:latent", 1, key);
+  const std::vector<double> sampled = testing::evaluate(child, values, "c1/" + u.scores, 1, key);
+  REQUIRE(kept.size() == 2);
+  std::vector<char> keep(kDim, 0);
+  for (double k : kept) keep[static_cast<size_t>(k)] = 1;
+  Values masked = values;
+  const auto zero = [&](const char* name, auto is_dropped) {
+    std::vector<double>& p = masked[name];
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (is_dropped(static_cast<int64_t>(i))) p[i] = 0;
+    }
+  };
+  const auto dropped = [&](int64_t d) { return !keep[static_cast<size_t>(d)]; };
+  zero("E", [&](int64_t i) { return dropped(i % kDim); });
+  zero("T", [&](int64_t i) { return dropped(i / (kDim * kDim)) || dropped(i / kDim % kDim) || dropped(i % kDim); });
+  zero("Ml", [&](int64_t i) { return dropped(i / kDim) || dropped(i % kDim); });
+  zero("Mr", [&](int64_t i) { return dropped(i / kDim) || dropped(i % kDim); });
+  zero("m", dropped);
+  zero("C", [&](int64_t i) { return dropped(i / 5); });
+  const std::vector<double> full = testing::evaluate(u.graph, masked, u.scores);
+  REQUIRE(full.size() == sampled.size());
+  for (size_t i = 0; i < full.size(); ++i) CHECK(sampled[i] == doctest::Approx(full[i]).epsilon(1e-12));
+}
+
+TEST_CASE("lookup-first: looking up rows of a fuzzed, sliced table equals fuzzing and slicing the rows") {
+  Graph g;
+  const NodeId E = g.param("E", Shape{7, 5}, {{"init", "normal"}, {"std", 1.0}});
+  const NodeId ids = g.input("ids", Shape{4}, DType::Index);
+  const NodeId kept = g.add("subset", {}, {{"n", int64_t{5}}, {"keep", int64_t{3}}, {"stream", int64_t{11}}}, "kept");
+  const NodeId sliced = g.add("gather", {E, kept}, {{"axis", int64_t{1}}}, "sliced");
+  const NodeId fuzzed = g.add("gaussian_noise", {sliced}, {{"sigma", 0.3}, {"stream", int64_t{12}}}, "fuzzed");
+  const NodeId rows = g.add("embedding", {fuzzed, ids}, {}, "rows");
+  g.set_flag(rows, kOutput);
+  const Graph rewritten = LookupFirst().run(g);
+  CHECK(rewritten["rows"].op->name == "lookup_noise");
+  CHECK(!rewritten.find("fuzzed"));  // the table-sized draw is gone
+  const Values values{{"ids", {6, 0, 6, 2}}};
+  for (uint64_t step : {1, 2}) {
+    const NoiseKey key{.seed = 5, .step = step, .example = 0, .rank = 0};
+    const std::vector<double> before = testing::evaluate(g, values, "rows", 1, key);
+    const std::vector<double> after = testing::evaluate(rewritten, values, "rows", 1, key);
+    REQUIRE(before.size() == after.size());
+    for (size_t i = 0; i < before.size(); ++i) CHECK(after[i] == doctest::Approx(before[i]).epsilon(1e-14));
+    // A word used twice sees the same fuzzed vector, as with a fuzzed table.
+    for (size_t j = 0; j < 3; ++j) CHECK(after[j] == after[6 + j]);
+  }
+}
+
+TEST_CASE("a tree cell is checked against its ports") {
+  Model model = build_ctn({.vocabulary = kVocab, .dim = kDim});
+  TreePorts ports = *model.tree;
+  CHECK_NOTHROW(check_tree_cell(model.graph, ports));
+  ports.compose = "leaf";  // reads words, not left/right
+  CHECK_ERROR_MENTIONS(check_tree_cell(model.graph, ports), "'leaf' reads input 'words'");
+  ports = *model.tree;
+  ports.words = "nowhere";
+  CHECK_ERROR_MENTIONS(check_tree_cell(model.graph, ports), "no node 'nowhere' for the words port");
+  CHECK_ERROR_MENTIONS(unroll_tree(model.graph, *model.tree, TreeShape{{-1, 0}, {-1, -1}}), "node 1 has children 0 and -1");
+}

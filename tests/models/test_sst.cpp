@@ -1,0 +1,96 @@
+// The treebank reader: every kind of bad line is refused with file, line and column; the
+// vocabulary and the two tasks' labels.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "models/sst.h"
+#include "ops/ir/error.h"
+
+using namespace pens;
+
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_trees(text, "t.txt");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("trees are read in post-order with labels and words") {
+  const std::vector<SentimentTree> trees = parse_trees("(3 (2 It) (4 (4 works) (2 .)))\n(1 bad)\n", "t.txt");
+  REQUIRE(trees.size() == 2);
+  const SentimentTree& t = trees[0];
+  REQUIRE(t.size() == 5);
+  CHECK(t.word == std::vector<std::string>{"It", "works", ".", "", ""});
+  CHECK(t.left == std::vector<int32_t>{-1, -1, -1, 1, 0});
+  CHECK(t.right == std::vector<int32_t>{-1, -1, -1, 2, 3});
+  CHECK(t.label == std::vector<int8_t>{2, 4, 2, 4, 3});
+  CHECK(t.line == 1);
+  CHECK(trees[1].size() == 1);
+  CHECK(trees[1].is_leaf(trees[1].root()));
+}
+
+TEST_CASE("every kind of bad line is an error naming file, line and column") {
+  CHECK(error_of("(3 (2 a) (2 b)\n") == "t.txt:1:15: unbalanced parentheses: 1 '(' not closed at the end of the line");
+  CHECK(error_of("(3 (2 a) (2 b)))\n") == "t.txt:1:16: text after the tree: a line holds exactly one tree");
+  CHECK(error_of("(2 a)\n(7 b)\n") == "t.txt:2:2: label must be one of 0..4, got '7'");
+  CHECK(error_of("(-1 b)") == "t.txt:1:2: label must be one of 0..4, got '-1'");
+  CHECK(error_of("(3 (2 a) (2 b) (2 c))") == "t.txt:1:16: a node with 3 children (trees are binary)");
+  CHECK(error_of("(3 (2 a))") == "t.txt:1:1: a node with 1 child (internal nodes have exactly 2)");
+  CHECK(error_of("(2 )") == "t.txt:1:4: empty word: a leaf needs a word, '(label word)'");
+  CHECK(error_of("(2 a b)") == "t.txt:1:6: expected ')' after the word 'a' (a leaf holds one word)");
+  CHECK(error_of("(2 a)\n\n") == "t.txt:2:1: empty line: expected one tree, '(label ...)'");
+  CHECK(error_of("(2 a) (2 b)") == "t.txt:1:7: text after the tree: a line holds exactly one tree");
+  CHECK(error_of("(2 caf\xC3(") == "t.txt:1:7: invalid UTF-8");
+  CHECK(error_of("(2 \xED\xA0\x80)") == "t.txt:1:4: invalid UTF-8");  // a surrogate
+  CHECK(error_of(std::string("(2 a\0)", 6)) == "t.txt:1:5: a NUL byte (not a text file of trees)");
+  CHECK(error_of("x") == "t.txt:1:1: expected '(' at the start of a tree, found 'x'");
+  CHECK(error_of("") == "t.txt: no trees (the file is empty)");
+  CHECK(error_of("(2") == "t.txt:1:3: unbalanced parentheses: the line ends inside a node");
+  // UTF-8 words are fine.
+  CHECK(parse_trees("(2 caf\xC3\xA9)", "t.txt")[0].word[0] == "caf\xC3\xA9");
+}
+
+TEST_CASE("no input crashes or hangs the reader: deep nesting and every prefix of a line") {
+  // 200,000 nested nodes: an iterative parser, so no stack to exhaust.
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "(2 ";
+  deep += "(2 a)";
+  for (int i = 0; i < 100000; ++i) deep += " (2 b))";
+  CHECK(parse_trees(deep, "deep")[0].size() == 200001);
+  const std::string line = "(3 (2 It) (4 (4 works) (2 .)))";
+  for (size_t n = 0; n < line.size(); ++n) CHECK_THROWS_AS(parse_trees(line.substr(0, n) + "\n(2 x)", "p"), Error);
+}
+
+TEST_CASE("the vocabulary maps rare and unseen words to <unk>") {
+  std::vector<SentimentTree> train = parse_trees("(3 (2 good) (2 film))\n(1 (2 bad) (2 film))\n", "train");
+  const Vocabulary all = Vocabulary::from_trees(train, 1);
+  CHECK(all.size() == 4);  // <unk>, bad, film, good
+  CHECK(all.word(0) == "<unk>");
+  CHECK(all.id("film") != Vocabulary::kUnknown);
+  CHECK(all.id("Film") == Vocabulary::kUnknown);  // exact match, case kept
+  const Vocabulary frequent = Vocabulary::from_trees(train, 2);
+  CHECK(frequent.size() == 2);
+  CHECK(frequent.id("good") == Vocabulary::kUnknown);
+  CHECK(frequent.assign_ids(train) == 2);
+  CHECK(train[0].word_id == std::vector<int32_t>{0, 1, -1});
+  CHECK_THROWS_AS(Vocabulary::from_trees(train, 0), Error);
+}
+
+TEST_CASE("tasks: fine keeps 0..4, binary drops neutral and merges the rest") {
+  CHECK(task_label(SentimentTask::Fine, 2) == 2);
+  CHECK(task_label(SentimentTask::Binary, 0) == 0);
+  CHECK(task_label(SentimentTask::Binary, 1) == 0);
+  CHECK(task_label(SentimentTask::Binary, 2) == -1);
+  CHECK(task_label(SentimentTask::Binary, 3) == 1);
+  CHECK(task_label(SentimentTask::Binary, 4) == 1);
+  CHECK(parse_sentiment_task("binary") == SentimentTask::Binary);
+  CHECK_THROWS_AS(parse_sentiment_task("coarse"), Error);
+  CHECK(task_classes(SentimentTask::Fine) == 5);
+}

@@ -1,0 +1,106 @@
+// Training on trees end to end: a treebank made in the test (sentiment carried by a few
+// words), pens' tree trainer with its run folder, and the training accuracy it reaches.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "models/ctn.h"
+#include "serialization/model_file.h"
+#include "tests/support/temp_dir.h"
+#include "train/tree_model.h"
+#include "train/tree_trainer.h"
+
+using namespace pens;
+using pens::testing::TempDir;
+
+namespace {
+
+// A random binary tree over 2..7 words; a node's label is the sign of the sum of its
+// words' polarities (good/great +1, bad/awful -1, others 0), as 1, 2 or 3.
+std::string random_tree(std::mt19937_64& rng) {
+  static const std::vector<std::pair<std::string, int>> words = {
+      {"good", 1}, {"great", 1}, {"bad", -1}, {"awful", -1}, {"the", 0}, {"film", 0}, {"plot", 0}, {"was", 0}};
+  struct Part {
+    std::string text;
+    int polarity;
+  };
+  std::vector<Part> parts;
+  const int n = 2 + static_cast<int>(rng() % 6);
+  const auto label = [](int p) { return p > 0 ? 3 : p < 0 ? 1 : 2; };
+  for (int i = 0; i < n; ++i) {
+    const auto& [w, p] = words[rng() % words.size()];
+    parts.push_back({"(" + std::to_string(label(p)) + " " + w + ")", p});
+  }
+  while (parts.size() > 1) {  // join two neighbours at random
+    const size_t i = rng() % (parts.size() - 1);
+    const int p = parts[i].polarity + parts[i + 1].polarity;
+    parts[i] = {"(" + std::to_string(label(p)) + " " + parts[i].text + " " + parts[i + 1].text + ")", p};
+    parts.erase(parts.begin() + static_cast<long>(i) + 1);
+  }
+  return parts[0].text;
+}
+
+void write_trees(const std::string& path, int count, std::mt19937_64& rng) {
+  std::ofstream out(path);
+  for (int i = 0; i < count; ++i) out << random_tree(rng) << "\n";
+}
+
+}  // namespace
+
+TEST_CASE("a short training run on 200 trees raises training accuracy, and writes its run folder") {
+  TempDir dir;
+  std::mt19937_64 rng(17);
+  write_trees(dir / "train.txt", 200, rng);
+  write_trees(dir / "dev.txt", 40, rng);
+  write_trees(dir / "test.txt", 40, rng);
+  const TreeData data = load_tree_data(dir.path(), 1);
+  CHECK(data.vocabulary.size() == 9);
+  save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 8, .classes = 5, .fuzz = 0.02, .subspace = 6}),
+             dir / "ctn.model.json");
+
+  TreeConfig config;
+  config.model = dir / "ctn.model.json";
+  config.data_dir = dir.path();
+  config.batch_trees = 10;
+  config.learning_rate = 0.05;
+  config.l2 = {{"T", 1e-4}, {"E", 1e-4}};
+  config.epochs = 8;
+  config.eval_samples = 5;
+  config.train_eval_trees = 200;
+  TrainObserver quiet;
+
+  // Accuracy before training: the same parameters the run starts from.
+  Model start = load_model(config.model);
+  start.values = std::make_shared<ParamStore<float>>(start.graph);
+  start.values->initialize(start.graph, config.init_seed);
+  const TreeModel tm(start, SentimentTask::Fine);
+  const double before = tm.evaluate(*start.values, data.bank.train, 5, 1).node_accuracy();
+
+  const TrainSummary s = train_trees(config, data, dir / "run", quiet);
+  REQUIRE(s.json["status"] == "finished");
+  CHECK(s.json["epochs"].get<double>() == doctest::Approx(8));
+  const Model trained = load_model(dir / "run/model.json");
+  const double after = TreeModel(trained, SentimentTask::Fine).evaluate(*trained.values, data.bank.train, 5, 1).node_accuracy();
+  INFO("node accuracy before " << before << ", after " << after);
+  CHECK(after > before + 0.15);
+  std::ifstream metrics(dir / "run/metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line);) ++lines;
+  CHECK(lines == 8);  // one evaluation per epoch
+}
+
+TEST_CASE("the trainer refuses a model whose word vectors do not fit the vocabulary") {
+  TempDir dir;
+  std::mt19937_64 rng(3);
+  for (const char* part : {"train.txt", "dev.txt", "test.txt"}) write_trees(dir / part, 5, rng);
+  const TreeData data = load_tree_data(dir.path(), 1);
+  save_model(build_ctn({.vocabulary = 3, .dim = 4}), dir / "ctn.model.json");
+  TreeConfig config;
+  config.model = dir / "ctn.model.json";
+  config.data_dir = dir.path();
+  TrainObserver quiet;
+  CHECK_THROWS_WITH_AS(train_trees(config, data, dir / "run", quiet),
+                       doctest::Contains("E has 3 rows but the vocabulary"), Error);
+}
