@@ -227,6 +227,25 @@ int64_t Vocabulary::assign_ids(std::vector<SentimentTree>& trees) const {
   return unknown;
 }
 
+Forest make_forest(const std::vector<const SentimentTree*>& trees) {
+  Forest f;
+  SentimentTree& all = f.nodes;
+  for (const SentimentTree* t : trees) {
+    const auto offset = static_cast<int32_t>(all.size());
+    f.offsets.push_back(offset);
+    for (int64_t i = 0; i < t->size(); ++i) {
+      const auto k = static_cast<size_t>(i);
+      all.left.push_back(t->left[k] < 0 ? -1 : t->left[k] + offset);
+      all.right.push_back(t->right[k] < 0 ? -1 : t->right[k] + offset);
+      all.label.push_back(t->label[k]);
+      all.word.push_back(t->word[k]);
+      all.word_id.push_back(t->word_id[k]);
+    }
+    f.roots.push_back(all.size() - 1);
+  }
+  return f;
+}
+
 SentimentTask parse_sentiment_task(const std::string& name) {
   if (name == "fine") return SentimentTask::Fine;
   if (name == "binary") return SentimentTask::Binary;

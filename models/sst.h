@@ -27,6 +27,16 @@ struct SentimentTree {
   bool is_leaf(int64_t i) const { return left[static_cast<size_t>(i)] < 0; }
 };
 
+// Several trees as one forest: nodes of tree k follow those of trees 0..k-1 (children
+// offset accordingly), so each tree's root is its last node. `offsets[k]` is where tree k
+// starts. A forest unrolls into one graph whose levels span every tree (graph/tree.h).
+struct Forest {
+  SentimentTree nodes;
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> roots;
+};
+Forest make_forest(const std::vector<const SentimentTree*>& trees);
+
 // Parses every line of `text` (blank lines are errors: a line that is not one tree).
 // `source` names the text in errors: "<source>:<line>:<column>: <what>".
 std::vector<SentimentTree> parse_trees(const std::string& text, const std::string& source);

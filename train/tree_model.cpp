@@ -22,7 +22,10 @@ TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
   if (!model.tree) fail("the model has no tree section: it is not a network over trees (pens new ctn writes one)");
   const Graph& cell = model.graph;
   for (NodeId v : cell.nodes()) {
-    for (const NoiseAnnotation& a : cell[v].noise) subspace_ = subspace_ || a.kind == "subspace";
+    for (const NoiseAnnotation& a : cell[v].noise) {
+      subspace_ = subspace_ || a.kind == "subspace";
+      per_tree_parameters_ = per_tree_parameters_ || is_param(cell[v]);
+    }
   }
   const std::vector<ValueInfo> info = verify(cell);
   classes_ = info[cell.at(model.tree->scores)].shape[1];
@@ -80,45 +83,50 @@ void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const Sent
 }
 
 TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<SentimentTree>& trees,
-                                   int64_t samples, uint64_t seed) const {
+                                   int64_t samples, uint64_t seed, size_t forest) const {
   TreeEvaluation e;
   e.confusion.assign(static_cast<size_t>(classes_), std::vector<int64_t>(static_cast<size_t>(classes_), 0));
   const bool sampled = subspace_ && samples > 0;
+  // Sampled subspaces differ per tree, so each tree gets its graph; the clean parent
+  // runs on forests.
+  const size_t chunk = sampled ? 1 : std::max<size_t>(1, forest);
   std::vector<double> probs;
-  for (size_t index = 0; index < trees.size(); ++index) {
-    const SentimentTree& tree = trees[index];
-    const UnrolledTree unrolled = unroll(tree);
+  std::vector<const SentimentTree*> members;
+  for (size_t first = 0; first < trees.size(); first += chunk) {
+    members.clear();
+    for (size_t i = first; i < std::min(trees.size(), first + chunk); ++i) members.push_back(&trees[i]);
+    const Forest f = make_forest(members);
+    const UnrolledTree unrolled = unroll(f.nodes);
     const Graph graph = build_inference(unrolled.graph, sampled ? 1 : 0);
     const std::string out = sampled ? "mc/" + unrolled.scores : unrolled.scores;
     Tape<float> tape(graph, params);
-    feed(tape, unrolled, tree, false);
-    const auto rows = tree.size();
+    feed(tape, unrolled, f.nodes, false);
+    const int64_t rows = f.nodes.size();
     probs.assign(static_cast<size_t>(rows * classes_), 0.0);
     for (int64_t draw = 0; draw < (sampled ? samples : 1); ++draw) {
-      tape.set_noise_key({.seed = seed, .step = static_cast<uint64_t>(draw), .example = index + 1, .rank = 0});
+      tape.set_noise_key({.seed = seed, .step = static_cast<uint64_t>(draw), .example = first + 1, .rank = 0});
       tape.forward();
       const TensorView<const float> v = tape.value(out);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* row = v.data + r * classes_;
-        if (sampled) {
-          for (int64_t k = 0; k < classes_; ++k) probs[static_cast<size_t>(r * classes_ + k)] += row[k];
-        } else {  // scores: the argmax is the same as the softmax's
-          for (int64_t k = 0; k < classes_; ++k) probs[static_cast<size_t>(r * classes_ + k)] = row[k];
-        }
+      for (int64_t k = 0; k < rows * classes_; ++k) {
+        // Sampled: probabilities, summed; parent: scores, whose argmax is the softmax's.
+        probs[static_cast<size_t>(k)] = (sampled ? probs[static_cast<size_t>(k)] : 0.0) + v.data[k];
       }
     }
-    for (int64_t i = 0; i < rows; ++i) {
-      const int32_t label = task_label(task_, tree.label[static_cast<size_t>(i)]);
-      if (label < 0) continue;
-      const int64_t r = unrolled.row_of[static_cast<size_t>(i)];
-      const auto first = probs.begin() + r * classes_;
-      const auto predicted = static_cast<int32_t>(std::max_element(first, first + classes_) - first);
-      ++e.nodes;
-      e.nodes_right += predicted == label;
-      if (i == tree.root()) {
-        ++e.roots;
-        e.roots_right += predicted == label;
-        ++e.confusion[static_cast<size_t>(label)][static_cast<size_t>(predicted)];
+    for (size_t t = 0; t < members.size(); ++t) {
+      const SentimentTree& tree = *members[t];
+      for (int64_t i = 0; i < tree.size(); ++i) {
+        const int32_t label = task_label(task_, tree.label[static_cast<size_t>(i)]);
+        if (label < 0) continue;
+        const int64_t r = unrolled.row_of[static_cast<size_t>(f.offsets[t] + i)];
+        const auto begin = probs.begin() + r * classes_;
+        const auto predicted = static_cast<int32_t>(std::max_element(begin, begin + classes_) - begin);
+        ++e.nodes;
+        e.nodes_right += predicted == label;
+        if (i == tree.root()) {
+          ++e.roots;
+          e.roots_right += predicted == label;
+          ++e.confusion[static_cast<size_t>(label)][static_cast<size_t>(predicted)];
+        }
       }
     }
   }

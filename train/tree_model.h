@@ -33,6 +33,10 @@ class TreeModel {
   SentimentTask task() const { return task_; }
   // Whether the model samples subspaces (then evaluation averages over draws).
   bool samples_subspaces() const { return subspace_; }
+  // Whether a child's parameters differ from tree to tree (fuzzing, subspace sampling):
+  // then each tree of a step needs its own graph. Otherwise a step's trees unroll into
+  // one forest graph whose levels span them all (the same objective, wider products).
+  bool per_tree_parameters() const { return per_tree_parameters_; }
   int64_t classes() const { return classes_; }
 
   // The parent graph of one tree with its loss over the task's labeled nodes; a tree
@@ -46,16 +50,17 @@ class TreeModel {
   void feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels = true) const;
 
   // Root and all-node accuracy. Models that sample subspaces average the class
-  // probabilities of `samples` draws per tree (keys {seed, draw, tree}); others, and
-  // samples = 0, use the clean parent.
+  // probabilities of `samples` draws per tree (keys {seed, draw, tree}), a graph per tree;
+  // others, and samples = 0, use the clean parent on forests of `forest` trees.
   TreeEvaluation evaluate(ParamStore<float>& params, const std::vector<SentimentTree>& trees, int64_t samples,
-                          uint64_t seed) const;
+                          uint64_t seed, size_t forest = 64) const;
 
  private:
   const Model& model_;
   SentimentTask task_;
   double loss_scale_;
   bool subspace_ = false;
+  bool per_tree_parameters_ = false;
   int64_t classes_ = 0;
 };
 

@@ -207,3 +207,36 @@ TEST_CASE("a tree cell is checked against its ports") {
   CHECK_ERROR_MENTIONS(check_tree_cell(model.graph, ports), "no node 'nowhere' for the words port");
   CHECK_ERROR_MENTIONS(unroll_tree(model.graph, *model.tree, TreeShape{{-1, 0}, {-1, -1}}), "node 1 has children 0 and -1");
 }
+
+TEST_CASE("a forest of trees computes each tree's scores and the sum of their losses") {
+  const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5});
+  const SentimentTree a = five_node_tree();
+  SentimentTree b = parse_trees("(1 (0 z) (2 w))", "test")[0];
+  b.word_id = {5, 1, -1};
+  const TreeModel tm(model, SentimentTask::Fine);
+  const Values params = random_params(model.graph, 11);
+  const auto run = [&](const SentimentTree& t, const std::string& node) {
+    const UnrolledTree u = tm.unroll(t);
+    Values values = params;
+    const Values feed = feed_values(u, t, SentimentTask::Fine);
+    values.insert(feed.begin(), feed.end());
+    std::vector<double> out = testing::evaluate(u.graph, values, node == "scores" ? u.scores : u.loss);
+    if (node != "scores") return out;
+    std::vector<double> by_node;  // scores in node order
+    for (int64_t i = 0; i < t.size(); ++i) {
+      const auto r = static_cast<size_t>(u.row_of[static_cast<size_t>(i)]);
+      by_node.insert(by_node.end(), out.begin() + static_cast<long>(5 * r), out.begin() + static_cast<long>(5 * r + 5));
+    }
+    return by_node;
+  };
+  const Forest f = make_forest({&a, &b});
+  CHECK(f.offsets == std::vector<int64_t>{0, 5});
+  CHECK(f.roots == std::vector<int64_t>{4, 7});
+  CHECK(run(f.nodes, "loss")[0] == doctest::Approx(run(a, "loss")[0] + run(b, "loss")[0]).epsilon(1e-12));
+  std::vector<double> separate = run(a, "scores");
+  const std::vector<double> second = run(b, "scores");
+  separate.insert(separate.end(), second.begin(), second.end());
+  const std::vector<double> together = run(f.nodes, "scores");
+  REQUIRE(together.size() == separate.size());
+  for (size_t i = 0; i < together.size(); ++i) CHECK(together[i] == doctest::Approx(separate[i]).epsilon(1e-12));
+}
