@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/graph.h"
@@ -37,8 +38,9 @@ struct TreePorts {
 // Error naming the port.
 void check_tree_cell(const Graph& cell, const TreePorts& ports);
 
-// A tree's shape: left[i] = right[i] = -1 for a leaf; children before their parents; the
-// root last.
+// A tree's shape: left[i] = right[i] = -1 for a leaf; children before their parents, the
+// root last. Several trees one after another (a forest) unroll into one graph, the levels
+// spanning them all.
 struct TreeShape {
   std::vector<int32_t> left, right;
   int64_t size() const { return static_cast<int64_t>(left.size()); }
@@ -65,7 +67,7 @@ struct UnrolledTree {
   // (when some nodes carry no label) which rows the loss reads. Fixed by the tree's shape.
   std::vector<std::pair<std::string, std::vector<float>>> indices;
   std::pair<std::string, std::vector<float>> label_rows;  // name "" when the loss reads every row
-  int64_t root_row() const { return row_of.back(); }
+  int64_t root_row() const { return row_of.back(); }  // of a single tree (its last node)
 };
 
 // Builds the graph of one tree (verified).

@@ -240,3 +240,24 @@ TEST_CASE("a forest of trees computes each tree's scores and the sum of their lo
   REQUIRE(together.size() == separate.size());
   for (size_t i = 0; i < together.size(); ++i) CHECK(together[i] == doctest::Approx(separate[i]).epsilon(1e-12));
 }
+
+TEST_CASE("a PEA penalty on a tree model applies to the scores of every node, between two children") {
+  Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .subspace = 3, .activation_noise = 0.05});
+  model.ensemble->children = 2;
+  model.ensemble->penalties = {{.node = "scores", .kind = "kl", .lambda = 0.5, .rows = "all"}};
+  const SentimentTree tree = five_node_tree();
+  const TreeModel tm(model, SentimentTask::Fine);
+  const UnrolledTree u = tm.unroll(tree);
+  const Graph g = tm.training_graph(u);
+  CHECK(g.find("pen/scores@tree/kl"));
+  Values values = random_params(model.graph, 13);
+  const Values feed = feed_values(u, tree, SentimentTask::Fine);
+  values.insert(feed.begin(), feed.end());
+  GradcheckOptions options;
+  options.inputs = false;
+  const GradcheckResult r = gradcheck(g, values, options);
+  INFO(r.worst);
+  CHECK(r.passed);
+  model.ensemble->penalties[0].node = "compose";
+  CHECK_ERROR_MENTIONS(tm.training_graph(u), "penalty on 'compose'", "scores port");
+}
