@@ -127,7 +127,9 @@ void TreeRun::start(bool resume) {
     return;
   }
   const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state());
-  if (resumable_part(parse_tree_config(state.config, folder_.checkpoint_path())) != resumable_part(config_)) {
+  // Both sides read as configs, so defaults a caller left unset compare equal.
+  if (resumable_part(parse_tree_config(state.config, folder_.checkpoint_path())) !=
+      resumable_part(parse_tree_config(to_json(config_), "the run's config"))) {
     fail(folder_.checkpoint_path(), ": written by a different config (only run.epochs, run.budget_minutes and "
          "run.threads may change on resume); saved: ", state.config.dump());
   }

@@ -104,3 +104,38 @@ TEST_CASE("the trainer refuses a model whose word vectors do not fit the vocabul
   CHECK_THROWS_WITH_AS(train_trees(config, data, dir / "run", quiet),
                        doctest::Contains("E has 3 rows but the vocabulary"), Error);
 }
+
+TEST_CASE("a tree run resumed from its checkpoint ends where an unbroken one does") {
+  TempDir dir;
+  std::mt19937_64 rng(5);
+  write_trees(dir / "train.txt", 60, rng);
+  write_trees(dir / "dev.txt", 10, rng);
+  write_trees(dir / "test.txt", 10, rng);
+  const TreeData data = load_tree_data(dir.path(), 1);
+  for (const bool forest : {true, false}) {  // CTN: one graph per step; CTN+F+S: per tree
+    CAPTURE(forest);
+    save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 6, .classes = 2, .fuzz = forest ? 0.0 : 0.02,
+                          .subspace = forest ? 0 : 3, .activation_noise = 0.05}),
+               dir / "ctn.model.json");
+    TreeConfig config;
+    config.task = "binary";
+    config.model = dir / "ctn.model.json";
+    config.data_dir = dir.path();
+    config.batch_trees = 7;
+    config.l2 = {{"T", 1e-3}};
+    config.freeze_words_epochs = 1;
+    config.eval_samples = 3;
+    config.epochs = 4;
+    TrainObserver quiet;
+    train_trees(config, data, dir / "unbroken", quiet);
+    config.epochs = 2;
+    train_trees(config, data, dir / "resumed", quiet);
+    config.epochs = 4;
+    train_trees(config, data, dir / "resumed", quiet, true);
+    const Model a = load_model(dir / "unbroken/model.json"), b = load_model(dir / "resumed/model.json");
+    for (const ParamEntry& e : a.values->entries()) {
+      const TensorView<const float> x = a.values->value(e), y = b.values->value(e);
+      for (int64_t i = 0; i < x.size(); ++i) REQUIRE(x[i] == y[i]);
+    }
+  }
+}
