@@ -12,6 +12,7 @@
 #include "serialization/files.h"
 #include "train/pretrain.h"
 #include "train/run_folder.h"
+#include "train/skipgram.h"
 
 namespace pens::cli {
 
@@ -56,11 +57,39 @@ class PretrainProgress : public TrainObserver {
 
 }  // namespace
 
+namespace {
+
+// pens pretrain on a skip-gram config: word vectors for a tree network.
+int pretrain_skipgram(const Args& args, const std::string& config_path, const json& j) {
+  SkipgramConfig config = parse_skipgram_config(j, config_path);
+  if (auto v = args.option("data-dir")) config.data_dir = *v;
+  config.epochs = args.option_int("epochs", config.epochs);
+  config.threads = static_cast<int>(args.option_int("threads", config.threads));
+  config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
+  if (config.epochs < 1) fail("--epochs must be at least 1");
+  if (config.threads < 1) fail("--threads must be at least 1");
+  const std::string out_dir =
+      args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
+  const TreeData data = load_tree_data(config.data_dir, config.min_count);
+  RunFolder(out_dir).write_config(to_json(config));
+  std::cerr << "pens pretrain: skip-gram word vectors on " << config.data_dir << ", " << config.epochs
+            << " epochs; writing " << out_dir << "\n";
+  PretrainProgress progress;
+  const TrainSummary summary = pretrain_word_vectors(config, data, out_dir, progress);
+  std::printf("word vectors in %s/model.json (parameter E, scaled to std %g from %g); tree configs read them with "
+              "\"init_from\"\n",
+              out_dir.c_str(), config.word_std, summary.json["word_std_before_scaling"].get<double>());
+  return 0;
+}
+
+}  // namespace
+
 int run_pretrain(const std::vector<std::string>& argv) {
   const Args args(argv, {}, {"out", "epochs", "data-dir", "threads", "seed"});
   const std::string& config_path = args.one_positional("a pre-training config");
   const json j = json::parse(read_file(config_path, 1 << 20), nullptr, false);
   if (j.is_discarded()) fail(config_path, ": not valid JSON");
+  if (is_skipgram_config(j)) return pretrain_skipgram(args, config_path, j);
   PretrainConfig config = parse_pretrain_config(j, config_path);
   config.model = relative_to_config(config_path, config.model);
   if (auto v = args.option("data-dir")) config.data_dir = *v;

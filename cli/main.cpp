@@ -136,7 +136,10 @@ const std::vector<Command>& commands() {
        "  --epochs E             epochs per layer, for every layer\n"
        "  --seed S               seed of batch order and corruption\n"
        "  --data-dir DIR         folder of the MNIST IDX files (default data/mnist)\n"
-       "  --threads T            threads\n",
+       "  --threads T            threads\n\n"
+       "A config with \"task\": \"skipgram\" pre-trains the word vectors of a tree network\n"
+       "instead (skip-gram with negative sampling on SST's training and dev sentences;\n"
+       "docs/trees.md); --data-dir then names the treebank folder.\n",
        pens::cli::run_pretrain},
       {"eval", "error and confusion matrix of a trained model (MNIST, or SST for tree models)",
        "usage: pens eval MODEL.json [options]\n\n"

@@ -2,6 +2,7 @@
 // words), pens' tree trainer with its run folder, and the training accuracy it reaches.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "serialization/model_file.h"
 #include "tests/support/temp_dir.h"
 #include "train/tree_model.h"
+#include "train/skipgram.h"
 #include "train/tree_trainer.h"
 
 using namespace pens;
@@ -138,4 +140,44 @@ TEST_CASE("a tree run resumed from its checkpoint ends where an unbroken one doe
       for (int64_t i = 0; i < x.size(); ++i) REQUIRE(x[i] == y[i]);
     }
   }
+}
+
+TEST_CASE("skip-gram pre-training lowers its loss and leaves word vectors of the configured spread") {
+  TempDir dir;
+  std::mt19937_64 rng(9);
+  write_trees(dir / "train.txt", 150, rng);
+  write_trees(dir / "dev.txt", 20, rng);
+  write_trees(dir / "test.txt", 5, rng);
+  const TreeData data = load_tree_data(dir.path(), 1);
+  SkipgramConfig config;
+  config.data_dir = dir.path();
+  config.dim = 8;
+  config.window = 2;
+  config.batch = 32;
+  config.learning_rate = 0.1;
+  config.epochs = 3;
+  TrainObserver quiet;
+  const TrainSummary s = pretrain_word_vectors(config, data, dir / "sg", quiet);
+  CHECK(s.json["status"] == "finished");
+  std::ifstream metrics(dir / "sg/metrics.jsonl");
+  std::vector<double> losses;
+  for (std::string line; std::getline(metrics, line);) losses.push_back(nlohmann::json::parse(line)["objective"]);
+  REQUIRE(losses.size() == 3);
+  CHECK(losses[2] < losses[0]);
+  const Model m = load_model(dir / "sg/model.json");
+  const auto E = m.values->value("E");
+  const double mean = E.arr().cast<double>().mean();
+  CHECK(std::sqrt((E.arr().cast<double>() - mean).square().mean()) == doctest::Approx(0.5).epsilon(1e-4));
+  // A tree model starts from them: E has the same rows.
+  TreeConfig tree;
+  tree.model = dir / "ctn.model.json";
+  save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 8}), tree.model);
+  tree.init_from = dir / "sg/model.json";
+  tree.data_dir = dir.path();
+  tree.epochs = 1;
+  tree.freeze_words_epochs = 1;
+  train_trees(tree, data, dir / "run", quiet);
+  const Model trained = load_model(dir / "run/model.json");
+  const auto E2 = trained.values->value("E");
+  for (int64_t i = 0; i < E.size(); ++i) REQUIRE(E2[i] == E[i]);  // frozen for the one epoch
 }
