@@ -97,12 +97,13 @@ class Progress : public TrainObserver {
 
 // pens train on a tree config (it names a task): the Stanford Sentiment Treebank.
 int train_tree_config(const Args& args, const std::string& config_path, const json& j) {
-  for (const char* option : {"labels", "split-seed", "init"}) {
+  for (const char* option : {"labels", "split-seed"}) {
     if (args.option(option)) fail("--", option, " is for MNIST configs; ", config_path, " is a tree config");
   }
   TreeConfig config = parse_tree_config(j, config_path);
   config.model = relative_to_config(config_path, config.model);
   config.init_from = relative_to_config(config_path, config.init_from);
+  if (auto v = args.option("init")) config.init_from = *v;
   if (auto v = args.option("data-dir")) config.data_dir = *v;
   config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
   config.epochs = args.option_int("epochs", config.epochs);
