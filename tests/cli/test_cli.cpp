@@ -240,3 +240,30 @@ TEST_CASE("pens eval, train and pretrain: a corrupt IDX file or a bad config is 
   CHECK(pretrain.out.find("layers[0].corruption: expected an array") != std::string::npos);
   CHECK(std::count(pretrain.out.begin(), pretrain.out.end(), '\n') == 1);
 }
+
+TEST_CASE("tree models from the command line: new, inspect one tree, train on a treebank, eval") {
+  pens::testing::TempDir dir;
+  const std::string trees = "(3 (2 the) (4 (4 good) (2 film)))\n(1 (2 the) (0 (0 bad) (2 plot)))\n(2 (2 the) (2 film))\n";
+  for (const char* part : {"train.txt", "dev.txt", "test.txt"}) std::ofstream(dir / part) << trees;
+  const Run made = pens_cli("new ctn --sst " + dir.path() + " --dim 6 --classes 2 --fuzz 0.02 --subspace 3 --output " +
+                            (dir / "ctn.json"));
+  REQUIRE(made.status == 0);
+  const Run shown = pens_cli("inspect " + (dir / "ctn.json") + " --tree '(3 (2 a) (4 b))'");
+  REQUIRE(shown.status == 0);
+  CHECK(shown.out.find("c1/tensor@h1") != std::string::npos);       // the child's composition at height 1
+  CHECK(shown.out.find("c1/subspace:latent") != std::string::npos);  // one subspace draw
+  CHECK(pens_cli("inspect " + (dir / "ctn.json") + " --tree '(3 (2 a)'").out.find("--tree:1:9: unbalanced") !=
+        std::string::npos);
+  std::ofstream(dir / "config.json") << R"({"model": "ctn.json", "task": "binary", "data": {"dir": ")" << dir.path()
+                                     << R"("}, "batch": {"trees": 2}, "run": {"epochs": 2}, "eval": {"samples": 3}})";
+  const Run trained = pens_cli("train " + (dir / "config.json") + " --out " + (dir / "run"));
+  INFO(trained.out);
+  REQUIRE(trained.status == 0);
+  CHECK(trained.out.find("test root accuracy") != std::string::npos);
+  const Run eval = pens_cli("eval " + (dir / "run/model.json") + " --data dev --samples 4 --data-dir " + dir.path());
+  INFO(eval.out);
+  REQUIRE(eval.status == 0);
+  CHECK(eval.out.find("binary task, 2 roots") != std::string::npos);  // the neutral root is not evaluated
+  CHECK(eval.out.find("mean of 4 subspace draws") != std::string::npos);
+  CHECK(eval.out.find("root accuracy") != std::string::npos);
+}
