@@ -2,7 +2,9 @@
 """Collects the finished runs of scripts/table2.sh into docs/results.md (its Table 2
 section) and docs/results.json (records with a "task"; other records are kept).
 
-usage: results_trees.py RUNS_DIR RESULTS.md RESULTS.json
+usage: results_trees.py RUNS_DIR RESULTS.md RESULTS.json [COMMAND]
+
+COMMAND is the scripts/table2.sh invocation that made the runs (recorded with them).
 """
 import json
 import statistics
@@ -14,7 +16,7 @@ PAPER = {("fine", "ctn"): 43.1, ("fine", "ctn+f"): 46.1, ("fine", "ctn+s"): 47.5
 BEGIN, END = "<!-- table2: written by scripts/table2.sh -->", "<!-- /table2 -->"
 
 
-def cells(runs_dir):
+def cells(runs_dir, invocation):
     rows = []
     for (task, method), paper in PAPER.items():
         cell = Path(runs_dir) / f"{task}-{method}"
@@ -36,7 +38,8 @@ def cells(runs_dir):
             "epochs": [s["epochs"] for _, s in runs],
             "best_dev_epochs": [s["best_dev"]["epoch"] for _, s in runs],
             "paper": paper,
-            "command": f"build/pens train {cell}/config.json --seed S --out {cell}/seedS",
+            "command": invocation,
+            "run_command": f"build/pens train {cell}/config.json --seed S --out {cell}/seedS",
         })
     return rows
 
@@ -44,7 +47,7 @@ def cells(runs_dir):
 def markdown(rows):
     lines = [BEGIN, "## Table 2: root accuracy on the Stanford Sentiment Treebank (test set, %)", "",
              "Mean ± std over runs (seeds), each at its best dev epoch; the paper's figure beside it.", "",
-             "| method | fine | paper | binary | paper | runs | epochs | minutes per run |",
+             "| method | fine | paper | binary | paper | runs | mean epochs | minutes per run |",
              "|---|---|---|---|---|---|---|---|"]
     for method in ["ctn", "ctn+f", "ctn+s", "ctn+f+s"]:
         by = {r["task"]: r for r in rows if r["method"] == method}
@@ -54,19 +57,21 @@ def markdown(rows):
             r = by.get(task)
             return f"{r['mean']:.2f} ± {r['std']:.2f}" if r else "-"
         runs = "/".join(str(by[t]["runs"]) if t in by else "-" for t in ["fine", "binary"])
-        epochs = "/".join(f"{max(by[t]['epochs']):g}" if t in by else "-" for t in ["fine", "binary"])
+        epochs = "/".join(f"{statistics.mean(by[t]['epochs']):.1f}" if t in by else "-" for t in ["fine", "binary"])
         minutes = "/".join(f"{statistics.mean(by[t]['minutes']):.0f}" if t in by else "-" for t in ["fine", "binary"])
         lines.append(f"| {method.upper()} | {cell('fine')} | {PAPER[('fine', method)]} | {cell('binary')} | "
                      f"{PAPER[('binary', method)]} | {runs} | {epochs} | {minutes} |")
-    lines += ["", "Commands (S = the seeds listed in docs/results.json):", ""]
-    lines += [f"- {r['method']} {r['task']}: `{r['command']}`" for r in rows]
+    invocations = sorted({r["command"] for r in rows})
+    lines += ["", "Made by " + ", ".join(f"`{c}`" for c in invocations) + "; each run is "
+              "`build/pens train runs/table2/TASK-METHOD/config.json --seed S --out runs/table2/TASK-METHOD/seedS` "
+              "(seeds in docs/results.json)."]
     return "\n".join(lines + [END]) + "\n"
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
-    rows = cells(sys.argv[1])
+    rows = cells(sys.argv[1], sys.argv[4] if len(sys.argv) == 5 else "scripts/table2.sh")
     json_path = Path(sys.argv[3])
     others = [r for r in json.loads(json_path.read_text()) if "task" not in r] if json_path.exists() else []
     json_path.write_text(json.dumps(others + rows, indent=2) + "\n")

@@ -21,6 +21,7 @@
 #   --report-only       run nothing; rebuild the report from the runs that exist
 set -euo pipefail
 cd "$(dirname "$0")/.."
+invocation="scripts/table2.sh $*"
 
 seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 samples=50 jobs=2
 data=../shared/data/sst runs=runs/table2 report_only=0
@@ -88,4 +89,4 @@ JSON
   done
   wait
 fi
-python3 scripts/results_trees.py "$runs" docs/results.md docs/results.json
+python3 scripts/results_trees.py "$runs" docs/results.md docs/results.json "$invocation"
