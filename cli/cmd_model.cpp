@@ -125,6 +125,14 @@ int new_ctn(const Args& args) {
   spec.word_std = args.option_double("word-std", spec.word_std);
   Model model = build_ctn(spec);
   if (auto d = args.option("description")) model.metadata["description"] = *d;
+  // PEA on trees: penalties between children on a node of the cell (scores).
+  const std::vector<std::string> penalties = args.all("penalty");
+  if (!penalties.empty()) {
+    if (!model.ensemble) fail("pens new ctn: --penalty needs noise (--fuzz, --subspace or --activation-noise)");
+    for (const std::string& p : penalties) model.ensemble->penalties.push_back(parse_penalty(p));
+    model.ensemble->children = args.option_int("children", 2);
+    model.ensemble->validate();
+  }
   const std::string text = write_model(model, ValueStorage::None, "").json;
   if (auto out = args.option("output")) {
     write_file_atomically(*out, text);
@@ -139,7 +147,7 @@ int run_new(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv[0] == "ctn") {
     const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {},
                     {"vocabulary", "sst", "min-count", "dim", "classes", "tensor", "fuzz", "subspace",
-                     "activation-noise", "word-std", "description", "output"});
+                     "activation-noise", "word-std", "penalty", "children", "description", "output"});
     if (!args.positional().empty()) fail("pens new ctn takes options only");
     return new_ctn(args);
   }

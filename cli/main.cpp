@@ -99,6 +99,8 @@ const std::vector<Command>& commands() {
        "  --subspace K            latent dimensions kept per tree (paper: n/2)\n"
        "  --activation-noise S    Gaussian sigma on node vectors (paper: 0.05)\n"
        "  --word-std S            initial word vector std (default 0.1)\n"
+       "  --penalty scores:KIND:LAMBDA  PEA between children on every node's scores\n"
+       "  --children K            children for the penalty (default 2)\n"
        "  --description TEXT, --output FILE   as for mlp\n",
        pens::cli::run_new},
       {"train", "train a model on MNIST or sentiment trees from a config file",
