@@ -144,3 +144,14 @@ TEST_CASE("gaussian_noise: zero mean, standard deviation sigma, E[y] = x") {
   CHECK(std::abs(mean) < 5 * 0.1 / std::sqrt(n));
   CHECK(sd == doctest::Approx(0.1).epsilon(0.03));
 }
+
+TEST_CASE("normal_at draws any range of a stream's normal draw, as the whole draw has it") {
+  const NoiseStream s(NoiseKey{4, 2, 7}, 99);
+  std::vector<double> all(1300);
+  s.normal(all.data(), static_cast<int64_t>(all.size()), 0.5);
+  for (const auto& [first, n] : std::vector<std::pair<int64_t, int64_t>>{{0, 1300}, {70, 70}, {250, 13}, {511, 530}, {1299, 1}}) {
+    std::vector<double> part(static_cast<size_t>(n));
+    s.normal_at(part.data(), first, n, 0.5);
+    for (int64_t i = 0; i < n; ++i) REQUIRE(part[static_cast<size_t>(i)] == all[static_cast<size_t>(first + i)]);
+  }
+}
