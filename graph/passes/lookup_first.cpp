@@ -48,7 +48,7 @@ Graph LookupFirst::run(const Graph& in) const {
     g.node(rows).layer = looked_up.layer;
     g.node(rows).role = looked_up.role;
     for (NodeId step : chain) {
-      const Node& n = g[step];
+      const Node n = g[step];  // a copy: adding nodes moves the graph's vertices
       NodeId next;
       if (n.op->name == "gaussian_noise") {
         next = g.add("lookup_noise", {rows, ids}, n.attrs, n.name + "/rows");
