@@ -61,9 +61,10 @@ def cells(runs_dir):
 
 def markdown(rows):
     lines = [
-        "# Results: the paper's Table 1 on this machine",
+        "# Results: the paper's Tables 1 and 2 on this machine",
         "",
-        "Written by `scripts/results.py` from the runs of `scripts/table1.sh`; every figure is",
+        "Table 2 (sentiment trees) is further down. Table 1 is written by `scripts/results.py` from",
+        "the runs of `scripts/table1.sh`; every figure is",
         "MNIST test error (%) at the epoch of best validation error (10,000 validation images",
         "held out of the training set), mean ± standard deviation over the labeled-set splits.",
         "The paper's figure stands beside each cell; \"gap\" is ours minus the paper's.",
