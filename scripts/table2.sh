@@ -16,8 +16,8 @@
 #   --eval-samples K    subspace draws averaged at evaluation (default 50)
 #   --jobs J            runs at once, one thread each (default 2)
 #   --data-dir DIR      the treebank (default ../shared/data/sst)
-#   --runs DIR          where runs live (default runs/table2); a run whose summary.json
-#                       says "finished" is not run again
+#   --runs DIR          where runs live (default runs/table2); a run that finished all
+#                       --epochs is not run again, one its budget stopped is resumed
 #   --report-only       run nothing; rebuild the report from the runs that exist
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,13 +77,19 @@ JSON
     for task in ${tasks//,/ }; do
       for method in ${methods//,/ }; do
         out="$runs/$task-$method/seed$seed"
-        if [[ -f $out/summary.json ]] && grep -q '"status": "finished"' "$out/summary.json"; then continue; fi
+        # Done: finished all its epochs. A run stopped by its budget resumes from its checkpoint.
+        if [[ -f $out/summary.json ]] && python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+sys.exit(0 if s.get("status") == "finished" and s.get("epochs", 0) >= float(sys.argv[2]) else 1)' \
+             "$out/summary.json" "$epochs"; then
+          continue
+        fi
         while (( $(jobs -rp | wc -l) >= jobs )); do wait -n; done
         resume=()
         [[ -f $out/checkpoint.pens ]] && resume=(--resume)
         echo "table2: $task $method seed $seed -> $out"
         "$pens" train "$runs/$task-$method/config.json" --seed "$seed" --out "$out" "${resume[@]}" \
-          > "$out.log" 2>&1 || echo "table2: $out failed (see $out.log)" &
+          >> "$out.log" 2>&1 || echo "table2: $out failed (see $out.log)" &
       done
     done
   done
