@@ -104,32 +104,25 @@ int main(int argc, char** argv) {
     step.set_gradient_hook([&](ParamStore<float>& p) {
       for (const auto& [name, lambda] : kL2) p.grad(name).arr() += static_cast<float>(lambda) * p.value(name).arr();
     });
-    // As the trainer does: a graph per tree when parameters are perturbed per tree, else
+    // The trainer's steps: a graph per tree when parameters are perturbed per tree, else
     // one forest graph per step.
-    std::vector<Forest> forests;
-    std::vector<UnrolledTree> unrolled;
-    std::vector<std::unique_ptr<Tape<float>>> tapes;
-    std::vector<StepGraph> graphs;
+    TreeStepGraphs step_graphs;
     std::vector<const SentimentTree*> members;
+    std::vector<uint64_t> examples;
     int64_t train_nodes = 0;
     double train_seconds = 0;
     for (int64_t s = -2; s < steps; ++s) {  // two warm-up steps
       const Clock::time_point t0 = Clock::now();
-      forests.clear(), unrolled.clear(), tapes.clear(), graphs.clear(), members.clear();
+      members.clear(), examples.clear();
       int64_t nodes = 0;
       for (int64_t i = 0; i < batch; ++i) {
         members.push_back(&tree_at(s + 2, i));
+        examples.push_back(static_cast<uint64_t>(i + 1));
         nodes += members.back()->size();
-        if (tm.per_tree_parameters() || i + 1 == batch) {
-          forests.push_back(make_forest(members));
-          unrolled.push_back(tm.unroll(forests.back().nodes));
-          tapes.push_back(std::make_unique<Tape<float>>(tm.training_graph(unrolled.back()), params));
-          graphs.push_back({tapes.back().get(), static_cast<uint64_t>(i + 1)});
-          members.clear();
-        }
       }
-      step.run({.step = s + 2, .learning_rate = 0.01, .momentum = 0}, graphs,
-               [&](Tape<float>& tape, size_t i) { tm.feed(tape, unrolled[i], forests[i].nodes); });
+      step_graphs.build(tm, params, members, examples);
+      step.run({.step = s + 2, .learning_rate = 0.01, .momentum = 0}, step_graphs.graphs(),
+               [&](Tape<float>& tape, size_t i) { step_graphs.feed(tm, tape, i); });
       if (s >= 0) {
         train_seconds += seconds(t0);
         train_nodes += nodes;

@@ -11,8 +11,8 @@ namespace pens {
 
 namespace {
 
-// The cell's nodes `out` depends on, in topological order, stopping at leaves.
-std::vector<NodeId> ancestors(const Graph& cell, NodeId out) {
+// The cell's nodes `out` depends on, in the order `topological` lists them.
+std::vector<NodeId> ancestors(const Graph& cell, const std::vector<NodeId>& topological, NodeId out) {
   std::vector<char> seen(cell.size(), 0);
   std::vector<NodeId> stack{out};
   seen[out] = 1;
@@ -27,7 +27,7 @@ std::vector<NodeId> ancestors(const Graph& cell, NodeId out) {
     }
   }
   std::vector<NodeId> order;
-  for (NodeId v : cell.topological_order()) {
+  for (NodeId v : topological) {
     if (seen[v]) order.push_back(v);
   }
   return order;
@@ -36,13 +36,16 @@ std::vector<NodeId> ancestors(const Graph& cell, NodeId out) {
 // Copies cell subgraphs into one tree's graph, sharing parameters and constants.
 class Unroller {
  public:
-  Unroller(const Graph& cell, Graph& g) : cell_(cell), g_(g) {}
+  Unroller(const Graph& cell, Graph& g) : cell_(cell), g_(g), topological_(cell.topological_order()) {}
 
   // An instance of the subgraph computing `out`, the cell inputs in `given` replaced by
   // the graph's nodes; its nodes are named "<cell name>@<suffix>".
   NodeId instance(NodeId out, const std::map<NodeId, NodeId>& given, const std::string& suffix) {
     std::map<NodeId, NodeId> copy = given;
-    for (NodeId v : ancestors(cell_, out)) {
+    // A port's subgraph is the same at every level: found once per tree.
+    auto [found, added] = subgraphs_.try_emplace(out);
+    if (added) found->second = ancestors(cell_, topological_, out);
+    for (NodeId v : found->second) {
       if (copy.count(v)) continue;
       const Node& n = cell_[v];
       if (is_param(n) || is_constant(n)) {
@@ -75,6 +78,8 @@ class Unroller {
 
   const Graph& cell_;
   Graph& g_;
+  const std::vector<NodeId> topological_;
+  std::map<NodeId, std::vector<NodeId>> subgraphs_;  // port -> its subgraph, in order
 };
 
 NodeId port(const Graph& cell, const std::string& name, const char* what) {

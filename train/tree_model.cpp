@@ -133,4 +133,23 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<
   return e;
 }
 
+void TreeStepGraphs::build(const TreeModel& model, ParamStore<float>& params,
+                           const std::vector<const SentimentTree*>& trees, const std::vector<uint64_t>& examples) {
+  forests_.clear(), unrolled_.clear(), tapes_.clear(), graphs_.clear();
+  std::vector<const SentimentTree*> members;
+  for (size_t i = 0; i < trees.size(); ++i) {
+    members.push_back(trees[i]);
+    if (!model.per_tree_parameters() && i + 1 < trees.size()) continue;
+    forests_.push_back(make_forest(members));
+    unrolled_.push_back(model.unroll(forests_.back().nodes));
+    tapes_.push_back(std::make_unique<Tape<float>>(model.training_graph(unrolled_.back()), params));
+    graphs_.push_back({tapes_.back().get(), examples[i]});
+    members.clear();
+  }
+}
+
+void TreeStepGraphs::feed(const TreeModel& model, Tape<float>& tape, size_t i) const {
+  model.feed(tape, unrolled_[i], forests_[i].nodes);
+}
+
 }  // namespace pens

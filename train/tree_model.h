@@ -13,6 +13,7 @@
 #include "graph/tree.h"
 #include "models/sst.h"
 #include "serialization/model.h"
+#include "train/step.h"
 
 namespace pens {
 
@@ -62,6 +63,26 @@ class TreeModel {
   bool subspace_ = false;
   bool per_tree_parameters_ = false;
   int64_t classes_ = 0;
+};
+
+// The graphs one training step runs over some trees: a graph per tree (keyed by its
+// example) when the model perturbs parameters per tree, else one forest graph for them
+// all (keyed by the last tree's example). The trainer and the benchmark both build steps
+// with it; each step compiles its tapes anew.
+class TreeStepGraphs {
+ public:
+  // `examples[i]` keys tree i's noise.
+  void build(const TreeModel& model, ParamStore<float>& params, const std::vector<const SentimentTree*>& trees,
+             const std::vector<uint64_t>& examples);
+  const std::vector<StepGraph>& graphs() const { return graphs_; }
+  // Writes graph i's words, labels and gathers (a Step::Feed).
+  void feed(const TreeModel& model, Tape<float>& tape, size_t i) const;
+
+ private:
+  std::vector<Forest> forests_;
+  std::vector<UnrolledTree> unrolled_;
+  std::vector<std::unique_ptr<Tape<float>>> tapes_;
+  std::vector<StepGraph> graphs_;
 };
 
 }  // namespace pens

@@ -148,11 +148,9 @@ void TreeRun::run_steps() {
   const auto checkpoint_every = std::max<int64_t>(
       1, std::llround(config_.checkpoint_every_epochs * static_cast<double>(steps_per_epoch_)));
   const auto batch = static_cast<size_t>(config_.batch_trees);
-  std::vector<Forest> forests;
-  std::vector<UnrolledTree> unrolled;
-  std::vector<std::unique_ptr<Tape<float>>> tapes;
-  std::vector<StepGraph> graphs;
+  TreeStepGraphs step_graphs;
   std::vector<const SentimentTree*> members;
+  std::vector<uint64_t> examples;
   std::vector<int64_t> order;
   int64_t order_epoch = -1;
   ParamStore<float>& params = *model_.values;
@@ -169,26 +167,17 @@ void TreeRun::run_steps() {
     }
     const size_t first = static_cast<size_t>(step_count_ % steps_per_epoch_) * batch;
     const size_t count = std::min(batch, order.size() - first);
-    // A graph per tree when a child's parameters differ per tree (keyed by the tree's
-    // index), else one forest graph for the step's trees.
-    forests.clear(), unrolled.clear(), tapes.clear(), graphs.clear(), members.clear();
+    members.clear(), examples.clear();
     for (size_t i = 0; i < count; ++i) {
       const auto index = static_cast<size_t>(train_rows_[static_cast<size_t>(order[first + i])]);
       members.push_back(&data_.bank.train[index]);
+      examples.push_back(index + 1);
       window_nodes_ += members.back()->size();
-      const bool last = i + 1 == count;
-      if (trees_->per_tree_parameters() || last) {
-        forests.push_back(make_forest(members));
-        unrolled.push_back(trees_->unroll(forests.back().nodes));
-        tapes.push_back(std::make_unique<Tape<float>>(trees_->training_graph(unrolled.back()), params));
-        graphs.push_back({tapes.back().get(), index + 1});
-        members.clear();
-      }
     }
+    step_graphs.build(*trees_, params, members, examples);
     const OptimizerStep update{.step = step_count_, .learning_rate = config_.learning_rate, .momentum = 0};
-    const StepResult r = step_->run(update, graphs, [&](Tape<float>& tape, size_t i) {
-      trees_->feed(tape, unrolled[i], forests[i].nodes);
-    });
+    const StepResult r = step_->run(update, step_graphs.graphs(),
+                                    [&](Tape<float>& tape, size_t i) { step_graphs.feed(*trees_, tape, i); });
     if (!r.finite) {
       diverged_ = cat("training diverged at step ", step_count_, " (epoch ", epoch_of(step_count_), "): ", r.problem);
       return;
