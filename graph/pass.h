@@ -47,7 +47,8 @@ class PruneDeadNodes : public Pass {
 // lookup_noise exactly as it would be for the whole table. Same values, same gradients,
 // at the cost of the rows looked up rather than of the table (a 16,000-word vocabulary
 // against the 20 to 60 words of a sentence). Chains whose nodes have other consumers are
-// left alone.
+// left alone. The replaced nodes stay, unread: PruneDeadNodes, which follows it in the
+// pipelines, removes them.
 class LookupFirst : public Pass {
  public:
   std::string_view name() const override { return "lookup-first"; }

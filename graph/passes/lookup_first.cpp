@@ -70,7 +70,7 @@ Graph LookupFirst::run(const Graph& in) const {
     g.node(lookup).flags = 0;
     g.rename(rows, name);
   }
-  return PruneDeadNodes().run(g);
+  return g;
 }
 
 }  // namespace pens
