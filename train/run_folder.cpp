@@ -5,6 +5,7 @@
 #include "ops/ir/error.h"
 #include "serialization/files.h"
 #include "serialization/model_file.h"
+#include "serialization/sha256.h"
 
 namespace pens {
 
@@ -50,18 +51,47 @@ void RunFolder::append_metrics(const nlohmann::json& line) {
 bool RunFolder::has_checkpoint() const { return std::filesystem::exists(checkpoint_path()); }
 
 bool RunFolder::save_checkpoint(const TrainingState& state, const ParamStore<float>& params,
-                                const OptimizerState& optimizer) const {
+                                const OptimizerState& optimizer) {
   if (!all_finite(params.values())) return false;
   for (const StateBuffer& b : optimizer.buffers) {
     if (!all_finite(b.values)) return false;
   }
   pens::save_checkpoint(checkpoint_path(), state, params, optimizer);
+  last_checkpoint_step_ = state.step;
   return true;
 }
 
-TrainingState RunFolder::load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer) const {
+TrainingState RunFolder::load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer) {
   if (!has_checkpoint()) fail(checkpoint_path(), ": no checkpoint to resume from");
-  return pens::load_checkpoint(checkpoint_path(), params, optimizer);
+  TrainingState state = pens::load_checkpoint(checkpoint_path(), params, optimizer);
+  last_checkpoint_step_ = state.step;
+  return state;
+}
+
+void RunFolder::check_resumable(const nlohmann::json& saved, const nlohmann::json& now) const {
+  const auto resumable = [](nlohmann::json c) {
+    for (const char* key : {"epochs", "budget_minutes", "threads"}) c["run"].erase(key);
+    return c;
+  };
+  if (resumable(saved) != resumable(now)) {
+    fail(checkpoint_path(), ": written by a different config (only run.epochs, run.budget_minutes and "
+         "run.threads may change on resume); saved: ", saved.dump());
+  }
+}
+
+std::string RunFolder::checkpoint_note() const {
+  if (last_checkpoint_step_ < 0) return "; no checkpoint was written before it";
+  return cat("; the last good checkpoint is ", checkpoint_path(), " (step ", last_checkpoint_step_, ")");
+}
+
+nlohmann::json run_summary(bool diverged, int64_t steps, double epochs, double wall_seconds,
+                           const nlohmann::json& config) {
+  return {{"status", diverged ? "diverged" : "finished"},
+          {"steps", steps},
+          {"epochs", epochs},
+          {"wall_seconds", wall_seconds},
+          {"config_hash", sha256_hex(config.dump()).substr(0, 16)},
+          {"config", config}};
 }
 
 }  // namespace pens

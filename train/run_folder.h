@@ -41,12 +41,25 @@ class RunFolder {
   bool has_checkpoint() const;
   // Saves unless a parameter or optimizer value is not finite (a good checkpoint is
   // never replaced by a bad one); says whether it saved.
-  bool save_checkpoint(const TrainingState& state, const ParamStore<float>& params, const OptimizerState& optimizer) const;
-  TrainingState load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer) const;
+  bool save_checkpoint(const TrainingState& state, const ParamStore<float>& params, const OptimizerState& optimizer);
+  TrainingState load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer);
+  // Throws unless a checkpoint's config (`saved`) and a resumed run's (`now`), both in
+  // the form the config's to_json writes, agree in all but run.epochs,
+  // run.budget_minutes and run.threads.
+  void check_resumable(const nlohmann::json& saved, const nlohmann::json& now) const;
+  // What a message about a diverged run adds: where the last good checkpoint is (saved or
+  // resumed from by this folder), or that there is none.
+  std::string checkpoint_note() const;
 
  private:
   std::string dir_;
   std::ofstream metrics_;
+  int64_t last_checkpoint_step_ = -1;
 };
+
+// The fields every summary.json starts with: status, steps, epochs, wall_seconds, the
+// config and its hash.
+nlohmann::json run_summary(bool diverged, int64_t steps, double epochs, double wall_seconds,
+                           const nlohmann::json& config);
 
 }  // namespace pens

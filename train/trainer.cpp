@@ -13,7 +13,6 @@
 #include "graph/pseudo_ensemble.h"
 #include "ops/ir/error.h"
 #include "serialization/model_file.h"
-#include "serialization/sha256.h"
 #include "train/evaluation.h"
 #include "train/report.h"
 #include "train/run_folder.h"
@@ -43,13 +42,6 @@ Split training_split(const TrainConfig& config, const Dataset& train_set) {
   return split;
 }
 
-// What must match between a checkpoint's config and a resumed run's, in the form this
-// pens writes (a config from an earlier pens reads back with today's defaults).
-json resumable_part(const TrainConfig& c) {
-  json j = to_json(c);
-  for (const char* key : {"epochs", "budget_minutes", "threads"}) j["run"].erase(key);
-  return j;
-}
 
 // One training run of a classifier, stage by stage: the constructor loads the model and
 // splits the data; start() begins or resumes; run_steps() trains until the run's length,
@@ -107,7 +99,7 @@ class ClassifierRun {
   std::vector<int64_t> rows_;
 
   // Progress.
-  int64_t step_count_ = 0, total_steps_ = 0, last_good_checkpoint_ = -1;
+  int64_t step_count_ = 0, total_steps_ = 0;
   std::vector<double> loss_sums_;
   double objective_sum_ = 0, window_start_ = 0;
   int64_t window_steps_ = 0;
@@ -195,11 +187,9 @@ void ClassifierRun::start(bool resume) {
     return;
   }
   const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state());
-  if (resumable_part(parse_train_config(state.config, folder_.checkpoint_path())) != resumable_part(config_)) {
-    fail(folder_.checkpoint_path(), ": written by a different config (only run.epochs, run.budget_minutes and "
-         "run.threads may change on resume); saved: ", state.config.dump());
-  }
-  step_count_ = last_good_checkpoint_ = state.step;
+  // Read back as this pens reads configs: one from an earlier pens gets today's defaults.
+  folder_.check_resumable(to_json(parse_train_config(state.config, folder_.checkpoint_path())), to_json(config_));
+  step_count_ = state.step;
   // Evaluations the interrupted run made after its checkpoint are dropped: the resumed
   // run makes them again.
   for (const json& m : folder_.start_metrics(step_count_)) note(m);
@@ -282,36 +272,25 @@ void ClassifierRun::evaluate(int64_t done) {
 
 bool ClassifierRun::checkpoint(int64_t done) {
   const TrainingState state{.step = done, .seed = config_.seed, .config = to_json(config_)};
-  if (!folder_.save_checkpoint(state, *model_.values, optimizer_->checkpoint_state())) return false;
-  last_good_checkpoint_ = done;
-  return true;
+  return folder_.save_checkpoint(state, *model_.values, optimizer_->checkpoint_state());
 }
 
 TrainSummary ClassifierRun::finish() {
   TrainSummary summary;
   summary.diverged = !diverged_.empty();
   if (summary.diverged) {
-    observer_.on_message(diverged_ + (last_good_checkpoint_ >= 0
-                                          ? cat("; the last good checkpoint is ", folder_.checkpoint_path(), " (step ",
-                                                last_good_checkpoint_, ")")
-                                          : std::string("; no checkpoint was written before it")));
+    observer_.on_message(diverged_ + folder_.checkpoint_note());
   } else {
     if (window_steps_ > 0 || last_.is_null()) evaluate(step_count_);
     checkpoint(step_count_);
     folder_.save_model(model_, "model.json");
   }
-  const json config_json = to_json(config_);
   json& s = summary.json;
-  s = {{"status", summary.diverged ? "diverged" : "finished"},
-       {"steps", step_count_},
-       {"epochs", epoch_of(step_count_)},
-       {"wall_seconds", seconds_since(start_)},
-       {"config_hash", sha256_hex(config_json.dump()).substr(0, 16)},
-       {"config", config_json},
-       {"labeled", split_.labeled.size()},
-       {"unlabeled", split_.unlabeled.size()},
-       {"validation", split_.validation.size()},
-       {"parameters", model_.values->numel()}};
+  s = run_summary(summary.diverged, step_count_, epoch_of(step_count_), seconds_since(start_), to_json(config_));
+  s["labeled"] = split_.labeled.size();
+  s["unlabeled"] = split_.unlabeled.size();
+  s["validation"] = split_.validation.size();
+  s["parameters"] = model_.values->numel();
   if (summary.diverged) s["message"] = diverged_;
   if (!last_.is_null()) {
     s["final"] = {{"epoch", last_["epoch"]}, {"test_error", last_["test_error"]}, {"validation_error", last_["validation_error"]}};

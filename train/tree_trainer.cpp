@@ -10,7 +10,6 @@
 #include "models/dataset.h"
 #include "ops/ir/error.h"
 #include "serialization/model_file.h"
-#include "serialization/sha256.h"
 #include "train/report.h"
 #include "train/run_folder.h"
 #include "train/step.h"
@@ -26,11 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-json resumable_part(const TreeConfig& c) {
-  json j = to_json(c);
-  for (const char* key : {"epochs", "budget_minutes", "threads"}) j["run"].erase(key);
-  return j;
-}
 
 // Trees carrying at least one label for the task (binary: not every node neutral).
 std::vector<int64_t> trainable(const std::vector<SentimentTree>& trees, SentimentTask task) {
@@ -69,7 +63,7 @@ class TreeRun {
   std::unique_ptr<Step> step_;
   std::vector<int64_t> train_rows_;  // trainable training trees
   std::vector<SentimentTree> train_eval_;
-  int64_t steps_per_epoch_ = 0, step_count_ = 0, total_steps_ = 0, last_good_checkpoint_ = -1;
+  int64_t steps_per_epoch_ = 0, step_count_ = 0, total_steps_ = 0;
   double objective_sum_ = 0, window_start_ = 0;
   int64_t window_steps_ = 0, window_nodes_ = 0;
   double best_accuracy_ = -1;
@@ -128,12 +122,9 @@ void TreeRun::start(bool resume) {
   }
   const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state());
   // Both sides read as configs, so defaults a caller left unset compare equal.
-  if (resumable_part(parse_tree_config(state.config, folder_.checkpoint_path())) !=
-      resumable_part(parse_tree_config(to_json(config_), "the run's config"))) {
-    fail(folder_.checkpoint_path(), ": written by a different config (only run.epochs, run.budget_minutes and "
-         "run.threads may change on resume); saved: ", state.config.dump());
-  }
-  step_count_ = last_good_checkpoint_ = state.step;
+  folder_.check_resumable(to_json(parse_tree_config(state.config, folder_.checkpoint_path())),
+                          to_json(parse_tree_config(to_json(config_), "the run's config")));
+  step_count_ = state.step;
   for (const json& m : folder_.start_metrics(step_count_)) {
     last_ = m;
     if (m["dev_root_accuracy"].get<double>() > best_accuracy_) {
@@ -243,35 +234,24 @@ void TreeRun::evaluate(int64_t done) {
 
 bool TreeRun::checkpoint(int64_t done) {
   const TrainingState state{.step = done, .seed = config_.seed, .config = to_json(config_)};
-  if (!folder_.save_checkpoint(state, *model_.values, optimizer_->checkpoint_state())) return false;
-  last_good_checkpoint_ = done;
-  return true;
+  return folder_.save_checkpoint(state, *model_.values, optimizer_->checkpoint_state());
 }
 
 TrainSummary TreeRun::finish() {
   TrainSummary summary;
   summary.diverged = !diverged_.empty();
   if (summary.diverged) {
-    observer_.on_message(diverged_ + (last_good_checkpoint_ >= 0
-                                          ? cat("; the last good checkpoint is ", folder_.checkpoint_path(), " (step ",
-                                                last_good_checkpoint_, ")")
-                                          : std::string("; no checkpoint was written before it")));
+    observer_.on_message(diverged_ + folder_.checkpoint_note());
   } else {
     if (window_steps_ > 0 || last_.is_null()) evaluate(step_count_);
     checkpoint(step_count_);
     folder_.save_model(model_, "model.json");
   }
-  const json config_json = to_json(config_);
   json& s = summary.json;
-  s = {{"status", summary.diverged ? "diverged" : "finished"},
-       {"task", config_.task},
-       {"steps", step_count_},
-       {"epochs", epoch_of(step_count_)},
-       {"wall_seconds", seconds_since(start_)},
-       {"config_hash", sha256_hex(config_json.dump()).substr(0, 16)},
-       {"config", config_json},
-       {"training_trees", train_rows_.size()},
-       {"parameters", model_.values->numel()}};
+  s = run_summary(summary.diverged, step_count_, epoch_of(step_count_), seconds_since(start_), to_json(config_));
+  s["task"] = config_.task;
+  s["training_trees"] = train_rows_.size();
+  s["parameters"] = model_.values->numel();
   if (summary.diverged) s["message"] = diverged_;
   if (!last_.is_null()) {
     s["final"] = {{"epoch", last_["epoch"]}, {"dev_root_accuracy", last_["dev_root_accuracy"]},
