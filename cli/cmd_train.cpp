@@ -95,12 +95,11 @@ class Progress : public TrainObserver {
   std::chrono::steady_clock::time_point drawn_{};
 };
 
-// pens train on a tree config (it names a task): the Stanford Sentiment Treebank.
-int train_tree_config(const Args& args, const std::string& config_path, const json& j) {
-  for (const char* option : {"labels", "split-seed"}) {
-    if (args.option(option)) fail("--", option, " is for MNIST configs; ", config_path, " is a tree config");
-  }
-  TreeConfig config = parse_tree_config(j, config_path);
+// What pens train does with the options every config takes: model and init_from paths
+// relative to the config file, then --init, --data-dir, --seed, --epochs,
+// --budget-minutes and --threads over the config's values. Returns the output folder.
+template <class Config>
+std::string apply_run_options(const Args& args, const std::string& config_path, Config& config) {
   config.model = relative_to_config(config_path, config.model);
   config.init_from = relative_to_config(config_path, config.init_from);
   if (auto v = args.option("init")) config.init_from = *v;
@@ -111,9 +110,29 @@ int train_tree_config(const Args& args, const std::string& config_path, const js
   config.threads = static_cast<int>(args.option_int("threads", config.threads));
   if (config.epochs < 1) fail("--epochs must be at least 1");
   if (config.threads < 1) fail("--threads must be at least 1");
+  return args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
+}
+
+// Prints how a run ended: its divergence (false) or its length (true).
+bool ended_well(const TrainSummary& summary) {
+  const json& s = summary.json;
+  if (summary.diverged) {
+    std::cerr << "pens train: " << s["message"].get<std::string>() << "\n";
+    return false;
+  }
+  std::cout << "finished " << s["epochs"].get<double>() << " epochs in " << duration(s["wall_seconds"].get<double>())
+            << "\n";
+  return true;
+}
+
+// pens train on a tree config (it names a task): the Stanford Sentiment Treebank.
+int train_tree_config(const Args& args, const std::string& config_path, const json& j) {
+  for (const char* option : {"labels", "split-seed"}) {
+    if (args.option(option)) fail("--", option, " is for MNIST configs; ", config_path, " is a tree config");
+  }
+  TreeConfig config = parse_tree_config(j, config_path);
+  const std::string out_dir = apply_run_options(args, config_path, config);
   if (!(config.budget_minutes >= 0)) fail("--budget-minutes must be >= 0");
-  const std::string out_dir =
-      args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
   const TreeData data = load_tree_data(config.data_dir, config.min_count);
   RunFolder(out_dir).write_config(to_json(config));
   std::cerr << "pens train: " << config.model << " on " << config.data_dir << " (" << config.task << ") for "
@@ -123,13 +142,8 @@ int train_tree_config(const Args& args, const std::string& config_path, const js
   Progress progress(config.budget_minutes);
   const TrainSummary summary = train_trees(config, data, out_dir, progress, args.flag("resume"));
   progress.finish();
+  if (!ended_well(summary)) return 1;
   const json& s = summary.json;
-  if (summary.diverged) {
-    std::cerr << "pens train: " << s["message"].get<std::string>() << "\n";
-    return 1;
-  }
-  std::cout << "finished " << s["epochs"].get<double>() << " epochs in " << duration(s["wall_seconds"].get<double>())
-            << "\n";
   if (s.contains("best_dev")) {
     const json& b = s["best_dev"];
     std::cout << "test root accuracy " << percent(b["test_root_accuracy"]) << " at the best dev root accuracy ("
@@ -185,22 +199,9 @@ int run_train(const std::vector<std::string>& argv) {
   if (j.is_discarded()) fail(config_path, ": not valid JSON");
   if (is_tree_config(j)) return train_tree_config(args, config_path, j);
   TrainConfig config = parse_train_config(j, config_path);
-  // A relative model path is relative to the config file.
-  config.model = relative_to_config(config_path, config.model);
-  config.init_from = relative_to_config(config_path, config.init_from);
-  if (auto v = args.option("init")) config.init_from = *v;
-  if (auto v = args.option("data-dir")) config.data_dir = *v;
+  const std::string out_dir = apply_run_options(args, config_path, config);
   config.labeled = args.option_int("labels", config.labeled);
   config.split_seed = static_cast<uint64_t>(args.option_int("split-seed", static_cast<int64_t>(config.split_seed)));
-  config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
-  config.epochs = args.option_int("epochs", config.epochs);
-  config.budget_minutes = args.option_double("budget-minutes", config.budget_minutes);
-  config.threads = static_cast<int>(args.option_int("threads", config.threads));
-  if (config.epochs < 1) fail("--epochs must be at least 1");
-  if (config.threads < 1) fail("--threads must be at least 1");
-  const std::string out_dir =
-      args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
-
   const TrainData data{load_mnist(config.data_dir, "train"), load_mnist(config.data_dir, "test")};
   RunFolder(out_dir).write_config(to_json(config));
   std::cerr << "pens train: " << config.model << " on " << config.data_dir << " for " << config.epochs
@@ -210,13 +211,8 @@ int run_train(const std::vector<std::string>& argv) {
   Progress progress(config.budget_minutes);
   const TrainSummary summary = train(config, data, out_dir, progress, args.flag("resume"));
   progress.finish();
+  if (!ended_well(summary)) return 1;
   const json& s = summary.json;
-  if (summary.diverged) {
-    std::cerr << "pens train: " << s["message"].get<std::string>() << "\n";
-    return 1;
-  }
-  std::cout << "finished " << s["epochs"].get<double>() << " epochs in " << duration(s["wall_seconds"].get<double>())
-            << "\n";
   if (s.contains("best_validation")) {
     const json& b = s["best_validation"];
     std::cout << "test error " << percent(b["test_error"]) << " at the best validation error ("
