@@ -105,7 +105,17 @@ void add_noise_option(Graph& g, const std::string& text) {
   add_noise(g, *v, kind, params);
 }
 
-}  // namespace
+// pens new's output: the model file in canonical form, to --output (atomically) or stdout.
+int write_new_model(const Model& model, ValueStorage storage, const Args& args) {
+  const std::string text = write_model(model, storage, "").json;
+  if (auto out = args.option("output")) {
+    write_file_atomically(*out, text);
+    std::cerr << "wrote " << *out << "\n";
+  } else {
+    std::cout << text;
+  }
+  return 0;
+}
 
 // pens new ctn: the compact tensor network over sentiment trees.
 int new_ctn(const Args& args) {
@@ -133,15 +143,10 @@ int new_ctn(const Args& args) {
     model.ensemble->children = args.option_int("children", 2);
     model.ensemble->validate();
   }
-  const std::string text = write_model(model, ValueStorage::None, "").json;
-  if (auto out = args.option("output")) {
-    write_file_atomically(*out, text);
-    std::cerr << "wrote " << *out << "\n";
-  } else {
-    std::cout << text;
-  }
-  return 0;
+  return write_new_model(model, ValueStorage::None, args);
 }
+
+}  // namespace
 
 int run_new(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv[0] == "ctn") {
@@ -192,14 +197,7 @@ int run_new(const std::vector<std::string>& argv) {
     model.values->initialize(model.graph, static_cast<uint64_t>(args.option_int("values", 0)));
     storage = ValueStorage::Inline;
   }
-  const std::string text = write_model(model, storage, "").json;
-  if (auto out = args.option("output")) {
-    write_file_atomically(*out, text);
-    std::cerr << "wrote " << *out << "\n";
-  } else {
-    std::cout << text;
-  }
-  return 0;
+  return write_new_model(model, storage, args);
 }
 
 }  // namespace pens::cli
