@@ -44,20 +44,22 @@ std::string random_tree(std::mt19937_64& rng) {
   return parts[0].text;
 }
 
-void write_trees(const std::string& path, int count, std::mt19937_64& rng) {
-  std::ofstream out(path);
-  for (int i = 0; i < count; ++i) out << random_tree(rng) << "\n";
+// A treebank of random trees in `dir` (train.txt, dev.txt, test.txt), read back with its
+// vocabulary (min_count 1).
+TreeData make_treebank(const TempDir& dir, int train, int dev, int test, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (const auto& [part, count] : std::vector<std::pair<const char*, int>>{{"train.txt", train}, {"dev.txt", dev}, {"test.txt", test}}) {
+    std::ofstream out(dir / part);
+    for (int i = 0; i < count; ++i) out << random_tree(rng) << "\n";
+  }
+  return load_tree_data(dir.path(), 1);
 }
 
 }  // namespace
 
 TEST_CASE("a short training run on 200 trees raises training accuracy, and writes its run folder") {
   TempDir dir;
-  std::mt19937_64 rng(17);
-  write_trees(dir / "train.txt", 200, rng);
-  write_trees(dir / "dev.txt", 40, rng);
-  write_trees(dir / "test.txt", 40, rng);
-  const TreeData data = load_tree_data(dir.path(), 1);
+  const TreeData data = make_treebank(dir, 200, 40, 40, 17);
   CHECK(data.vocabulary.size() == 9);
   save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 8, .classes = 5, .fuzz = 0.02, .subspace = 6}),
              dir / "ctn.model.json");
@@ -95,9 +97,7 @@ TEST_CASE("a short training run on 200 trees raises training accuracy, and write
 
 TEST_CASE("the trainer refuses a model whose word vectors do not fit the vocabulary") {
   TempDir dir;
-  std::mt19937_64 rng(3);
-  for (const char* part : {"train.txt", "dev.txt", "test.txt"}) write_trees(dir / part, 5, rng);
-  const TreeData data = load_tree_data(dir.path(), 1);
+  const TreeData data = make_treebank(dir, 5, 5, 5, 3);
   save_model(build_ctn({.vocabulary = 3, .dim = 4}), dir / "ctn.model.json");
   TreeConfig config;
   config.model = dir / "ctn.model.json";
@@ -109,11 +109,7 @@ TEST_CASE("the trainer refuses a model whose word vectors do not fit the vocabul
 
 TEST_CASE("a tree run resumed from its checkpoint ends where an unbroken one does") {
   TempDir dir;
-  std::mt19937_64 rng(5);
-  write_trees(dir / "train.txt", 60, rng);
-  write_trees(dir / "dev.txt", 10, rng);
-  write_trees(dir / "test.txt", 10, rng);
-  const TreeData data = load_tree_data(dir.path(), 1);
+  const TreeData data = make_treebank(dir, 60, 10, 10, 5);
   for (const bool forest : {true, false}) {  // CTN: one graph per step; CTN+F+S: per tree
     CAPTURE(forest);
     save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 6, .classes = 2, .fuzz = forest ? 0.0 : 0.02,
@@ -144,11 +140,7 @@ TEST_CASE("a tree run resumed from its checkpoint ends where an unbroken one doe
 
 TEST_CASE("skip-gram pre-training lowers its loss and leaves word vectors of the configured spread") {
   TempDir dir;
-  std::mt19937_64 rng(9);
-  write_trees(dir / "train.txt", 150, rng);
-  write_trees(dir / "dev.txt", 20, rng);
-  write_trees(dir / "test.txt", 5, rng);
-  const TreeData data = load_tree_data(dir.path(), 1);
+  const TreeData data = make_treebank(dir, 150, 20, 5, 9);
   SkipgramConfig config;
   config.data_dir = dir.path();
   config.dim = 8;
