@@ -13,6 +13,7 @@
 
 #include "ops/ir/attributes.h"
 #include "ops/ir/error.h"
+#include "train/optimizer.h"
 
 namespace pens {
 
@@ -99,5 +100,15 @@ class ConfigSection {
   const std::string& source_;
   std::set<std::string> used_;
 };
+
+// The registered optimizer a config's optimizer.kind names, or an Error naming the field
+// and the kinds there are.
+inline const OptimizerKind& configured_optimizer(const std::string& kind, const std::string& source) {
+  const OptimizerKind* found = OptimizerRegistry::global().find(kind);
+  if (!found) {
+    fail(source, ": optimizer.kind '", kind, "' is not a registered optimizer (", OptimizerRegistry::global().names(), ")");
+  }
+  return *found;
+}
 
 }  // namespace pens

@@ -30,11 +30,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
   if (const json* o = top.child("optimizer")) {
     ConfigSection s(*o, "optimizer", source);
     s.string("kind", c.optimizer);
-    const OptimizerKind* kind = OptimizerRegistry::global().find(c.optimizer);
-    if (!kind) {
-      fail(source, ": optimizer.kind '", c.optimizer, "' is not a registered optimizer (",
-           OptimizerRegistry::global().names(), ")");
-    }
+    const OptimizerKind& kind = configured_optimizer(c.optimizer, source);
     Schedule& sc = c.schedule;
     s.number("learning_rate", sc.learning_rate, 0, 1e3);
     s.number("warmup_epochs", sc.warmup_epochs, 0, 1e6);
@@ -44,9 +40,9 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
     s.number("momentum_epochs", sc.momentum_epochs, 0, 1e6);
     s.string("max_norm_rule", c.max_norm_rule);
     parse_max_norm_rule(c.max_norm_rule);
-    c.optimizer_settings = s.settings(kind->settings, "optimizer " + kind->name);
+    c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
   } else {
-    normalize_attrs(OptimizerRegistry::global().at(c.optimizer).settings, c.optimizer_settings, "optimizer");
+    normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
   }
   if (const json* l = top.child("lambda_schedule")) {
     if (!l->is_array()) fail(source, ": lambda_schedule must be an array of {epochs, scale}");

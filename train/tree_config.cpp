@@ -35,15 +35,11 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   if (const json* o = top.child("optimizer")) {
     ConfigSection s(*o, "optimizer", source);
     s.string("kind", c.optimizer);
-    const OptimizerKind* kind = OptimizerRegistry::global().find(c.optimizer);
-    if (!kind) {
-      fail(source, ": optimizer.kind '", c.optimizer, "' is not a registered optimizer (",
-           OptimizerRegistry::global().names(), ")");
-    }
+    const OptimizerKind& kind = configured_optimizer(c.optimizer, source);
     s.number("learning_rate", c.learning_rate, 0, 1e3);
-    c.optimizer_settings = s.settings(kind->settings, "optimizer " + kind->name);
+    c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
   } else {
-    normalize_attrs(OptimizerRegistry::global().at(c.optimizer).settings, c.optimizer_settings, "optimizer");
+    normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
   }
   if (const json* l = top.child("l2")) {
     if (!l->is_object()) fail(source, ": l2 must be an object {parameter: coefficient}");
