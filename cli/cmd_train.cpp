@@ -11,7 +11,6 @@
 
 #include "autodiff/tape.h"
 #include "cli/args.h"
-#include "graph/infer.h"
 #include "graph/pseudo_ensemble.h"
 #include "models/mnist.h"
 #include "ops/ir/error.h"
@@ -158,8 +157,8 @@ int train_tree_config(const Args& args, const std::string& config_path, const js
 // classes) and all-node accuracy, with the roots' confusion matrix.
 int eval_tree_model(const Args& args, const std::string& model_path, const Model& model) {
   const std::string part = args.option("data").value_or("test");
-  const int64_t classes = verify(model.graph)[model.graph.at(model.tree->scores)].shape[1];
-  const SentimentTask task = classes == 2 ? SentimentTask::Binary : SentimentTask::Fine;
+  const TreeModel tm(model, task_of(model));
+  const int64_t classes = tm.classes();
   const int64_t min_count = args.option_int("min-count", 1);
   const TreeData data = load_tree_data(args.option("data-dir").value_or("../shared/data/sst"), min_count);
   const std::vector<SentimentTree>* trees = part == "train" ? &data.bank.train
@@ -171,11 +170,10 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
     fail(model_path, ": E has ", e->shape[0], " rows but the vocabulary with --min-count ", min_count, " has ",
          data.vocabulary.size(), " words");
   }
-  const TreeModel tm(model, task);
   const int64_t samples = args.option_int("samples", 50);
   const TreeEvaluation e = tm.evaluate(*model.values, *trees, samples, static_cast<uint64_t>(args.option_int("seed", 1)));
   std::printf("%s on SST %s (%s task, %lld roots, %lld labeled nodes)%s:\n  root accuracy %.2f%%\n  all-node accuracy %.2f%%\n\n",
-              model_path.c_str(), part.c_str(), task_name(task), static_cast<long long>(e.roots),
+              model_path.c_str(), part.c_str(), task_name(tm.task()), static_cast<long long>(e.roots),
               static_cast<long long>(e.nodes),
               tm.samples_subspaces() && samples > 0 ? cat(", mean of ", samples, " subspace draws").c_str() : "",
               100 * e.root_accuracy(), 100 * e.node_accuracy());

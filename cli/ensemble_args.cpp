@@ -1,6 +1,5 @@
 #include "cli/ensemble_args.h"
 
-#include "graph/infer.h"
 #include "models/sst.h"
 #include "ops/ir/error.h"
 #include "train/tree_model.h"
@@ -15,8 +14,7 @@ BuiltGraph build_for_cli(const Model& model, const Args& args) {
     if (!model.tree) fail("--tree: the model is not a network over trees (it has no tree section)");
     std::vector<SentimentTree> trees = parse_trees(*text, "--tree");
     if (trees.size() != 1) fail("--tree: give one tree, got ", trees.size());
-    const int64_t classes = verify(model.graph)[model.graph.at(model.tree->scores)].shape[1];
-    const TreeModel tm(model, classes == 2 ? SentimentTask::Binary : SentimentTask::Fine);
+    const TreeModel tm(model, task_of(model));
     const UnrolledTree unrolled = tm.unroll(trees[0]);
     out.graph = args.flag("parent") ? unrolled.graph : tm.training_graph(unrolled);
     return out;

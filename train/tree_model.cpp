@@ -17,6 +17,12 @@ double TreeEvaluation::node_accuracy() const {
   return nodes > 0 ? static_cast<double>(nodes_right) / static_cast<double>(nodes) : std::nan("");
 }
 
+SentimentTask task_of(const Model& model) {
+  if (!model.tree) fail("the model has no tree section: it is not a network over trees (pens new ctn writes one)");
+  const int64_t classes = verify(model.graph)[model.graph.at(model.tree->scores)].shape[1];
+  return classes == 2 ? SentimentTask::Binary : SentimentTask::Fine;
+}
+
 TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
     : model_(model), task_(task), loss_scale_(loss_scale) {
   if (!model.tree) fail("the model has no tree section: it is not a network over trees (pens new ctn writes one)");

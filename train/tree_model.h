@@ -25,6 +25,10 @@ struct TreeEvaluation {
   double node_accuracy() const;
 };
 
+// The task a tree model's scores fit, for tools given only the model: 2 classes binary,
+// otherwise fine.
+SentimentTask task_of(const Model& model);
+
 class TreeModel {
  public:
   // `model` must have a tree section, `classes` scores for the task. loss_scale multiplies
