@@ -1,6 +1,8 @@
 #include "autodiff/gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "autodiff/tape.h"
 #include "ops/check_case.h"
@@ -34,6 +36,54 @@ std::vector<double> evaluate(Tape<double>& tape, const std::vector<Target>& targ
       out.insert(out.end(), v.data, v.data + v.size());
     }
   }
+  return out;
+}
+
+// Halvings of h an entry may be refined by (h/16 at most: below that, roundoff in double
+// precision approaches the default tolerance).
+constexpr int kLevels = 4;
+
+using Jacobian = std::vector<std::vector<double>>;  // [target element][variable element]
+
+// The elements of `var` to perturb (see `sample` in gradcheck.h), in increasing order;
+// its gradients are the Jacobian's columns from `first_column` on.
+std::vector<int64_t> choose_elements(const Variable& var, int64_t first_column, const Jacobian& analytic,
+                                     const GradcheckOptions& options) {
+  std::vector<int64_t> all(static_cast<size_t>(var.size));
+  std::iota(all.begin(), all.end(), 0);
+  if (options.sample <= 0 || var.size <= options.sample) return all;
+  const auto magnitude = [&](int64_t i) {
+    double m = 0;
+    for (const auto& row : analytic) m = std::max(m, std::abs(row[static_cast<size_t>(first_column + i)]));
+    return m;
+  };
+  std::vector<char> taken(all.size(), 0);
+  std::vector<int64_t> out;
+  const auto take = [&](int64_t i) {
+    if (!taken[static_cast<size_t>(i)]) {
+      taken[static_cast<size_t>(i)] = 1;
+      out.push_back(i);
+    }
+  };
+  const int64_t largest = std::max<int64_t>(1, options.sample / 4);
+  std::partial_sort(all.begin(), all.begin() + largest, all.end(),
+                    [&](int64_t a, int64_t b) { return magnitude(a) > magnitude(b); });
+  for (int64_t k = 0; k < largest; ++k) take(all[static_cast<size_t>(k)]);
+
+  uint64_t counter = 0;
+  const uint64_t stream = mix64(options.sample_seed ^ hash_name(var.name));
+  const auto random_below = [&](int64_t n) { return static_cast<int64_t>(mix64(stream + counter++) % static_cast<uint64_t>(n)); };
+  std::vector<int64_t> zeros;
+  for (int64_t i = 0; i < var.size; ++i) {
+    if (var.data[i] == 0.0 && !taken[static_cast<size_t>(i)]) zeros.push_back(i);
+  }
+  const int64_t zero_count = std::min<int64_t>(options.sample / 8, static_cast<int64_t>(zeros.size()));
+  for (int64_t k = 0; k < zero_count; ++k) {  // a partial Fisher-Yates shuffle of `zeros`
+    std::swap(zeros[static_cast<size_t>(k)], zeros[static_cast<size_t>(k + random_below(static_cast<int64_t>(zeros.size()) - k))]);
+    take(zeros[static_cast<size_t>(k)]);
+  }
+  while (static_cast<int64_t>(out.size()) < options.sample) take(random_below(var.size));
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -83,7 +133,7 @@ GradcheckResult gradcheck(const Graph& g, const std::map<std::string, std::vecto
   for (const Target& t : targets) result.targets += t.size;
 
   // Analytic Jacobian, one row per target element.
-  std::vector<std::vector<double>> analytic;
+  Jacobian analytic;
   evaluate(tape, targets);  // backward needs the forward values
   for (const Target& t : targets) {
     for (int64_t e = 0; e < t.size; ++e) {
@@ -104,32 +154,92 @@ GradcheckResult gradcheck(const Graph& g, const std::map<std::string, std::vecto
     }
   }
 
-  // Numeric Jacobian, one column per variable element, compared as it is computed.
-  int64_t column = 0;
+  // Numeric Jacobian, column by column for the chosen elements, compared as computed.
+  std::vector<std::vector<int64_t>> chosen;
+  int64_t first_column = 0;
   for (const Variable& var : variables) {
-    for (int64_t i = 0; i < var.size; ++i, ++column) {
-      const double saved = var.data[i];
-      const double h = options.step * std::max(1.0, std::abs(saved));
-      var.data[i] = saved + h;
-      const std::vector<double> plus = evaluate(tape, targets);
-      var.data[i] = saved - h;
-      const std::vector<double> minus = evaluate(tape, targets);
-      var.data[i] = saved;
-      for (size_t row = 0; row < plus.size(); ++row) {
-        const double numeric = (plus[row] - minus[row]) / (2.0 * h);
-        const double exact = analytic[row][static_cast<size_t>(column)];
-        const double scale = std::max({std::abs(exact), std::abs(numeric), options.floor});
-        double error = std::abs(exact - numeric) / scale;
-        if (std::isnan(error)) error = INFINITY;
+    chosen.push_back(choose_elements(var, first_column, analytic, options));
+    result.checked += static_cast<int64_t>(chosen.back().size());
+    first_column += var.size;
+  }
+  // The central difference of every target at h around element i of var.
+  const auto central = [&](const Variable& var, int64_t i, double h) {
+    const double saved = var.data[i];
+    var.data[i] = saved + h;
+    std::vector<double> d = evaluate(tape, targets);
+    var.data[i] = saved - h;
+    const std::vector<double> minus = evaluate(tape, targets);
+    var.data[i] = saved;
+    for (size_t row = 0; row < d.size(); ++row) d[row] = (d[row] - minus[row]) / (2.0 * h);
+    return d;
+  };
+  const auto error_of = [&](double exact, double numeric) {
+    const double scale = std::max({std::abs(exact), std::abs(numeric), options.floor});
+    const double error = std::abs(exact - numeric) / scale;
+    return std::isnan(error) ? INFINITY : error;
+  };
+  // Ridders' extrapolation for an entry whose plain difference misses: central
+  // differences at h/2, h/4, ... combined into a Richardson table; the estimate taken is
+  // the table's with the smallest internal error (the spread between it and the two
+  // estimates it was made of). Refinement stops after kLevels halvings, or earlier when
+  // roundoff makes the estimates spread again.
+  const auto extrapolate = [&](const Variable& var, int64_t i, double h, const std::vector<double>& plain) {
+    std::vector<std::vector<double>> previous = {plain};  // previous[j]: the table's row above
+    std::vector<double> best = plain;
+    double best_error = INFINITY;
+    for (int level = 1; level <= kLevels; ++level) {
+      std::vector<std::vector<double>> current = {central(var, i, h / std::pow(2.0, level))};
+      double level_error = INFINITY;
+      for (int j = 1; j <= level; ++j) {
+        const double factor = std::pow(4.0, j);
+        std::vector<double> r(plain.size());
+        double spread = 0;  // how far this estimate is from the two it was made of
+        for (size_t row = 0; row < r.size(); ++row) {
+          r[row] = (factor * current[j - 1][row] - previous[j - 1][row]) / (factor - 1);
+          spread = std::max({spread, std::abs(r[row] - current[j - 1][row]), std::abs(r[row] - previous[j - 1][row])});
+        }
+        if (spread <= best_error) {
+          best_error = spread;
+          best = r;
+        }
+        level_error = std::min(level_error, spread);
+        current.push_back(std::move(r));
+      }
+      if (level_error > 2 * best_error) break;  // roundoff has taken over
+      previous = std::move(current);
+    }
+    return best;
+  };
+  int64_t done = 0;
+  first_column = 0;
+  for (size_t v = 0; v < variables.size(); ++v) {
+    const Variable& var = variables[v];
+    for (const int64_t i : chosen[v]) {
+      const size_t column = static_cast<size_t>(first_column + i);
+      const double h = options.step * std::max(1.0, std::abs(var.data[i]));
+      const std::vector<double> plain = central(var, i, h);
+      bool missed = false;
+      for (size_t row = 0; row < plain.size(); ++row) {
+        const double error = error_of(analytic[row][column], plain[row]);
+        result.max_plain_error = std::max(result.max_plain_error, error);
+        missed = missed || error > options.tolerance;
+      }
+      const std::vector<double> numeric = missed ? extrapolate(var, i, h, plain) : plain;
+      for (size_t row = 0; row < plain.size(); ++row) {
+        const double exact = analytic[row][column];
+        const double error = error_of(exact, numeric[row]);
         ++result.entries;
         result.nonzero += exact != 0.0;
+        result.truncated += error_of(exact, plain[row]) > options.tolerance && error <= options.tolerance;
         if (result.worst.empty() || error > result.max_error) {
           result.max_error = error;
-          result.worst = cat("d target[", row, "] / d ", var.name, "[", i, "]: analytic ", exact,
-                             ", numeric ", numeric);
+          result.worst = cat("d target[", row, "] / d ", var.name, "[", i, "]: analytic ", exact, ", numeric ",
+                             numeric[row], missed ? cat(" (extrapolated; ", plain[row], " at h)") : std::string());
         }
       }
+      if (options.progress) options.progress(++done, result.checked);
     }
+    first_column += var.size;
   }
   result.passed = result.max_error <= options.tolerance;
   return result;

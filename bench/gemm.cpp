@@ -1,5 +1,5 @@
-// pens' matrix-product rate (Eigen's GEMM on row-major float maps, as ops/defs/linear.cpp
-// runs it) at the shapes of a training step of the 784-800-800-10 network and at 1024³.
+// pens' matrix-product rate (ops/gemm.h: Eigen's GEMM on panels of row-major float
+// matrices over the thread pool, as ops/defs/linear.cpp runs it) at the shapes of a training step of the 784-800-800-10 network and at 1024³.
 // Prints one JSON object per shape: {"side": "pens", "case", "m", "k", "n", "threads",
 // "gflops"}; bench/gemm.sh sets the peer's figures beside them.
 //
@@ -11,6 +11,9 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "ops/gemm.h"
+#include "ops/parallel.h"
 
 namespace {
 
@@ -28,10 +31,11 @@ double gflops(const Case& c, int reps) {
   Matrix b = c.transpose_b ? Matrix::Random(c.n, c.k) : Matrix::Random(c.k, c.n);
   Matrix out(c.m, c.n);
   const auto run = [&] {
-    if (!c.transpose_a && !c.transpose_b) out.noalias() = a * b;
-    if (c.transpose_a && !c.transpose_b) out.noalias() = a.transpose() * b;
-    if (!c.transpose_a && c.transpose_b) out.noalias() = a * b.transpose();
-    if (c.transpose_a && c.transpose_b) out.noalias() = a.transpose() * b.transpose();
+    using pens::gemm;
+    if (!c.transpose_a && !c.transpose_b) gemm(out.block(0, 0, c.m, c.n), a, b, false);
+    if (c.transpose_a && !c.transpose_b) gemm(out.block(0, 0, c.m, c.n), a.transpose(), b, false);
+    if (!c.transpose_a && c.transpose_b) gemm(out.block(0, 0, c.m, c.n), a, b.transpose(), false);
+    if (c.transpose_a && c.transpose_b) gemm(out.block(0, 0, c.m, c.n), a.transpose(), b.transpose(), false);
   };
   for (int i = 0; i < 3; ++i) run();
   std::vector<double> seconds;
@@ -54,7 +58,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--batch") == 0) batch = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(1, std::atoi(argv[i + 1]));
   }
-  Eigen::setNbThreads(threads);
+  pens::set_threads(threads);
   const std::vector<Case> cases = {
       {"forward x·W1", batch, 784, 800, false, false},
       {"forward h1·W2", batch, 800, 800, false, false},

@@ -17,7 +17,6 @@
 //   build/bench/modes --mode pea-ss --batch 100 --threads 2 [--reps 30] [--dump DIR]
 #include <sys/resource.h>
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +31,7 @@
 #include "graph/pseudo_ensemble.h"
 #include "models/mlp.h"
 #include "ops/ir/error.h"
+#include "ops/parallel.h"
 #include "train/step.h"
 
 using namespace pens;
@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
       else if (key == "--dump") dump_dir = value;
       else fail("unknown option ", key, " (--mode --batch --threads --reps --dump)");
     }
-    Eigen::setNbThreads(threads);
+    set_threads(threads);
     const Mode m = make_mode(mode, batch);
     const Graph training = build_pseudo_ensemble(m.graph, m.spec, m.options).graph;
     ParamStore<float> params(m.graph);

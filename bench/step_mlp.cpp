@@ -4,7 +4,6 @@
 // a small graph (the per-sentence-tree case). Prints one JSON object per line.
 //
 //   build/bench/step_mlp [--reps N]
-#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +14,7 @@
 
 #include "autodiff/tape.h"
 #include "models/mlp.h"
+#include "ops/parallel.h"
 #include "train/step.h"
 
 using namespace pens;
@@ -39,7 +39,7 @@ double time_ms(const std::function<void()>& f, int reps, int warmup) {
 }
 
 void bench_step(const char* mode, double input_p, double hidden_p, int threads, int reps) {
-  Eigen::setNbThreads(threads);
+  set_threads(threads);
   const int64_t batch = 100;
   const Graph g = build_mlp({.layers = {784, 800, 800, 10},
                              .input_dropout = input_p,
@@ -95,7 +95,7 @@ Graph chain_graph() {
 }
 
 void bench_compile(int reps) {
-  Eigen::setNbThreads(1);
+  set_threads(1);
   const Graph proto = chain_graph();
   ParamStore<float> params(proto);
   const double build_ms = time_ms([&] { (void)chain_graph(); }, reps, 10);

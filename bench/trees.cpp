@@ -9,7 +9,6 @@
 //
 //   build/bench/trees --data ../shared/data/sst [--model ctn|ctn+s|ctn+f|ctn+f+s] [--dim 70]
 //                     [--steps 20] [--batch 27] [--threads 1] [--dump DIR]
-#include <Eigen/Core>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +18,7 @@
 #include "models/ctn.h"
 #include "models/dataset.h"
 #include "ops/ir/error.h"
+#include "ops/parallel.h"
 #include "train/optimizer.h"
 #include "train/step.h"
 #include "train/tree_model.h"
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       else if (key == "--dump") dump_dir = value;
       else fail("unknown option ", key, " (--data --model --dim --steps --batch --threads --dump)");
     }
-    Eigen::setNbThreads(threads);
+    set_threads(threads);
     const TreeData d = load_tree_data(data, 1);
     const bool fuzz = kind.find("+f") != std::string::npos, subspace = kind.find("+s") != std::string::npos;
     Model model = build_ctn({.vocabulary = d.vocabulary.size(), .dim = dim, .classes = 5, .fuzz = fuzz ? 0.02 : 0.0,

@@ -1,6 +1,7 @@
 #include "cli/args.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "ops/ir/error.h"
@@ -86,6 +87,18 @@ int64_t Args::option_int(const std::string& name, int64_t fallback) const {
   if (!v) return fallback;
   return parse_whole(name, *v, [](const std::string& s, size_t* used) { return std::stoll(s, used); },
                      "an integer");
+}
+
+int64_t Args::option_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const {
+  const int64_t v = option_int(name, fallback);
+  if (v < lo || v > hi) fail("--", name, " must be an integer from ", lo, " to ", hi, ", got ", v);
+  return v;
+}
+
+double Args::option_positive(const std::string& name, double fallback) const {
+  const double v = option_double(name, fallback);
+  if (!std::isfinite(v) || v <= 0) fail("--", name, " must be a finite number above 0, got ", *option(name));
+  return v;
 }
 
 std::string relative_to_config(const std::string& config_path, const std::string& path) {

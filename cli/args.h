@@ -21,6 +21,10 @@ class Args {
   std::vector<std::string> all(const std::string& name) const;  // every value, in order
   int64_t option_int(const std::string& name, int64_t fallback) const;
   double option_double(const std::string& name, double fallback) const;
+  // The same, refusing values outside [lo, hi] (and NaN) with a message naming both.
+  int64_t option_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
+  // A finite number above 0.
+  double option_positive(const std::string& name, double fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }
   // The single positional argument a command takes (a model file).
   const std::string& one_positional(const char* what) const;

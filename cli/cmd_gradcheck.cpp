@@ -1,12 +1,17 @@
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 
 #include "autodiff/gradcheck.h"
+#include "autodiff/param_store.h"
 #include "cli/args.h"
 #include "cli/ensemble_args.h"
 #include "graph/infer.h"
+#include "ops/parallel.h"
 #include "ops/registry.h"
 #include "serialization/model_file.h"
 
@@ -34,6 +39,27 @@ std::map<std::string, std::vector<double>> label_values(const Graph& g, int64_t 
   return out;
 }
 
+// Models with more parameter elements than this are sampled unless --sample says otherwise.
+constexpr int64_t kSampleAbove = 10000;
+constexpr int64_t kDefaultSample = 64;
+
+// A line on stderr every few seconds while a check runs long: elements done, time so far,
+// the time left at the rate so far.
+std::function<void(int64_t, int64_t)> progress_printer() {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  auto last = std::make_shared<Clock::time_point>(start);  // of the last line; start: none yet
+  return [start, last](int64_t done, int64_t total) {
+    const Clock::time_point now = Clock::now();
+    const bool printed = *last != start;
+    if (done == total ? !printed : now - start < std::chrono::seconds(2) || now - *last < std::chrono::seconds(5)) return;
+    *last = now;
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    std::fprintf(stderr, "gradcheck: %lld of %lld elements, %.0f s, about %.0f s left\n", static_cast<long long>(done),
+                 static_cast<long long>(total), elapsed, elapsed / static_cast<double>(done) * static_cast<double>(total - done));
+  };
+}
+
 int check_model(const Args& args) {
   const std::string& path = args.one_positional("a model file");
   const Model model = load_model(path);
@@ -41,17 +67,35 @@ int check_model(const Args& args) {
   GradcheckOptions options;
   options.batch = built.batch;
   options.inputs = false;
-  options.tolerance = args.option_double("tolerance", options.tolerance);
-  options.step = args.option_double("step", options.step);
+  options.tolerance = args.option_positive("tolerance", options.tolerance);
+  options.step = args.option_positive("step", options.step);
   options.init_seed = static_cast<uint64_t>(args.option_int("init-seed", 1));
+  const auto sample = args.option("sample");
+  if (sample && *sample == "all") {
+    options.sample = 0;
+  } else {
+    const int64_t parameters = ParamStore<double>(built.graph).numel();
+    options.sample = args.option_int("sample", parameters > kSampleAbove ? kDefaultSample : 0, 0, int64_t{1} << 40);
+  }
+  options.progress = progress_printer();
   const GradcheckResult r = gradcheck(built.graph, label_values(built.graph, built.batch), options);
-  std::cout << path << ": d objective / d parameters, " << r.variables << " parameter elements, "
-            << (built.ensemble ? cat(built.ensemble->spec.children, " children, ") : std::string())
+  std::cout << path << ": d objective / d parameters, " << r.variables << " parameter elements"
+            << (r.checked < r.variables ? cat(" (", r.checked, " checked: ", options.sample,
+                                              " per tensor; --sample all checks every one)")
+                                        : std::string())
+            << ", " << (built.ensemble ? cat(built.ensemble->spec.children, " children, ") : std::string())
             << "batch " << built.batch << "\n";
   char line[200];
   std::snprintf(line, sizeof line, "max rel error %.2e (tolerance %.0e): %s", r.max_error, options.tolerance,
                 r.passed ? "ok" : "FAIL");
   std::cout << line << "\n";
+  if (r.truncated > 0) {
+    std::snprintf(line, sizeof line,
+                  "%lld entries within tolerance only after extrapolation to smaller steps: their central "
+                  "differences at h were off by up to %.1e (truncation error, not a wrong gradient)",
+                  static_cast<long long>(r.truncated), r.max_plain_error);
+    std::cout << line << "\n";
+  }
   if (!r.passed) std::cout << "worst entry: " << r.worst << "\n";
   return r.passed ? 0 : 1;
 }
@@ -60,8 +104,9 @@ int check_model(const Args& args) {
 
 int run_gradcheck(const std::vector<std::string>& argv) {
   std::vector<std::string> known = kEnsembleOptions;
-  for (const char* o : {"op", "tolerance", "step", "init-seed"}) known.push_back(o);
+  for (const char* o : {"op", "tolerance", "step", "init-seed", "sample", "threads"}) known.push_back(o);
   const Args args(argv, {"all-ops", "parent"}, known);
+  set_threads(static_cast<int>(args.option_int("threads", 0, 0, 1024)));
   if (!args.positional().empty()) return check_model(args);
   std::vector<const OpDef*> ops;
   if (args.flag("all-ops")) {
@@ -72,8 +117,8 @@ int run_gradcheck(const std::vector<std::string>& argv) {
     fail("nothing to check: give a model file, --all-ops or --op NAME");
   }
   GradcheckOptions options;
-  options.tolerance = args.option_double("tolerance", options.tolerance);
-  options.step = args.option_double("step", options.step);
+  options.tolerance = args.option_positive("tolerance", options.tolerance);
+  options.step = args.option_positive("step", options.step);
   int failed = 0, checked = 0, not_differentiable = 0;
   for (const OpDef* op : ops) {
     double worst = 0;

@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "models/mnist.h"
 #include "ops/ir/error.h"
+#include "ops/parallel.h"
 #include "serialization/files.h"
 #include "train/pretrain.h"
 #include "train/run_folder.h"
@@ -64,10 +65,9 @@ int pretrain_skipgram(const Args& args, const std::string& config_path, const js
   SkipgramConfig config = parse_skipgram_config(j, config_path);
   if (auto v = args.option("data-dir")) config.data_dir = *v;
   config.epochs = args.option_int("epochs", config.epochs);
-  config.threads = static_cast<int>(args.option_int("threads", config.threads));
+  config.threads = static_cast<int>(args.option_int("threads", config.threads, 0, 1024));
   config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
   if (config.epochs < 1) fail("--epochs must be at least 1");
-  if (config.threads < 1) fail("--threads must be at least 1");
   const std::string out_dir =
       args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
   const TreeData data = load_tree_data(config.data_dir, config.min_count);
@@ -98,8 +98,7 @@ int run_pretrain(const std::vector<std::string>& argv) {
     if (epochs < 1) fail("--epochs must be at least 1");
     for (PretrainLayer& layer : config.layers) layer.epochs = epochs;
   }
-  config.threads = static_cast<int>(args.option_int("threads", config.threads));
-  if (config.threads < 1) fail("--threads must be at least 1");
+  config.threads = static_cast<int>(args.option_int("threads", config.threads, 0, 1024));
   config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
   const std::string out_dir =
       args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
@@ -107,7 +106,7 @@ int run_pretrain(const std::vector<std::string>& argv) {
   const Dataset images = load_mnist(config.data_dir, "train");
   RunFolder(out_dir).write_config(to_json(config));
   std::cerr << "pens pretrain: " << config.model << ", " << config.layers.size() << " layers on " << images.size
-            << " images (labels unused), " << config.threads << " threads; writing " << out_dir << "\n";
+            << " images (labels unused), " << resolve_threads(config.threads) << " threads; writing " << out_dir << "\n";
   PretrainProgress progress;
   const TrainSummary summary = pretrain(config, images, out_dir, progress);
   if (summary.diverged) {

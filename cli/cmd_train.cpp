@@ -14,6 +14,7 @@
 #include "graph/pseudo_ensemble.h"
 #include "models/mnist.h"
 #include "ops/ir/error.h"
+#include "ops/parallel.h"
 #include "serialization/files.h"
 #include "serialization/model_file.h"
 #include "train/evaluation.h"
@@ -34,6 +35,17 @@ std::string duration(double seconds) {
   if (s >= 3600) return cat(s / 3600, "h", std::setw(2), std::setfill('0'), s / 60 % 60, "m");
   if (s >= 60) return cat(s / 60, "m", std::setw(2), std::setfill('0'), s % 60, "s");
   return cat(s, "s");
+}
+
+// The files a finished run leaves in its folder, those that exist, comma-separated: a
+// picture that could not be drawn is not claimed.
+std::string existing_outputs(const std::string& out_dir) {
+  std::string out;
+  for (const char* name : {"summary.json", "metrics.jsonl", "model.json", "best.model.json", "checkpoint.pens",
+                           "learning-curve.png", "filters.png"}) {
+    if (fs::exists(fs::path(out_dir) / name)) out += (out.empty() ? "" : ", ") + std::string(name);
+  }
+  return out;
 }
 
 std::string percent(const json& v) {
@@ -106,9 +118,11 @@ std::string apply_run_options(const Args& args, const std::string& config_path, 
   config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
   config.epochs = args.option_int("epochs", config.epochs);
   config.budget_minutes = args.option_double("budget-minutes", config.budget_minutes);
-  config.threads = static_cast<int>(args.option_int("threads", config.threads));
+  if (!(config.budget_minutes >= 0 && std::isfinite(config.budget_minutes))) {
+    fail("--budget-minutes must be a finite number >= 0 (0: no budget), got ", *args.option("budget-minutes"));
+  }
+  config.threads = static_cast<int>(args.option_int("threads", config.threads, 0, 1024));
   if (config.epochs < 1) fail("--epochs must be at least 1");
-  if (config.threads < 1) fail("--threads must be at least 1");
   return args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
 }
 
@@ -137,7 +151,7 @@ int train_tree_config(const Args& args, const std::string& config_path, const js
   std::cerr << "pens train: " << config.model << " on " << config.data_dir << " (" << config.task << ") for "
             << config.epochs << " epochs"
             << (config.budget_minutes > 0 ? cat(" (budget ", config.budget_minutes, " min)") : std::string()) << ", "
-            << config.threads << " threads; writing " << out_dir << "\n";
+            << resolve_threads(config.threads) << " threads; writing " << out_dir << "\n";
   Progress progress(config.budget_minutes);
   const TrainSummary summary = train_trees(config, data, out_dir, progress, args.flag("resume"));
   progress.finish();
@@ -148,8 +162,7 @@ int train_tree_config(const Args& args, const std::string& config_path, const js
     std::cout << "test root accuracy " << percent(b["test_root_accuracy"]) << " at the best dev root accuracy ("
               << percent(b["dev_root_accuracy"]) << ", epoch " << b["epoch"].get<double>() << ")\n";
   }
-  std::cout << "outputs in " << out_dir << ": summary.json, metrics.jsonl, model.json, best.model.json, "
-            << "learning-curve.png\n";
+  std::cout << "outputs in " << out_dir << ": " << existing_outputs(out_dir) << "\n";
   return 0;
 }
 
@@ -205,7 +218,7 @@ int run_train(const std::vector<std::string>& argv) {
   std::cerr << "pens train: " << config.model << " on " << config.data_dir << " for " << config.epochs
             << " epochs of " << config.steps_per_epoch << " steps"
             << (config.budget_minutes > 0 ? cat(" (budget ", config.budget_minutes, " min)") : std::string())
-            << ", " << config.threads << " threads; writing " << out_dir << "\n";
+            << ", " << resolve_threads(config.threads) << " threads; writing " << out_dir << "\n";
   Progress progress(config.budget_minutes);
   const TrainSummary summary = train(config, data, out_dir, progress, args.flag("resume"));
   progress.finish();
@@ -217,8 +230,7 @@ int run_train(const std::vector<std::string>& argv) {
               << percent(b["validation_error"]) << ", epoch " << b["epoch"].get<double>() << ")\n";
   }
   std::cout << "test error " << percent(s["final"]["test_error"]) << " at the end\n"
-            << "outputs in " << out_dir << ": summary.json, metrics.jsonl, model.json, best.model.json, "
-            << "learning-curve.png, filters.png\n";
+            << "outputs in " << out_dir << ": " << existing_outputs(out_dir) << "\n";
   return 0;
 }
 

@@ -6,7 +6,6 @@
 // same parameters.
 //
 //   build/examples/mlp_synthetic [--epochs N] [--threads N]
-#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,6 +19,7 @@
 #include "models/mlp.h"
 #include "models/synthetic.h"
 #include "ops/ir/error.h"
+#include "ops/parallel.h"
 #include "train/schedule.h"
 #include "train/step.h"
 
@@ -43,7 +43,7 @@ int int_flag(int argc, char** argv, const std::string& name, int fallback) {
 
 int main(int argc, char** argv) try {
   const int epochs = int_flag(argc, argv, "epochs", 20);
-  Eigen::setNbThreads(int_flag(argc, argv, "threads", 2));
+  set_threads(int_flag(argc, argv, "threads", 2));
   const int64_t batch = 100;
 
   const Dataset train = make_teacher_task(20000, 32, 10, 1);

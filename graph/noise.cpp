@@ -57,8 +57,8 @@ NodeId add_gaussian(NoiseSite& site, const Attributes& a, std::string_view tag) 
 NoiseKind mask_kind() {
   return {"mask",
           "inverted dropout of the node's output: keep with probability 1-p, scale by 1/(1-p)",
-          {{"p", AttrType::Float, false, AttrValue(0.5), "drop probability"},
-           {"rescale", AttrType::Int, false, AttrValue(int64_t{1}), "0: keep values unscaled"}},
+          {{"p", AttrType::Float, false, AttrValue(0.5), "drop probability", AttrRange::from_below(0, 1)},
+           {"rescale", AttrType::Int, false, AttrValue(int64_t{1}), "0: keep values unscaled", AttrRange::from_to(0, 1)}},
           false,
           [](NoiseSite& site, const Attributes& a) {
             return site.add("dropout", {site.value},
@@ -72,7 +72,7 @@ NoiseKind mask_kind() {
 NoiseKind gaussian_kind() {
   return {"gaussian",
           "additive Gaussian noise on the node's output (input noise, bias noise)",
-          {{"sigma", AttrType::Float, false, AttrValue(0.1), "standard deviation"}},
+          {{"sigma", AttrType::Float, false, AttrValue(0.1), "standard deviation", AttrRange::at_least(0)}},
           false,
           [](NoiseSite& site, const Attributes& a) { return add_gaussian(site, a, "gaussian"); }};
 }
@@ -80,7 +80,7 @@ NoiseKind gaussian_kind() {
 NoiseKind fuzz_kind() {
   return {"fuzz",
           "weight fuzzing: the child uses theta + N(0, sigma^2); gradients reach theta",
-          {{"sigma", AttrType::Float, false, AttrValue(0.02), "standard deviation"}},
+          {{"sigma", AttrType::Float, false, AttrValue(0.02), "standard deviation", AttrRange::at_least(0)}},
           true,
           [](NoiseSite& site, const Attributes& a) { return add_gaussian(site, a, "fuzz"); }};
 }
@@ -90,9 +90,9 @@ NoiseKind subspace_kind() {
           "subspace sampling: keep `keep` of the group's latent dimensions (one draw per child "
           "and noise key), slicing this parameter along `axes`",
           {{"group", AttrType::String, true, {}, "latent dimension group shared across parameters"},
-           {"keep", AttrType::Int, true, {}, "dimensions kept"},
+           {"keep", AttrType::Int, true, {}, "dimensions kept", AttrRange::at_least(1)},
            {"axes", AttrType::Ints, false, AttrValue(std::vector<int64_t>{0}),
-            "axes of this parameter indexed by the group's dimensions"}},
+            "axes of this parameter indexed by the group's dimensions", AttrRange::at_least(0)}},
           true,
           [](NoiseSite& site, const Attributes& a) {
             const Shape shape = Shape::from(site.annotated.attrs.get_ints("shape"));

@@ -25,7 +25,7 @@ auto within_pass(std::string_view name, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const Error& e) {
-    throw Error(cat("pass ", name, ": ", e.what()), e.node());
+    throw Error(cat("pass ", name, ": ", e.what()), e.node(), e.field());
   }
 }
 

@@ -10,45 +10,60 @@
 namespace pens {
 
 namespace {
+// An error about a field of the spec: model-file readers point at it.
+template <class... Args>
+[[noreturn]] void fail_spec(const std::string& field, const Args&... args) {
+  throw Error(cat(args...), "", field);
+}
+
 bool one_of(const std::string& s, std::initializer_list<const char*> options) {
   return std::any_of(options.begin(), options.end(), [&](const char* o) { return s == o; });
 }
 }  // namespace
 
 void PseudoEnsembleSpec::validate() const {
-  if (children < 1 || children > 64) fail("pseudo_ensemble.children must be in [1, 64], got ", children);
+  if (children < 1 || children > 64) fail_spec("children", "pseudo_ensemble.children must be in [1, 64], got ", children);
   if (!one_of(pairing, {"child-child", "parent-child"})) {
-    fail("pseudo_ensemble.pairing must be 'child-child' or 'parent-child', got '", pairing, "'");
+    fail_spec("pairing", "pseudo_ensemble.pairing must be 'child-child' or 'parent-child', got '", pairing, "'");
   }
   if (!one_of(loss_on, {"parent", "child", "children"})) {
-    fail("pseudo_ensemble.loss_on must be 'parent', 'child' or 'children', got '", loss_on, "'");
+    fail_spec("loss_on", "pseudo_ensemble.loss_on must be 'parent', 'child' or 'children', got '", loss_on, "'");
   }
-  if (!(smoothing >= 0 && smoothing < 1)) fail("pseudo_ensemble.smoothing must be in [0, 1), got ", smoothing);
+  if (!(smoothing >= 0 && smoothing < 1)) {
+    fail_spec("smoothing", "pseudo_ensemble.smoothing must be in [0, 1), got ", smoothing);
+  }
   if (pairing == "child-child" && !penalties.empty() && children < 2) {
-    fail("pseudo_ensemble.pairing 'child-child' needs at least 2 children, got ", children);
+    fail_spec("children", "pseudo_ensemble.pairing 'child-child' needs at least 2 children, got ", children);
   }
   std::set<std::pair<std::string, std::string>> seen;
   for (size_t i = 0; i < penalties.size(); ++i) {
     const PenaltyTerm& p = penalties[i];
     const std::string where = cat("pseudo_ensemble.penalties[", i, "]");
-    if (p.node.empty()) fail(where, ".node is empty");
+    const std::string field = cat("penalties/", i, "/");
+    if (p.node.empty()) fail_spec(field + "node", where, ".node is empty");
     if (!PenaltyRegistry::global().find(p.kind)) {
-      fail(where, ".kind must be a registered penalty kind (", PenaltyRegistry::global().names(), "), got '", p.kind,
-           "'");
+      fail_spec(field + "kind", where, ".kind must be a registered penalty kind (", PenaltyRegistry::global().names(),
+                "), got '", p.kind, "'");
     }
-    if (!(p.lambda >= 0 && std::isfinite(p.lambda))) fail(where, ".lambda must be finite and >= 0, got ", p.lambda);
+    if (!(p.lambda >= 0 && std::isfinite(p.lambda))) {
+      fail_spec(field + "lambda", where, ".lambda must be finite and >= 0, got ", p.lambda);
+    }
     if (!one_of(p.rows, {"all", "labeled", "unlabeled"})) {
-      fail(where, ".rows must be 'all', 'labeled' or 'unlabeled', got '", p.rows, "'");
+      fail_spec(field + "rows", where, ".rows must be 'all', 'labeled' or 'unlabeled', got '", p.rows, "'");
     }
-    if (!seen.emplace(p.node, p.kind).second) fail(where, ": a second ", p.kind, " penalty on '", p.node, "'");
+    if (!seen.emplace(p.node, p.kind).second) {
+      fail_spec(field + "node", where, ": a second ", p.kind, " penalty on '", p.node, "'");
+    }
   }
   for (size_t i = 0; i < lambda_schedule.size(); ++i) {
     const LambdaStage& s = lambda_schedule[i];
+    const std::string field = cat("lambda_schedule/", i, "/");
     if (!(s.epochs > 0 && std::isfinite(s.epochs))) {
-      fail("pseudo_ensemble.lambda_schedule[", i, "].epochs must be > 0, got ", s.epochs);
+      fail_spec(field + "epochs", "pseudo_ensemble.lambda_schedule[", i, "].epochs must be > 0, got ", s.epochs);
     }
     if (!(s.scale >= 0 && std::isfinite(s.scale))) {
-      fail("pseudo_ensemble.lambda_schedule[", i, "].scale must be finite and >= 0, got ", s.scale);
+      fail_spec(field + "scale", "pseudo_ensemble.lambda_schedule[", i, "].scale must be finite and >= 0, got ",
+                s.scale);
     }
   }
 }

@@ -1,8 +1,11 @@
 #include "ops/random.h"
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <numbers>
+
+#include "ops/parallel.h"
 
 namespace pens {
 
@@ -15,20 +18,17 @@ constexpr uint32_t kWeyl1 = 0xBB67AE85u;
 constexpr int64_t kSpan = 4 * NoiseStream::kChunk;
 // Runs body(base) for the chunks of a draw of n elements, base = 0, kSpan, 2 kSpan, ...
 // Chunks depend only on their counters, so the result does not depend on the thread
-// count. Below kParallelElements a draw stays on the calling thread without entering an
-// OpenMP region at all (even a serialized region allocates, and steps must not).
+// count. Below kParallelElements a draw stays on the calling thread; above it, the pool
+// (ops/parallel.h) takes kParallelElements at a time.
 constexpr int64_t kParallelElements = 16384;
 
 template <class Body>
 void for_each_chunk(int64_t n, const Body& body) {
   const int64_t chunks = (n + kSpan - 1) / kSpan;
-  const int threads = Eigen::nbThreads();
-  if (n < kParallelElements || threads < 2) {
-    for (int64_t k = 0; k < chunks; ++k) body(k * kSpan);
-    return;
-  }
-#pragma omp parallel for num_threads(threads)
-  for (int64_t k = 0; k < chunks; ++k) body(k * kSpan);
+  constexpr int64_t kPerTask = kParallelElements / kSpan;
+  parallel_for((chunks + kPerTask - 1) / kPerTask, [&](int64_t task) {
+    for (int64_t k = task * kPerTask; k < std::min(chunks, (task + 1) * kPerTask); ++k) body(k * kSpan);
+  });
 }
 
 inline void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {

@@ -5,8 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# gnuplot-nox draws pens train's learning-curve.png; without it the run says so and the
+# curve stays in curve.tsv.
 scripts/ensure-packages.sh g++ meson ninja-build pkg-config libeigen3-dev libboost-graph-dev \
-  nlohmann-json3-dev doctest-dev
+  nlohmann-json3-dev doctest-dev gnuplot-nox
 
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=release >/dev/null

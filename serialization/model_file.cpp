@@ -1,5 +1,6 @@
 #include "serialization/model_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -274,8 +275,31 @@ PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::stri
                                    r.number(r.required(e, p, "scale"), p + "/scale")});
     }
   }
-  r.at(path, [&] { s.validate(); });
+  try {
+    s.validate();
+  } catch (const Error& e) {
+    r.fail(e.field().empty() ? path : path + "/" + e.field(), e.what());
+  }
   return s;
+}
+
+// Builds the pseudo-ensemble once, so that what only its passes find (a noise parameter
+// out of its domain, a penalty on a leaf) is refused when the file is read, pointing at
+// the field that caused it.
+void check_ensemble(const Reader& r, const Graph& g, const PseudoEnsembleSpec& spec,
+                    const std::map<std::string, std::string>& path_of) {
+  const bool split = std::any_of(spec.penalties.begin(), spec.penalties.end(),
+                                 [](const PenaltyTerm& t) { return t.rows != "all"; });
+  try {
+    build_pseudo_ensemble(g, spec, {.labeled_rows = split ? 1 : -1});
+  } catch (const Error& e) {
+    std::string pointer = "/pseudo_ensemble";
+    if (!e.node().empty()) {
+      const auto it = path_of.find(e.node());
+      pointer = it == path_of.end() ? "/nodes" : it->second;
+    }
+    r.fail(e.field().empty() ? pointer : pointer + "/" + e.field(), e.what());
+  }
 }
 
 float checked_value(const Reader& r, double x, const std::string& path) {
@@ -419,6 +443,8 @@ Model parse_model(const std::string& text, const std::string& source, const std:
 
   if (const json* pe = r.optional(doc, "pseudo_ensemble")) m.ensemble = read_ensemble(r, *pe, "/pseudo_ensemble", g);
   if (const json* tree = r.optional(doc, "tree")) m.tree = read_tree_ports(r, *tree, "/tree", g);
+  // A tree model's pseudo-ensemble is built on each tree's graph, not on the cell.
+  if (m.ensemble && !m.tree) check_ensemble(r, g, *m.ensemble, path_of);
 
   // Parameter values: inline, in a sidecar, or none.
   const json* weights = r.optional(doc, "weights");

@@ -8,6 +8,7 @@
 #include "autodiff/tape.h"
 #include "graph/pseudo_ensemble.h"
 #include "ops/ir/error.h"
+#include "ops/parallel.h"
 #include "serialization/model_file.h"
 #include "serialization/sha256.h"
 #include "train/evaluation.h"
@@ -79,7 +80,7 @@ class Pretraining {
  public:
   Pretraining(const PretrainConfig& config, const Dataset& images, const std::string& out_dir, TrainObserver& observer)
       : config_(config), images_(images), folder_(out_dir), observer_(observer) {
-    Eigen::setNbThreads(config.threads);
+    set_threads(config.threads);
     network_ = load_model(config.model);
     if (!network_.values) {
       network_.values = std::make_shared<ParamStore<float>>(network_.graph);

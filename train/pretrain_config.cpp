@@ -47,7 +47,7 @@ PretrainConfig parse_pretrain_config(const json& j, const std::string& source) {
     s.number("steps_per_epoch", c.steps_per_epoch, 1, 1e9);
     s.number("seed", c.seed, 0, kConfigHuge);
     s.number("init_seed", c.init_seed, 0, kConfigHuge);
-    s.number("threads", c.threads, 1, 1024);
+    s.number("threads", c.threads, 0, 1024);
   }
   return c;
 }

@@ -28,7 +28,7 @@ struct PretrainConfig {
   double momentum = 0.9;          // SGD's
   uint64_t seed = 1;       // noise keys and batch order
   uint64_t init_seed = 1;  // the network's initial values, when its model file has none
-  int threads = 2;
+  int threads = 0;  // 0: every CPU this process may use (ops/parallel.h)
 };
 
 PretrainConfig parse_pretrain_config(const nlohmann::json& j, const std::string& source);

@@ -32,6 +32,9 @@ int run_program(std::vector<std::string> argv) {
 }
 
 std::string learning_curve(const std::filesystem::path& dir) {
+  // A picture from an earlier run in this folder must not pass for this run's.
+  std::error_code ignored;
+  std::filesystem::remove(dir / "learning-curve.png", ignored);
   std::ifstream in(dir / "metrics.jsonl");
   std::ostringstream tsv;
   tsv << "# epoch\ttrain_error_%\tvalidation_error_%\ttest_error_%\tobjective\n";

@@ -12,7 +12,8 @@ namespace pens {
 
 // Writes `out_dir`/learning-curve.png (with curve.tsv and curve.gp, its data and gnuplot
 // script) and `out_dir`/filters.png. Returns one line per picture that could not be
-// drawn, saying why (no gnuplot; no square first layer); never throws for those.
+// drawn, saying why (no gnuplot; no square first layer), and leaves no picture of that
+// name behind (not even an earlier run's); never throws for those.
 std::vector<std::string> write_reports(const std::string& out_dir, const Model& model);
 
 // Only `out_dir`/filters.png, as write_reports draws it.

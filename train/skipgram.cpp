@@ -1,6 +1,5 @@
 #include "train/skipgram.h"
 
-#include <Eigen/Core>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -8,6 +7,7 @@
 #include "models/dataset.h"
 #include "models/skipgram.h"
 #include "ops/ir/error.h"
+#include "ops/parallel.h"
 #include "train/config_reader.h"
 #include "train/optimizer.h"
 #include "train/run_folder.h"
@@ -40,7 +40,7 @@ SkipgramConfig parse_skipgram_config(const json& j, const std::string& source) {
   top.number("epochs", c.epochs, 1, 1e6);
   top.number("word_std", c.word_std, 1e-6, 1e3);
   top.number("seed", c.seed, 0, kConfigHuge);
-  top.number("threads", c.threads, 1, 1024);
+  top.number("threads", c.threads, 0, 1024);
   return c;
 }
 
@@ -55,7 +55,7 @@ json to_json(const SkipgramConfig& c) {
 TrainSummary pretrain_word_vectors(const SkipgramConfig& config, const TreeData& data, const std::string& out_dir,
                                    TrainObserver& observer) {
   const auto start = std::chrono::steady_clock::now();
-  Eigen::setNbThreads(config.threads);
+  set_threads(config.threads);
   // The text: every sentence of train and dev, as vocabulary ids in reading order.
   std::vector<std::vector<int32_t>> sentences;
   std::vector<double> counts(static_cast<size_t>(data.vocabulary.size()), 0.0);

@@ -50,7 +50,7 @@ struct TrainConfig {
   double budget_minutes = 0;
   uint64_t seed = 1;       // noise keys and batch order
   uint64_t init_seed = 1;  // parameter initialization, when the model file holds no values
-  int threads = 2;
+  int threads = 0;  // 0: every CPU this process may use (ops/parallel.h)
   double eval_every_epochs = 1;
   int64_t eval_batch = 1000;
   int64_t train_error_examples = 10000;  // labeled examples the train error is measured on

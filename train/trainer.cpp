@@ -1,6 +1,5 @@
 #include "train/trainer.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,6 +11,7 @@
 #include "autodiff/tape.h"
 #include "graph/pseudo_ensemble.h"
 #include "ops/ir/error.h"
+#include "ops/parallel.h"
 #include "serialization/model_file.h"
 #include "train/evaluation.h"
 #include "train/report.h"
@@ -50,7 +50,7 @@ class ClassifierRun {
  public:
   ClassifierRun(const TrainConfig& config, const TrainData& data, const std::string& out_dir, TrainObserver& observer)
       : config_(config), data_(data), folder_(out_dir), observer_(observer) {
-    Eigen::setNbThreads(config.threads);
+    set_threads(config.threads);
     load_model_and_graphs();
     make_optimizer_and_step();
     split_data();

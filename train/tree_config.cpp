@@ -57,7 +57,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
     s.number("budget_minutes", c.budget_minutes, 0, 1e9);
     s.number("seed", c.seed, 0, kConfigHuge);
     s.number("init_seed", c.init_seed, 0, kConfigHuge);
-    s.number("threads", c.threads, 1, 1024);
+    s.number("threads", c.threads, 0, 1024);
   }
   if (const json* e = top.child("eval")) {
     ConfigSection s(*e, "eval", source);

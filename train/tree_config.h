@@ -30,7 +30,7 @@ struct TreeConfig {
   double budget_minutes = 0;
   uint64_t seed = 1;
   uint64_t init_seed = 1;
-  int threads = 1;
+  int threads = 1;  // 0: every CPU this process may use; one tree's products are small
   int64_t eval_samples = 50;      // subspace models: class probabilities averaged over this many draws
   int64_t train_eval_trees = 1000;  // training trees whose root accuracy is reported
   double checkpoint_every_epochs = 1;

@@ -1,6 +1,5 @@
 #include "train/tree_trainer.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,6 +8,7 @@
 
 #include "models/dataset.h"
 #include "ops/ir/error.h"
+#include "ops/parallel.h"
 #include "serialization/model_file.h"
 #include "train/report.h"
 #include "train/run_folder.h"
@@ -73,7 +73,7 @@ class TreeRun {
 
 TreeRun::TreeRun(const TreeConfig& config, const TreeData& data, const std::string& out_dir, TrainObserver& observer)
     : config_(config), data_(data), task_(parse_sentiment_task(config.task)), folder_(out_dir), observer_(observer) {
-  Eigen::setNbThreads(config.threads);
+  set_threads(config.threads);
   model_ = load_model(config.model);
   trees_ = std::make_unique<TreeModel>(model_, task_, 1.0 / static_cast<double>(config.batch_trees));
   if (!model_.values) {

@@ -18,18 +18,28 @@ std::vector<PenaltyHandle> add_penalties(Perturbed& perturbed, const PseudoEnsem
   // and keep their shapes while penalties are added.
   const std::vector<ValueInfo> values = infer_values(g, std::max(kVerifyBatch, options.labeled_rows + 1));
   std::vector<PenaltyHandle> handles;
-  for (const PenaltyTerm& term : spec.penalties) {
+  for (size_t index = 0; index < spec.penalties.size(); ++index) {
+    const PenaltyTerm& term = spec.penalties[index];
     const std::string where = cat("penalty ", term.kind, " on '", term.node, "'");
+    // Errors about the term point at its entry in the spec: its node, or its rows.
+    const auto fail_term = [&](const char* field, const auto&... args) {
+      throw Error(cat(where, args...), "", cat("penalties/", index, "/", field));
+    };
     const PenaltyKind& kind = PenaltyRegistry::global().at(term.kind);
     const auto parent = g.find(term.node);
-    if (!parent) fail(where, ": the model has no node named '", term.node, "'");
+    if (!parent) fail_term("node", ": the model has no node named '", term.node, "'");
     PenaltyHandle h;
     h.term = term;
     h.layer = g[*parent].layer;
     std::vector<NodeId> taps;
     for (const auto& child : perturbed.taps) {
       auto tap = child.find(term.node);
-      if (tap == child.end()) fail(where, ": '", term.node, "' is not part of the network the children compute");
+      if (tap == child.end()) {
+        fail_term("node", ": '", term.node, "' is not part of the network the children compute (",
+                  is_param(g[*parent]) || is_input(g[*parent]) ? "it is a leaf: penalize a node computed from it"
+                                                               : "it is not an ancestor of an output",
+                  ")");
+      }
       h.children.push_back(tap->second);
       taps.push_back(g.at(tap->second));
     }
@@ -41,7 +51,7 @@ std::vector<PenaltyHandle> add_penalties(Perturbed& perturbed, const PseudoEnsem
     auto rows = [&](NodeId v) {
       if (term.rows == "all" || (term.rows == "labeled" && options.labeled_rows < 0)) return v;
       if (options.labeled_rows < 0) {
-        fail(where, ": rows 'unlabeled' need a batch with unlabeled rows (labeled_rows is not set)");
+        fail_term("rows", ": rows 'unlabeled' need a batch with unlabeled rows (labeled_rows is not set)");
       }
       Attributes a{{"axis", int64_t{0}}, {"begin", int64_t{0}}, {"end", options.labeled_rows}};
       if (term.rows == "unlabeled") a = {{"axis", int64_t{0}}, {"begin", options.labeled_rows}};

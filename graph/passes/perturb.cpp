@@ -87,7 +87,13 @@ Children make_children(const Graph& parent, int64_t children) {
       }
       for (size_t i = 0; i < n.noise.size(); ++i) {
         NoiseSite site(c.graph, n, value, k, i, &subspace_draws);
-        value = NoiseRegistry::global().at(n.noise[i].kind).apply(site, n.noise[i].params);
+        try {
+          value = NoiseRegistry::global().at(n.noise[i].kind).apply(site, n.noise[i].params);
+        } catch (const Error& e) {
+          // Named as the model file has it: the annotated node and the annotation.
+          throw Error(cat("node '", n.name, "', noise ", i, " (", n.noise[i].kind, "): ", e.what()), n.name,
+                      cat("noise/", i));
+        }
       }
       reads[v] = value;
     }

@@ -58,10 +58,10 @@ struct Parameter {
             {"init", AttrType::String, false, AttrValue(std::string("zeros")),
              "zeros | constant | normal | uniform"},
             {"value", AttrType::Float, false, {}, "init=constant: the value"},
-            {"std", AttrType::Float, false, {}, "init=normal: standard deviation"},
-            {"limit", AttrType::Float, false, {}, "init=uniform: values in [-limit, limit]"},
+            {"std", AttrType::Float, false, {}, "init=normal: standard deviation", AttrRange::at_least(0)},
+            {"limit", AttrType::Float, false, {}, "init=uniform: values in [-limit, limit]", AttrRange::at_least(0)},
             {"max_norm", AttrType::Float, false, {},
-             "optimizer constraint: L2 norm of each column (a unit's incoming weights)"}};
+             "optimizer constraint: L2 norm of each column (a unit's incoming weights)", AttrRange::above(0)}};
   }
   static ValueInfo infer(const InferCtx& ctx) {
     const std::string& init = ctx.attrs().get_string("init");

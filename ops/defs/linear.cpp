@@ -1,6 +1,7 @@
-// Matrix products. Eigen's GEMM does the work; noalias() keeps it from allocating a
-// temporary for the result.
+// Matrix products, by ops/gemm.h: Eigen's GEMM on panels of the result, spread over the
+// thread pool.
 #include "ops/check_case.h"
+#include "ops/gemm.h"
 #include "ops/registry.h"
 
 namespace pens {
@@ -37,10 +38,10 @@ struct Matmul {
     auto c = args.out.mat();
     const bool ta = args.attr().get_int("transpose_a") != 0;
     const bool tb = args.attr().get_int("transpose_b") != 0;
-    if (!ta && !tb) c.noalias() = a * b;
-    if (ta && !tb) c.noalias() = a.transpose() * b;
-    if (!ta && tb) c.noalias() = a * b.transpose();
-    if (ta && tb) c.noalias() = a.transpose() * b.transpose();
+    if (!ta && !tb) gemm(c, a, b, false);
+    if (ta && !tb) gemm(c, a.transpose(), b, false);
+    if (!ta && tb) gemm(c, a, b.transpose(), false);
+    if (ta && tb) gemm(c, a.transpose(), b.transpose(), false);
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
@@ -51,17 +52,17 @@ struct Matmul {
     const bool tb = args.attr().get_int("transpose_b") != 0;
     if (args.gin[0]) {
       auto ga = args.gin[0].mat();
-      if (!ta && !tb) ga.noalias() += gc * b.transpose();
-      if (!ta && tb) ga.noalias() += gc * b;
-      if (ta && !tb) ga.noalias() += b * gc.transpose();
-      if (ta && tb) ga.noalias() += b.transpose() * gc.transpose();
+      if (!ta && !tb) gemm(ga, gc, b.transpose(), true);
+      if (!ta && tb) gemm(ga, gc, b, true);
+      if (ta && !tb) gemm(ga, b, gc.transpose(), true);
+      if (ta && tb) gemm(ga, b.transpose(), gc.transpose(), true);
     }
     if (args.gin[1]) {
       auto gb = args.gin[1].mat();
-      if (!ta && !tb) gb.noalias() += a.transpose() * gc;
-      if (ta && !tb) gb.noalias() += a * gc;
-      if (!ta && tb) gb.noalias() += gc.transpose() * a;
-      if (ta && tb) gb.noalias() += gc.transpose() * a.transpose();
+      if (!ta && !tb) gemm(gb, a.transpose(), gc, true);
+      if (ta && !tb) gemm(gb, a, gc, true);
+      if (!ta && tb) gemm(gb, gc.transpose(), a, true);
+      if (ta && tb) gemm(gb, gc.transpose(), a.transpose(), true);
     }
   }
   static void check(CheckBuilder& b) {
@@ -96,14 +97,14 @@ struct Affine {
   template <class T>
   static void forward(const KernelArgs<T>& args) {
     auto y = args.out.mat();
-    y.noalias() = args.in[0].mat() * args.in[1].mat();
+    gemm(y, args.in[0].mat(), args.in[1].mat(), false);
     y.rowwise() += args.in[2].mat(1, args.in[2].size()).row(0);
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
     auto gy = args.gout.mat();
-    if (args.gin[0]) args.gin[0].mat().noalias() += gy * args.in[1].mat().transpose();
-    if (args.gin[1]) args.gin[1].mat().noalias() += args.in[0].mat().transpose() * gy;
+    if (args.gin[0]) gemm(args.gin[0].mat(), gy, args.in[1].mat().transpose(), true);
+    if (args.gin[1]) gemm(args.gin[1].mat(), args.in[0].mat().transpose(), gy, true);
     if (args.gin[2]) args.gin[2].mat(1, args.gin[2].size()).row(0) += gy.colwise().sum();
   }
   static void check(CheckBuilder& b) {

@@ -25,15 +25,13 @@ struct Dropout {
   static constexpr bool kStochastic = true;
   static std::vector<InputSlot> inputs() { return {{"x"}}; }
   static std::vector<AttrSpec> attrs() {
-    return {{"p", AttrType::Float, false, AttrValue(0.5), "drop probability, in [0, 1)"},
-            {"rescale", AttrType::Int, false, AttrValue(int64_t{1}),
-             "1: scale kept values by 1/(1-p); 0: leave them"},
+    return {{"p", AttrType::Float, false, AttrValue(0.5), "drop probability", AttrRange::from_below(0, 1)},
+            {"rescale", AttrType::Int, false, AttrValue(int64_t{1}), "1: scale kept values by 1/(1-p); 0: leave them",
+             AttrRange::from_to(0, 1)},
             stream_attr()};
   }
   static ValueInfo infer(const InferCtx& ctx) {
-    infer::expect(ctx, 0, -1);
-    const double p = ctx.attrs().get_float("p");
-    if (!(p >= 0.0 && p < 1.0)) ctx.fail(cat("p must be in [0, 1), got ", p));
+    infer::expect(ctx, 0, -1);  // p's range is checked with the attributes
     return ctx.in[0];
   }
   static int64_t scratch(const InferCtx& ctx, const ValueInfo&) { return ctx.in[0].shape.numel(); }
@@ -62,13 +60,11 @@ struct GaussianNoise {
   static constexpr bool kStochastic = true;
   static std::vector<InputSlot> inputs() { return {{"x"}}; }
   static std::vector<AttrSpec> attrs() {
-    return {{"sigma", AttrType::Float, false, AttrValue(0.1), "standard deviation, >= 0"},
+    return {{"sigma", AttrType::Float, false, AttrValue(0.1), "standard deviation", AttrRange::at_least(0)},
             stream_attr()};
   }
   static ValueInfo infer(const InferCtx& ctx) {
-    infer::expect(ctx, 0, -1);
-    const double sigma = ctx.attrs().get_float("sigma");
-    if (!(sigma >= 0.0)) ctx.fail(cat("sigma must be >= 0, got ", sigma));
+    infer::expect(ctx, 0, -1);  // sigma's range is checked with the attributes
     return ctx.in[0];
   }
   template <class T>
@@ -93,7 +89,7 @@ struct LookupNoise {
   static constexpr bool kStochastic = true;
   static std::vector<InputSlot> inputs() { return {{"x"}, {"ids", DType::Index, false}}; }
   static std::vector<AttrSpec> attrs() {
-    return {{"sigma", AttrType::Float, false, AttrValue(0.1), "standard deviation, >= 0"},
+    return {{"sigma", AttrType::Float, false, AttrValue(0.1), "standard deviation", AttrRange::at_least(0)},
             stream_attr()};
   }
   static ValueInfo infer(const InferCtx& ctx) {
@@ -102,8 +98,6 @@ struct LookupNoise {
     if (ctx.in[1].shape[0] != ctx.in[0].shape[0]) {
       ctx.fail(cat("ids are ", ctx.in[1].shape.str(), " but x is ", ctx.in[0].shape.str(), ": one id per row"));
     }
-    const double sigma = ctx.attrs().get_float("sigma");
-    if (!(sigma >= 0.0)) ctx.fail(cat("sigma must be >= 0, got ", sigma));
     return ctx.in[0];
   }
   template <class T>

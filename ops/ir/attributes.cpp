@@ -109,6 +109,20 @@ std::string Attributes::str() const {
   return out;
 }
 
+bool AttrRange::contains(double v) const {
+  if (std::isnan(v)) return false;
+  return (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max);
+}
+
+std::string AttrRange::str() const {
+  const bool bounded_below = min > -std::numeric_limits<double>::infinity();
+  const bool bounded_above = max < std::numeric_limits<double>::infinity();
+  if (bounded_below && bounded_above) return cat("in ", min_open ? "(" : "[", min, ", ", max, max_open ? ")" : "]");
+  if (bounded_below) return cat(min_open ? "> " : ">= ", min);
+  if (bounded_above) return cat(max_open ? "< " : "<= ", max);
+  return "a number";
+}
+
 void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs, const std::string& owner) {
   for (const auto& item : attrs.items()) {
     const std::string& key = item.first;
@@ -127,6 +141,15 @@ void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs, con
     if (!ok) {
       fail(owner, ": attribute '", key, "' should be ", attr_type_name(spec->type), ", got ",
            attr_type_name(got));
+    }
+    const auto check = [&](double v) {
+      if (!spec->range.contains(v)) fail(owner, ": attribute '", key, "' must be ", spec->range.str(), ", got ", v);
+    };
+    if (const auto* x = std::get_if<double>(&value)) check(*x);
+    if (const auto* x = std::get_if<int64_t>(&value)) check(static_cast<double>(*x));
+    if (const auto* x = std::get_if<std::vector<double>>(&value)) std::for_each(x->begin(), x->end(), check);
+    if (const auto* x = std::get_if<std::vector<int64_t>>(&value)) {
+      for (int64_t e : *x) check(static_cast<double>(e));
     }
   }
   for (const AttrSpec& spec : schema) {

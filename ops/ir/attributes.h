@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
@@ -57,17 +58,34 @@ class Attributes {
 
 // One entry of an op's attribute schema. An attribute without a default and not
 // required is optional: kernels test for it with has().
+// The values a numeric attribute (or each element of a numeric list) may take:
+// from `min` to `max`, either end open; NaN never.
+struct AttrRange {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool min_open = false, max_open = false;
+
+  static AttrRange at_least(double v) { return {v}; }
+  static AttrRange above(double v) { return {v, std::numeric_limits<double>::infinity(), true}; }
+  static AttrRange from_to(double lo, double hi) { return {lo, hi}; }
+  static AttrRange from_below(double lo, double hi) { return {lo, hi, false, true}; }  // [lo, hi)
+  bool contains(double v) const;
+  std::string str() const;  // ">= 0", "> 0", "in [0, 1)"
+};
+
 struct AttrSpec {
   std::string name;
   AttrType type;
   bool required = false;
   std::variant<std::monostate, AttrValue> default_value{};
   std::string doc;
+  AttrRange range{};
 };
 
 // Checks `attrs` against `schema`: no unknown names, the declared types (an int is
-// accepted, and stored, as a float where a float is declared), required ones present;
-// fills in defaults. Errors start with `owner` ("node 'h1' (dropout)").
+// accepted, and stored, as a float where a float is declared), numbers in their ranges,
+// required ones present; fills in defaults. Errors start with `owner` ("node 'h1'
+// (dropout)").
 void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs,
                      const std::string& owner);
 

@@ -10,14 +10,19 @@ namespace pens {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message, std::string node = {})
-      : std::runtime_error(message), node_(std::move(node)) {}
-  // The graph node the error is about, when there is one: readers of model files turn
-  // it into the JSON path of that node.
+  explicit Error(const std::string& message, std::string node = {}, std::string field = {})
+      : std::runtime_error(message), node_(std::move(node)), field_(std::move(field)) {}
+  // The graph node the error is about, as the model file names it, when there is one:
+  // readers of model files turn it into the JSON path of that node.
   const std::string& node() const { return node_; }
+  // The field the error is about, when the code that found it knows: a JSON pointer
+  // relative to the entry of node() ("noise/0"), or, when node() is empty, relative to
+  // the pseudo-ensemble spec ("penalties/0/kind").
+  const std::string& field() const { return field_; }
 
  private:
   std::string node_;
+  std::string field_;
 };
 
 // Concatenates its arguments with operator<< into one string.

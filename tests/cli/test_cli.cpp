@@ -163,6 +163,30 @@ TEST_CASE("pens gradcheck MODEL: every penalty kind, both pairings; a failing ch
   CHECK(strict.out.find("worst entry: d target[0] / d ") != std::string::npos);
 }
 
+TEST_CASE("pens gradcheck samples large models by default, says so, and refuses bad numbers") {
+  const Run big = pens_cli("gradcheck " + example("mlp-pea.json") + " --threads 1");
+  INFO(big.out);
+  CHECK(big.status == 0);
+  CHECK(big.out.find("checked: 64 per tensor; --sample all checks every one)") != std::string::npos);
+  CHECK(big.out.find(": ok") != std::string::npos);
+  const Run sampled = pens_cli("gradcheck " + example("mlp-pea-small.json") + " --sample 3");
+  CHECK(sampled.status == 0);
+  CHECK(sampled.out.find("checked: 3 per tensor") != std::string::npos);
+  const Run whole = pens_cli("gradcheck " + example("mlp-pea-small.json"));
+  CHECK(whole.out.find("checked") == std::string::npos);  // small models are checked whole
+  // The narrow V^c model whose plain differences miss by truncation passes, and says why.
+  const Run narrow = pens_cli("gradcheck " + std::string(PENS_SOURCE_DIR) + "/tests/data/models/tanh-vc-narrow.json");
+  CHECK(narrow.status == 0);
+  CHECK(narrow.out.find("only after extrapolation to smaller steps") != std::string::npos);
+  for (const char* bad : {"--tolerance nan", "--tolerance -1", "--step 0", "--step inf", "--sample -2", "--threads -1"}) {
+    const Run r = pens_cli("gradcheck " + example("mlp-pea-small.json") + " " + bad);
+    INFO(bad << ": " << r.out);
+    CHECK(r.status == 1);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+    CHECK(r.out.find(std::string(bad).substr(0, std::string(bad).find(' '))) != std::string::npos);
+  }
+}
+
 TEST_CASE("pens fmt prints example models unchanged and rejects garbage with one line") {
   for (const char* name : {"mlp-pea.json", "mlp-pea-small.json"}) {
     const Run r = pens_cli("fmt " + example(name));
@@ -256,10 +280,24 @@ TEST_CASE("tree models from the command line: new, inspect one tree, train on a 
         std::string::npos);
   std::ofstream(dir / "config.json") << R"({"model": "ctn.json", "task": "binary", "data": {"dir": ")" << dir.path()
                                      << R"("}, "batch": {"trees": 2}, "run": {"epochs": 2}, "eval": {"samples": 3}})";
+  // Without gnuplot on the PATH the curve is not drawn, and the run does not claim it.
+  std::filesystem::create_directories(dir / "bare");
+  std::ofstream(dir / "bare/learning-curve.png") << "an earlier run's picture";  // must not survive
+  const Run bare = pens::testing::run_command("PATH=/nonexistent " + std::string(PENS_CLI) + " train " +
+                                              (dir / "config.json") + " --out " + (dir / "bare"));
+  INFO(bare.out);
+  REQUIRE(bare.status == 0);
+  CHECK(bare.out.find("gnuplot is not installed") != std::string::npos);
+  CHECK(bare.out.find("outputs in " + (dir / "bare") + ": summary.json, metrics.jsonl, model.json, best.model.json, "
+                      "checkpoint.pens\n") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "bare/learning-curve.png"));
   const Run trained = pens_cli("train " + (dir / "config.json") + " --out " + (dir / "run"));
   INFO(trained.out);
   REQUIRE(trained.status == 0);
   CHECK(trained.out.find("test root accuracy") != std::string::npos);
+  // With it (scripts/setup.sh installs it), the picture is listed exactly when it exists.
+  CHECK((trained.out.find("learning-curve.png\n") != std::string::npos) ==
+        std::filesystem::exists(dir / "run/learning-curve.png"));
   const Run eval = pens_cli("eval " + (dir / "run/model.json") + " --data dev --samples 4 --data-dir " + dir.path());
   INFO(eval.out);
   REQUIRE(eval.status == 0);

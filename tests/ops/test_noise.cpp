@@ -2,11 +2,11 @@
 // statistics the noise processes promise.
 #include <doctest/doctest.h>
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "ops/parallel.h"
 #include "ops/random.h"
 #include "tests/support/eval.h"
 
@@ -85,14 +85,14 @@ TEST_CASE("large draws, split across threads, do not depend on the thread count"
   const NoiseStream s(NoiseKey{3, 4}, 5);
   constexpr int64_t n = 200003;
   std::vector<float> mask1(n), mask2(n), noise1(n), noise2(n);
-  const int before = Eigen::nbThreads();
-  Eigen::setNbThreads(1);
+  const int before = threads();
+  set_threads(1);
   s.bernoulli(mask1.data(), n, 0.5, 2.0f);
   s.normal(noise1.data(), n, 1.0f);
-  Eigen::setNbThreads(2);
+  set_threads(2);
   s.bernoulli(mask2.data(), n, 0.5, 2.0f);
   s.normal(noise2.data(), n, 1.0f);
-  Eigen::setNbThreads(before);
+  set_threads(before);
   CHECK(mask1 == mask2);
   CHECK(noise1 == noise2);
 }

@@ -123,6 +123,19 @@ TEST_CASE("bilinear matches the sum it stands for") {
   check_close(evaluate(g, {{"v1", v1}, {"T", t}, {"v2", v2}}, "t"), want);
 }
 
+TEST_CASE("attributes outside their range are refused when the node is added, naming node and range") {
+  Graph g;
+  const NodeId x = g.input("x", {2, 3});
+  CHECK_ERROR_MENTIONS(g.add("dropout", {x}, {{"p", 1.0}}, "bad"), "node 'bad'", "attribute 'p' must be in [0, 1), got 1");
+  CHECK_ERROR_MENTIONS(g.add("dropout", {x}, {{"p", -0.5}}, "bad"), "node 'bad'", "in [0, 1)");
+  CHECK_ERROR_MENTIONS(g.add("dropout", {x}, {{"p", std::nan("")}}, "bad"), "node 'bad'", "got nan");
+  CHECK_ERROR_MENTIONS(g.add("gaussian_noise", {x}, {{"sigma", -1.0}}, "bad"), "attribute 'sigma' must be >= 0");
+  CHECK_ERROR_MENTIONS(g.param("W", {3, 3}, {{"init", std::string("normal")}, {"std", -0.1}}), "'std' must be >= 0");
+  CHECK_ERROR_MENTIONS(g.param("V", {3, 3}, {{"max_norm", 0.0}}), "'max_norm' must be > 0");
+  CHECK(g.size() == 1);  // nothing refused was added
+  g.add("dropout", {x}, {{"p", 0.0}}, "edge");  // the closed end is in
+}
+
 TEST_CASE("bad shapes raise errors that name the node and the shapes") {
   auto fails = [](auto build, const char* what) {
     Graph g;
@@ -156,9 +169,6 @@ TEST_CASE("bad shapes raise errors that name the node and the shapes") {
   fails([](Graph& g) { g.add("squared_error", {g.input("a", {2, 3}), g.input("b", {3, 2})}, {}, "bad"); },
         "[3,2]");
   fails([](Graph& g) { g.add("softmax", {g.input("s", {})}, {}, "bad"); }, "at least one axis");
-  fails([](Graph& g) { g.add("dropout", {g.input("x", {2, 3})}, {{"p", 1.0}}, "bad"); }, "p must be in [0, 1)");
-  fails([](Graph& g) { g.add("gaussian_noise", {g.input("x", {2, 3})}, {{"sigma", -1.0}}, "bad"); },
-        "sigma must be >= 0");
   fails([](Graph& g) {
           g.add("constant", {}, {{"shape", std::vector<int64_t>{2}}, {"values", std::vector<double>{1, 2, 3}}}, "bad");
         },

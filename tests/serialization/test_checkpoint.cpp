@@ -1,12 +1,12 @@
 // Checkpoints: atomic, validated, and a resumed run equal to an uninterrupted one.
 #include <doctest/doctest.h>
 
-#include <Eigen/Core>
 #include <filesystem>
 
 #include "autodiff/tape.h"
 #include "models/mlp.h"
 #include "models/synthetic.h"
+#include "ops/parallel.h"
 #include "serialization/checkpoint.h"
 #include "serialization/files.h"
 #include "serialization/model_file.h"
@@ -44,8 +44,8 @@ struct Run {
 }  // namespace
 
 TEST_CASE("resume: N steps straight equal N/2 steps, a checkpoint, a fresh process state, N/2 steps") {
-  const int threads = Eigen::nbThreads();
-  Eigen::setNbThreads(1);
+  const int saved_threads = threads();
+  set_threads(1);
   for (const char* kind : {"sgd", "adagrad"}) {
     INFO("optimizer " << kind);
     testing::TempDir dir;
@@ -74,7 +74,7 @@ TEST_CASE("resume: N steps straight equal N/2 steps, a checkpoint, a fresh proce
     CHECK_FALSE(std::equal(untouched.params.values().begin(), untouched.params.values().end(),
                            straight.params.values().begin()));
   }
-  Eigen::setNbThreads(threads);
+  set_threads(saved_threads);
 }
 
 TEST_CASE("a writer killed between write and rename leaves the previous checkpoint loadable") {

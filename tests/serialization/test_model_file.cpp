@@ -166,6 +166,31 @@ TEST_CASE("bad model files: unknown ops and noise kinds, arity, dangling inputs,
   CHECK_ERROR_MENTIONS(parse(doc), "/inputs/0/noise/0", "'p' should be float");
 }
 
+TEST_CASE("what only the pseudo-ensemble's passes find is refused on reading, at the field that caused it") {
+  json doc = small_json();
+  doc["inputs"][0]["noise"][0]["p"] = 1.3;
+  CHECK_ERROR_MENTIONS(parse(doc), "test.json: /inputs/0/noise/0:", "node 'x' (noise mask)", "'p' must be in [0, 1), got 1.3");
+  doc = small_json();
+  doc["nodes"][1]["noise"][0]["rescale"] = 2;
+  CHECK_ERROR_MENTIONS(parse(doc), "/nodes/1/noise/0:", "'rescale' must be in [0, 1]");
+  doc = small_json();
+  doc["pseudo_ensemble"]["penalties"][0]["node"] = "W1";
+  CHECK_ERROR_MENTIONS(parse(doc), "test.json: /pseudo_ensemble/penalties/0/node:", "'W1' is not part of the network",
+                       "it is a leaf");
+  doc = small_json();
+  doc["pseudo_ensemble"]["penalties"][0]["kind"] = "klx";
+  CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/kind:", "registered penalty kind", "'klx'");
+  doc = small_json();
+  doc["pseudo_ensemble"]["penalties"][0]["lambda"] = -1;
+  CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/lambda:", ">= 0");
+  doc = small_json();
+  doc["pseudo_ensemble"]["children"] = 0;
+  CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/children:", "[1, 64]");
+  doc = small_json();
+  doc["parameters"][0]["init"] = {{"kind", "normal"}, {"std", -0.5}};
+  CHECK_ERROR_MENTIONS(parse(doc), "/parameters/0", "'std' must be >= 0");
+}
+
 TEST_CASE("bad model files: shapes, sizes and parameter values") {
   json doc = small_json();
   doc["parameters"][0]["shape"] = {4, 4};  // W1 is [5,4]: a1 = affine(x[B,5], W1) no longer fits

@@ -3,12 +3,12 @@
 // step, and a non-finite objective; and a short training run that learns.
 #include <doctest/doctest.h>
 
-#include <Eigen/Core>
 #include <cmath>
 
 #include "autodiff/tape.h"
 #include "models/mlp.h"
 #include "models/synthetic.h"
+#include "ops/parallel.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/helpers.h"
 #include "train/constraints.h"
@@ -235,14 +235,14 @@ TEST_CASE("a step of several graphs adds their gradients and keys each graph's n
 
 TEST_CASE("a training step allocates nothing: feed, noise, forward, backward, optimizer, max-norm") {
   if (!testing::CountAllocations::available()) return;  // AddressSanitizer owns malloc
-  const int threads = Eigen::nbThreads();
-  Eigen::setNbThreads(1);
+  const int saved_threads = threads();
   const Graph g = build_mlp({.layers = {64, 128, 10}, .input_dropout = 0.2, .hidden_dropout = 0.5, .max_norm = 1.0});
   ParamStore<float> params(g);
   params.initialize(g, 1);
   Tape<float> tape(g, params, {.batch = 32});
-  for (const char* kind : {"sgd", "adagrad"}) {
-    INFO(kind);
+  for (const auto& [kind, thread_count] : {std::pair{"sgd", 1}, {"adagrad", 1}, {"sgd", 2}}) {
+    INFO(kind << " on " << thread_count << " threads");
+    set_threads(thread_count);
     const auto optimizer = make_optimizer(kind, params);
     Step step(params, *optimizer, model_constraints(g, params, MaxNormRule::UnitIncoming), /*seed=*/2);
     int64_t hooked = 0;
@@ -262,7 +262,7 @@ TEST_CASE("a training step allocates nothing: feed, noise, forward, backward, op
     CHECK(allocations == 0);
     CHECK(hooked == 6);
   }
-  Eigen::setNbThreads(threads);
+  set_threads(saved_threads);
 }
 
 TEST_CASE("a non-finite objective stops the step before any update and names every loss term") {

@@ -1,0 +1,59 @@
+// Matrix products for the kernels: C = A·B or C += A·B over the thread pool
+// (ops/parallel.h), with packing buffers that are allocated once per thread and reused.
+//
+// Eigen's own product allocates its packing buffers on every call above 128 KB, and on
+// this machine that costs a page fault per page each time (a pea step took twice as
+// long once its products were cut in panels). Here C is cut into panels, each computed
+// by Eigen's single-threaded GEMM kernel (Eigen::internal::general_matrix_matrix_product,
+// Eigen 3.4) with a thread's own buffers, so a step allocates nothing after its first
+// run, on any number of threads.
+//
+// The cut depends on the shape alone, never on the thread count, so a product gives the
+// same bits on any number of threads. C is cut along its longer side (cutting columns
+// repacks A once per panel, cutting rows repacks B: the shorter side is the cheaper one
+// to repeat); panels are at least 192 wide (narrower ones cost the kernel 5-15 % on one
+// thread) and hold at least 2^18 multiply-adds, so small
+// products stay whole.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <type_traits>
+
+namespace pens {
+
+// A matrix operand as the kernel reads it: element (i, j) is
+// data[i * stride + j] when row-major, data[i + j * stride] otherwise.
+template <class T>
+struct GemmOperand {
+  T* data;
+  int64_t rows, cols, stride;
+  bool row_major;
+};
+
+// c = a·b, or c += a·b when accumulate; shapes must agree (checked by the callers' infer).
+template <class T>
+void gemm_operands(const GemmOperand<T>& c, const GemmOperand<const T>& a, const GemmOperand<const T>& b,
+                   bool accumulate);
+
+// The operand an Eigen expression with direct access is (a map, its transpose, a block).
+template <class E>
+auto gemm_operand(E&& e) {
+  using X = std::remove_cvref_t<E>;
+  using T = std::conditional_t<std::is_const_v<std::remove_pointer_t<decltype(e.data())>>, const typename X::Scalar,
+                               typename X::Scalar>;
+  eigen_assert(e.innerStride() == 1);
+  return GemmOperand<T>{e.data(), e.rows(), e.cols(), e.outerStride(), (X::Flags & Eigen::RowMajorBit) != 0};
+}
+
+// c = x·y, or c += x·y, for Eigen expressions (c writable).
+template <class C, class X, class Y>
+void gemm(C&& c, const X& x, const Y& y, bool accumulate) {
+  using T = typename std::remove_cvref_t<C>::Scalar;
+  const auto a = gemm_operand(x);
+  const auto b = gemm_operand(y);
+  gemm_operands<T>(gemm_operand(c), GemmOperand<const T>{a.data, a.rows, a.cols, a.stride, a.row_major},
+          GemmOperand<const T>{b.data, b.rows, b.cols, b.stride, b.row_major}, accumulate);
+}
+
+}  // namespace pens

@@ -1,0 +1,170 @@
+#include "ops/parallel.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace pens {
+
+namespace {
+
+// Set while a thread runs chunks: a parallel_for inside a chunk runs inline.
+thread_local bool t_in_chunk = false;
+
+// How long a thread polls before it sleeps, whether a worker waiting for the next job or
+// the caller waiting for the workers to finish. Jobs follow each other within tens of
+// microseconds in a step, and waking a sleeping thread costs about as much; beyond this a
+// waiting thread sleeps, so it never holds a core that another process needs for long.
+// Polling that yields the core at every turn (sched_yield) measured worse under
+// contention than this short spin: a yielding thread loses its place to the busy process
+// and comes back late (docs/performance.md).
+constexpr auto kPoll = std::chrono::microseconds(50);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+template <class Ready>
+bool poll(const Ready& ready) {
+  const auto until = std::chrono::steady_clock::now() + kPoll;
+  do {
+    if (ready()) return true;
+    cpu_relax();
+  } while (std::chrono::steady_clock::now() < until);
+  return ready();
+}
+
+// One job at a time: its chunks are handed out by `next_`; the caller runs chunks too
+// and then waits until the workers that joined the job have left it.
+class Pool {
+ public:
+  ~Pool() { resize(1); }
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void resize(int n) {
+    if (n == size()) return;
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+    stop_ = false;
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { work(); });
+  }
+
+  // Returns false when the pool is in use (a call from another thread): the caller then
+  // runs the chunks itself.
+  bool run(int64_t chunks, detail::ChunkFn fn, const void* body) {
+    std::unique_lock entry(entry_, std::try_to_lock);
+    if (!entry.owns_lock()) return false;
+    // Workers that woke for the previous job after its chunks were gone may still be
+    // inside it; its fields must not change under them.
+    wait_idle();
+    {
+      std::lock_guard lock(mutex_);
+      fn_ = fn;
+      body_ = body;
+      chunks_ = chunks;
+      next_.store(0, std::memory_order_relaxed);
+      generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    }
+    wake_.notify_all();
+    take_chunks(fn, body, chunks);
+    wait_idle();
+    return true;
+  }
+
+ private:
+  void take_chunks(detail::ChunkFn fn, const void* body, int64_t chunks) {
+    t_in_chunk = true;
+    for (int64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks;) fn(body, c);
+    t_in_chunk = false;
+  }
+
+  void wait_idle() {
+    if (poll([&] { return active_.load(std::memory_order_acquire) == 0; })) return;
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [&] { return active_.load(std::memory_order_acquire) == 0; });
+  }
+
+  void work() {
+    uint64_t seen = generation_.load(std::memory_order_acquire);
+    for (;;) {
+      const auto woken = [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; };
+      std::unique_lock lock(mutex_, std::defer_lock);
+      if (poll([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
+        lock.lock();
+      } else {
+        lock.lock();
+        wake_.wait(lock, woken);
+      }
+      if (stop_) return;
+      // The job's fields and its generation are read together, under the lock.
+      seen = generation_.load(std::memory_order_relaxed);
+      active_.fetch_add(1, std::memory_order_relaxed);
+      const detail::ChunkFn fn = fn_;
+      const void* body = body_;
+      const int64_t chunks = chunks_;
+      lock.unlock();
+      take_chunks(fn, body, chunks);
+      lock.lock();
+      if (active_.fetch_sub(1, std::memory_order_release) == 1) idle_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex entry_;  // held by the thread whose job runs
+  std::mutex mutex_;  // guards the job's fields, stop_, and changes of active_
+  std::condition_variable wake_, idle_;
+  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> active_{0};  // workers inside the current job
+  detail::ChunkFn fn_ = nullptr;
+  const void* body_ = nullptr;
+  int64_t chunks_ = 0;
+  std::atomic<int64_t> next_{0};
+};
+
+Pool& pool() {
+  static Pool p;
+  return p;
+}
+
+}  // namespace
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int resolve_threads(int n) { return n > 0 ? n : usable_cpus(); }
+
+void set_threads(int n) { pool().resize(resolve_threads(n)); }
+
+int threads() { return pool().size(); }
+
+namespace detail {
+
+void run_chunks(int64_t chunks, ChunkFn fn, const void* body) {
+  if (chunks <= 0) return;
+  if (chunks == 1 || t_in_chunk || pool().size() == 1 || !pool().run(chunks, fn, body)) {
+    for (int64_t c = 0; c < chunks; ++c) fn(body, c);
+  }
+}
+
+}  // namespace detail
+
+}  // namespace pens

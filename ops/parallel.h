@@ -1,0 +1,47 @@
+// The threads the kernels share: one pool per process, and parallel_for over it.
+//
+// Why not OpenMP (which pens used until issue 21): Eigen's OpenMP GEMM splits a product
+// into equal static parts and synchronises its threads with busy-wait loops, so one
+// thread that the kernel deschedules (a core taken by another process) holds up the
+// others while they spin, and two such processes on one machine slow each other down by
+// an order of magnitude. Here work is split into more chunks than threads and taken
+// from a shared counter (a thread on a busy core simply takes fewer), and a thread that
+// has nothing to do sleeps instead of spinning. docs/performance.md has the figures.
+//
+// Results never depend on the thread count: every chunk computes the same elements in
+// the same order whichever thread runs it.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+namespace pens {
+
+// The CPUs this process may run on (its affinity mask, so a `taskset` or a container's
+// CPU set is respected), at least 1.
+int usable_cpus();
+
+// Sets the threads of the kernels: n >= 1, or 0 for usable_cpus(). Starts or stops pool
+// threads as needed; call it between steps, not inside parallel_for.
+void set_threads(int n);
+// The current thread count (1 until set_threads is called).
+int threads();
+// The count set_threads(n) would give.
+int resolve_threads(int n);
+
+namespace detail {
+using ChunkFn = void (*)(const void* body, int64_t chunk);
+void run_chunks(int64_t chunks, ChunkFn fn, const void* body);
+}  // namespace detail
+
+// Runs body(chunk) for every chunk in [0, chunks), on the pool's threads and the calling
+// one; returns when all have run. Chunks must be independent. Nothing is allocated, so
+// steps that must not allocate may call it. A nested call runs on the calling thread.
+template <class Body>
+void parallel_for(int64_t chunks, const Body& body) {
+  static_assert(std::is_invocable_v<const Body&, int64_t>);
+  detail::run_chunks(
+      chunks, [](const void* b, int64_t chunk) { (*static_cast<const Body*>(b))(chunk); }, &body);
+}
+
+}  // namespace pens

@@ -1,0 +1,108 @@
+// The thread pool (ops/parallel.h) and the matrix products built on it (ops/gemm.h).
+#include <doctest/doctest.h>
+
+#include <Eigen/Core>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "ops/gemm.h"
+#include "ops/parallel.h"
+
+using namespace pens;
+
+namespace {
+
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Restores the thread count a test changed.
+struct KeepThreads {
+  int saved = threads();
+  ~KeepThreads() { set_threads(saved); }
+};
+
+// How often each chunk ran.
+std::vector<int> run_counts(int64_t chunks) {
+  std::vector<std::atomic<int>> counts(static_cast<size_t>(chunks));
+  parallel_for(chunks, [&](int64_t c) { counts[static_cast<size_t>(c)].fetch_add(1); });
+  std::vector<int> out;
+  for (const auto& c : counts) out.push_back(c.load());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("parallel_for runs every chunk exactly once, on any number of threads") {
+  KeepThreads keep;
+  for (const int n : {1, 2, 3}) {
+    set_threads(n);
+    CHECK(threads() == n);
+    for (const int64_t chunks : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{7}, int64_t{1000}}) {
+      INFO(n << " threads, " << chunks << " chunks");
+      CHECK(run_counts(chunks) == std::vector<int>(static_cast<size_t>(chunks), 1));
+    }
+  }
+  // Many small jobs back to back: a worker waking late for one job never runs the next
+  // job's chunks with the old job's body.
+  set_threads(2);
+  for (int job = 0; job < 2000; ++job) {
+    const std::vector<int> counts = run_counts(job % 5 + 1);
+    REQUIRE(counts == std::vector<int>(counts.size(), 1));
+  }
+}
+
+TEST_CASE("parallel_for inside a chunk, and from two threads at once, runs inline and completes") {
+  KeepThreads keep;
+  set_threads(2);
+  std::atomic<int> inner{0};
+  parallel_for(4, [&](int64_t) { parallel_for(5, [&](int64_t) { inner.fetch_add(1); }); });
+  CHECK(inner.load() == 20);
+
+  std::atomic<int> total{0};
+  auto caller = [&] {
+    for (int i = 0; i < 200; ++i) parallel_for(3, [&](int64_t) { total.fetch_add(1); });
+  };
+  std::thread a(caller), b(caller);
+  a.join();
+  b.join();
+  CHECK(total.load() == 2 * 200 * 3);
+}
+
+TEST_CASE("the thread count comes from the CPUs this process may use") {
+  CHECK(usable_cpus() >= 1);
+  CHECK(resolve_threads(0) == usable_cpus());
+  CHECK(resolve_threads(3) == 3);
+}
+
+TEST_CASE("gemm: Eigen's product, cut in panels, the same bits on 1 and 2 threads") {
+  KeepThreads keep;
+  struct Case {
+    int64_t m, k, n;
+    bool ta, tb, accumulate;
+  };
+  // Shapes cut by columns (n >= m) and by rows, each transpose, both kinds of write, and
+  // one small enough to stay whole.
+  const std::vector<Case> cases = {{100, 300, 800, false, false, false}, {900, 64, 200, true, false, true},
+                                   {128, 800, 784, false, true, true},   {700, 50, 600, true, true, false},
+                                   {5, 7, 3, false, false, true}};
+  for (const Case& c : cases) {
+    INFO(c.m << "x" << c.k << "x" << c.n << " ta=" << c.ta << " tb=" << c.tb << " acc=" << c.accumulate);
+    const Matrix a = c.ta ? Matrix::Random(c.k, c.m) : Matrix::Random(c.m, c.k);
+    const Matrix b = c.tb ? Matrix::Random(c.n, c.k) : Matrix::Random(c.k, c.n);
+    const Matrix start = Matrix::Random(c.m, c.n);
+    const auto run = [&](int n) {
+      set_threads(n);
+      Matrix out = start;
+      if (!c.ta && !c.tb) gemm(out.block(0, 0, c.m, c.n), a, b, c.accumulate);
+      if (c.ta && !c.tb) gemm(out.block(0, 0, c.m, c.n), a.transpose(), b, c.accumulate);
+      if (!c.ta && c.tb) gemm(out.block(0, 0, c.m, c.n), a, b.transpose(), c.accumulate);
+      if (c.ta && c.tb) gemm(out.block(0, 0, c.m, c.n), a.transpose(), b.transpose(), c.accumulate);
+      return out;
+    };
+    const Matrix one = run(1), two = run(2);
+    CHECK(one == two);
+    const Matrix product = (c.ta ? Matrix(a.transpose()) : a) * (c.tb ? Matrix(b.transpose()) : b);
+    const Matrix want = c.accumulate ? Matrix(start + product) : product;
+    CHECK((one - want).cwiseAbs().maxCoeff() <= 1e-4f * std::max(1.0f, want.cwiseAbs().maxCoeff()));
+  }
+}
