@@ -72,17 +72,19 @@ std::vector<int64_t> choose_elements(const Variable& var, int64_t first_column, 
 
   uint64_t counter = 0;
   const uint64_t stream = mix64(options.sample_seed ^ hash_name(var.name));
-  const auto random_below = [&](int64_t n) { return static_cast<int64_t>(mix64(stream + counter++) % static_cast<uint64_t>(n)); };
+  const auto random_below = [&](size_t n) { return static_cast<size_t>(mix64(stream + counter++) % n); };
   std::vector<int64_t> zeros;
   for (int64_t i = 0; i < var.size; ++i) {
     if (var.data[i] == 0.0 && !taken[static_cast<size_t>(i)]) zeros.push_back(i);
   }
   const int64_t zero_count = std::min<int64_t>(options.sample / 8, static_cast<int64_t>(zeros.size()));
-  for (int64_t k = 0; k < zero_count; ++k) {  // a partial Fisher-Yates shuffle of `zeros`
-    std::swap(zeros[static_cast<size_t>(k)], zeros[static_cast<size_t>(k + random_below(static_cast<int64_t>(zeros.size()) - k))]);
-    take(zeros[static_cast<size_t>(k)]);
+  for (size_t k = 0; k < static_cast<size_t>(zero_count); ++k) {  // a partial Fisher-Yates shuffle
+    std::swap(zeros[k], zeros[k + random_below(zeros.size() - k)]);
+    take(zeros[k]);
   }
-  while (static_cast<int64_t>(out.size()) < options.sample) take(random_below(var.size));
+  while (static_cast<int64_t>(out.size()) < options.sample) {
+    take(static_cast<int64_t>(random_below(static_cast<size_t>(var.size))));
+  }
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -1,5 +1,6 @@
 // pens' matrix-product rate (ops/gemm.h: Eigen's GEMM on panels of row-major float
-// matrices over the thread pool, as ops/defs/linear.cpp runs it) at the shapes of a training step of the 784-800-800-10 network and at 1024³.
+// matrices over the thread pool, as ops/defs/linear.cpp runs it) at the shapes of a
+// training step of the 784-800-800-10 network and at 1024³.
 // Prints one JSON object per shape: {"side": "pens", "case", "m", "k", "n", "threads",
 // "gflops"}; bench/gemm.sh sets the peer's figures beside them.
 //

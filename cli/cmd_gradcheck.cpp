@@ -52,11 +52,13 @@ std::function<void(int64_t, int64_t)> progress_printer() {
   return [start, last](int64_t done, int64_t total) {
     const Clock::time_point now = Clock::now();
     const bool printed = *last != start;
-    if (done == total ? !printed : now - start < std::chrono::seconds(2) || now - *last < std::chrono::seconds(5)) return;
+    const bool due = now - start >= std::chrono::seconds(2) && now - *last >= std::chrono::seconds(5);
+    if (done == total ? !printed : !due) return;
     *last = now;
     const double elapsed = std::chrono::duration<double>(now - start).count();
+    const double left = elapsed / static_cast<double>(done) * static_cast<double>(total - done);
     std::fprintf(stderr, "gradcheck: %lld of %lld elements, %.0f s, about %.0f s left\n", static_cast<long long>(done),
-                 static_cast<long long>(total), elapsed, elapsed / static_cast<double>(done) * static_cast<double>(total - done));
+                 static_cast<long long>(total), elapsed, left);
   };
 }
 

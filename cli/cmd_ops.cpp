@@ -30,12 +30,13 @@ nlohmann::json schema_json(const std::vector<AttrSpec>& schema) {
     if (auto* d = std::get_if<AttrValue>(&a.default_value)) {
       spec["default"] = attribute_json(*d);
     }
+    if (a.range.str() != AttrRange{}.str()) spec["range"] = a.range.str();
     attrs.push_back(spec);
   }
   return attrs;
 }
 
-// "p=0.5, rescale=1, group (required)"
+// "p=0.5 (in [0, 1)), rescale=1 (in [0, 1]), group (required)"
 std::string schema_text(const std::vector<AttrSpec>& schema) {
   std::string out;
   for (const AttrSpec& a : schema) {
@@ -45,6 +46,7 @@ std::string schema_text(const std::vector<AttrSpec>& schema) {
     } else {
       out += a.name + (a.required ? " (required)" : "");
     }
+    if (a.range.str() != AttrRange{}.str()) out += " (" + a.range.str() + ")";
   }
   return out;
 }

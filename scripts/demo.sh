@@ -7,6 +7,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/ensure-packages.sh gnuplot-nox  # draws the learning curve
 scripts/fetch-mnist.sh
 exec build/pens train examples/mnist/demo.json --out runs/demo "$@"

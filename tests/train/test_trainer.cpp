@@ -288,3 +288,22 @@ TEST_CASE("AdaGrad trains the semi-supervised run from a config, and its state r
   REQUIRE_FALSE(unbroken.diverged);
   CHECK(unbroken.json["best_validation"]["validation_error"].get<double>() < 0.5);  // chance is 0.75
 }
+
+TEST_CASE("the complete config in docs/training.md parses and is examples/mnist/pea-600.json with its defaults") {
+  const std::string page = read_file(std::string(PENS_SOURCE_DIR) + "/docs/training.md", 1 << 20);
+  const size_t intro = page.find("One complete config");
+  REQUIRE(intro != std::string::npos);
+  const size_t begin = page.find("```json\n", intro);
+  REQUIRE(begin != std::string::npos);
+  const size_t end = page.find("```", begin + 8);
+  const json shown = json::parse(page.substr(begin + 8, end - begin - 8));
+  const std::string example = std::string(PENS_SOURCE_DIR) + "/examples/mnist/pea-600.json";
+  TrainConfig documented = parse_train_config(shown, example);
+  const TrainConfig written = parse_train_config(json::parse(read_file(example, 1 << 20)), example);
+  CHECK(documented.threads == 0);  // the page shows the default
+  documented.threads = written.threads;
+  json a = to_json(documented), b = to_json(written);
+  a.erase("description");
+  b.erase("description");
+  CHECK(a == b);
+}
