@@ -69,10 +69,12 @@ class Pool {
     std::unique_lock entry(entry_, std::try_to_lock);
     if (!entry.owns_lock()) return false;
     // Workers that woke for the previous job after its chunks were gone may still be
-    // inside it; its fields must not change under them.
+    // inside it; its fields must not change under them. Workers enter a job under the
+    // mutex, so once it is held with none inside, none can enter the old job any more.
     wait_idle();
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
+      idle_.wait(lock, [&] { return active_.load(std::memory_order_acquire) == 0; });
       fn_ = fn;
       body_ = body;
       chunks_ = chunks;
@@ -88,7 +90,10 @@ class Pool {
  private:
   void take_chunks(detail::ChunkFn fn, const void* body, int64_t chunks) {
     t_in_chunk = true;
-    for (int64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks;) fn(body, c);
+    // acq_rel: a worker's entry into the job (active_) happens before its chunk is taken,
+    // so the caller, once it has seen every chunk taken, also sees that worker active
+    // and waits for it.
+    for (int64_t c; (c = next_.fetch_add(1, std::memory_order_acq_rel)) < chunks;) fn(body, c);
     t_in_chunk = false;
   }
 

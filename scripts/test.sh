@@ -28,6 +28,12 @@ fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
+# The thread pool under ThreadSanitizer (tests/ops/stress_parallel.cpp), in the plain
+# build only; a race or a wrong result fails the run.
+stress_failed=0
+if [ "$dir" = build ] && [ -x build/tests/stress_parallel ]; then
+  build/tests/stress_parallel || stress_failed=1
+fi
 "$dir/tests/pens_tests" "$@" 2>&1 | tee "$log" || status=$?
 
 summary=$(grep -E '^\[doctest\] test cases:' "$log" | tail -n 1 || true)
@@ -37,5 +43,6 @@ if [ -z "$summary" ]; then
 fi
 passed=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$summary")
 failed=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$summary")
+failed=$((failed + stress_failed))
 echo "tests: $passed passed, $failed failed"
 [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]
