@@ -41,7 +41,7 @@ const std::vector<Command>& commands() {
        "error where the objective curves strongly is not reported as a wrong gradient.\n"
        "Models above 10,000 parameter elements are sampled: 64 elements per tensor (the\n"
        "largest gradients, some zero values, the rest at random); a progress line with\n"
-       "an estimate appears on stderr when a check runs for more than a few seconds.\n\n"
+       "an estimate appears on stderr every 5 s while a check runs.\n\n"
        "  --all-ops       check every registered op\n"
        "  --op NAME       check one op\n"
        "  --tolerance T   largest error accepted (default 1e-6)\n"
