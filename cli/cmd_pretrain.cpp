@@ -11,6 +11,7 @@
 #include "ops/ir/error.h"
 #include "ops/parallel.h"
 #include "serialization/files.h"
+#include "serialization/json_text.h"
 #include "train/pretrain.h"
 #include "train/run_folder.h"
 #include "train/skipgram.h"
@@ -87,8 +88,7 @@ int pretrain_skipgram(const Args& args, const std::string& config_path, const js
 int run_pretrain(const std::vector<std::string>& argv) {
   const Args args(argv, {}, {"out", "epochs", "data-dir", "threads", "seed"});
   const std::string& config_path = args.one_positional("a pre-training config");
-  const json j = json::parse(read_file(config_path, 1 << 20), nullptr, false);
-  if (j.is_discarded()) fail(config_path, ": not valid JSON");
+  const json j = parse_json_text(read_file(config_path, 1 << 20), config_path);
   if (is_skipgram_config(j)) return pretrain_skipgram(args, config_path, j);
   PretrainConfig config = parse_pretrain_config(j, config_path);
   config.model = relative_to_config(config_path, config.model);

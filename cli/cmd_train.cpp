@@ -16,6 +16,7 @@
 #include "ops/ir/error.h"
 #include "ops/parallel.h"
 #include "serialization/files.h"
+#include "serialization/json_text.h"
 #include "serialization/model_file.h"
 #include "train/evaluation.h"
 #include "train/run_folder.h"
@@ -206,8 +207,7 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
 int run_train(const std::vector<std::string>& argv) {
   const Args args(argv, {"resume"}, {"out", "labels", "split-seed", "seed", "epochs", "budget-minutes", "data-dir", "threads", "init"});
   const std::string& config_path = args.one_positional("a training config");
-  const json j = json::parse(read_file(config_path, 1 << 20), nullptr, false);
-  if (j.is_discarded()) fail(config_path, ": not valid JSON");
+  const json j = parse_json_text(read_file(config_path, 1 << 20), config_path);
   if (is_tree_config(j)) return train_tree_config(args, config_path, j);
   TrainConfig config = parse_train_config(j, config_path);
   const std::string out_dir = apply_run_options(args, config_path, config);

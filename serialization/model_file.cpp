@@ -12,6 +12,7 @@
 #include "ops/ir/error.h"
 #include "ops/op.h"
 #include "serialization/files.h"
+#include "serialization/json_text.h"
 #include "serialization/sha256.h"
 
 namespace pens {
@@ -19,10 +20,6 @@ namespace pens {
 namespace {
 
 using json = nlohmann::json;
-
-// Nesting deeper than this is refused before parsing: no model needs it, and it keeps a
-// hostile file from exhausting the stack.
-constexpr int kMaxDepth = 64;
 
 // Reads JSON values with their paths, so that every error names the file and the field.
 class Reader {
@@ -147,28 +144,6 @@ class Reader {
  private:
   std::string source_;
 };
-
-void check_depth(const std::string& text, const Reader& r) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') in_string = true;
-    if (c == '[' || c == '{') {
-      if (++depth > kMaxDepth) r.fail("", "nested deeper than ", kMaxDepth, " levels");
-    }
-    if (c == ']' || c == '}') --depth;
-  }
-}
 
 uint32_t flag_of(const std::string& name) {
   if (name == "loss") return kLoss;
@@ -311,13 +286,7 @@ float checked_value(const Reader& r, double x, const std::string& path) {
 
 Model parse_model(const std::string& text, const std::string& source, const std::string& dir) {
   const Reader r(source);
-  check_depth(text, r);
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {  // syntax errors, and numbers out of range
-    pens::fail(source, ": not valid JSON: ", e.what());
-  }
+  const json doc = parse_json_text(text, source);
   r.object(doc, "");
   r.only(doc, "", {"format_version", "opset_version", "metadata", "inputs", "parameters", "nodes", "outputs",
                    "pseudo_ensemble", "tree", "weights"});

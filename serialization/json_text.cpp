@@ -1,0 +1,157 @@
+#include "serialization/json_text.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <string_view>
+
+#include "ops/ir/error.h"
+
+namespace pens {
+
+namespace {
+
+// "source:line:column" of byte `offset` (lines and columns from 1, columns in bytes).
+std::string place(const std::string& text, const std::string& source, size_t offset) {
+  offset = std::min(offset, text.size());
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return cat(source, ":", line, ":", column);
+}
+
+[[noreturn]] void fail_at_byte(const std::string& text, const std::string& source, size_t offset,
+                               const std::string& what) {
+  fail(place(text, source, offset), ": not valid JSON: ", what);
+}
+
+// The length of the UTF-8 sequence starting at text[i], or 0 when it is not a valid one
+// (overlong forms, surrogates and code points above U+10FFFF included).
+size_t utf8_length(const std::string& text, size_t i) {
+  const auto byte = [&](size_t k) { return k < text.size() ? static_cast<unsigned char>(text[k]) : 0u; };
+  const unsigned c = byte(i);
+  if (c < 0x80) return 1;
+  const auto continuation = [&](size_t k) { return (byte(k) & 0xC0) == 0x80; };
+  if (c >= 0xC2 && c <= 0xDF) return continuation(i + 1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned c1 = byte(i + 1);
+    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F)) return 0;
+    return continuation(i + 1) && continuation(i + 2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned c1 = byte(i + 1);
+    if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) return 0;
+    return continuation(i + 1) && continuation(i + 2) && continuation(i + 3) ? 4 : 0;
+  }
+  return 0;
+}
+
+// What the parser cannot say well, checked on the raw text first: NUL bytes, UTF-8,
+// nesting depth, numbers beyond double range. Strings are skipped for all but UTF-8.
+void check_text(const std::string& text, const std::string& source) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (c == '\0') fail_at_byte(text, source, i, "a NUL byte");
+    const size_t length = utf8_length(text, i);
+    if (length == 0) fail_at_byte(text, source, i, "invalid UTF-8");
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) fail_at_byte(text, source, i, cat("nested deeper than ", kMaxJsonDepth, " levels"));
+    } else if (c == ']' || c == '}') {
+      --depth;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      size_t end = i;
+      while (end < text.size() && std::string_view("+-.eE0123456789").find(text[end]) != std::string_view::npos) ++end;
+      const std::string number = text.substr(i, end - i);
+      if (std::isinf(std::strtod(number.c_str(), nullptr))) {
+        fail_at_byte(text, source, i, cat("the number ", number, " is out of range (beyond 1.8e308)"));
+      }
+      i = end;
+      continue;
+    }
+    i += length;
+  }
+}
+
+// Where the text after a complete object or array document starts: the first byte that
+// is not whitespace after the bracket that closes the first one opened.
+size_t trailing_text(const std::string& text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if ((c == ']' || c == '}') && --depth == 0) {
+      return text.find_first_not_of(" \t\r\n", i + 1);
+    }
+  }
+  return std::string::npos;
+}
+
+// The parser's complaint at byte `offset` (0-based), in pens' words.
+std::string syntax_problem(const std::string& text, size_t offset, const std::string& library_message) {
+  const auto says = [&](const char* s) { return library_message.find(s) != std::string::npos; };
+  // "unexpected end of input" contains "expected end of input": test it first.
+  if (says("unexpected end of input")) return "the text ends inside the document (an object, array or string is not closed)";
+  if (says("expected end of input")) return "text after the JSON document";
+  if (says("invalid literal")) return "a word that is not true, false or null (strings need quotes)";
+  if (says("invalid string")) return "a string with a control character or a bad escape (write \\n, \\t, \\u0001)";
+  if (says("invalid number")) return "a malformed number";
+  if (offset < text.size()) {
+    const auto c = static_cast<unsigned char>(text[offset]);
+    if (c >= 0x20 && c < 0x7F) return cat("unexpected character '", text[offset], "'");
+  }
+  return "unexpected text";
+}
+
+}  // namespace
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail(source, ": empty, expected a JSON document");
+  check_text(text, source);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte counts from 1 and points at the byte that could not be read.
+    size_t offset = e.byte > 0 ? e.byte - 1 : 0;
+    const std::string problem = syntax_problem(text, offset, e.what());
+    if (problem == "text after the JSON document") offset = std::min(offset, trailing_text(text));
+    if (problem.starts_with("a word")) {  // point at the word, not at where reading it failed
+      while (offset > 0 && std::isalpha(static_cast<unsigned char>(text[offset - 1]))) --offset;
+    }
+    fail_at_byte(text, source, offset, problem);
+  } catch (const nlohmann::json::exception&) {
+    fail(source, ": not valid JSON");
+  }
+}
+
+}  // namespace pens
