@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/ir/attributes.h"
+
 namespace pens::cli {
 
 class Args {
@@ -25,6 +27,8 @@ class Args {
   int64_t option_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
   // A finite number above 0.
   double option_positive(const std::string& name, double fallback) const;
+  // A finite number in `range` (NaN and infinities refused), the message naming both.
+  double option_double(const std::string& name, double fallback, const AttrRange& range) const;
   const std::vector<std::string>& positional() const { return positional_; }
   // The single positional argument a command takes (a model file).
   const std::string& one_positional(const char* what) const;

@@ -126,13 +126,13 @@ int new_ctn(const Args& args) {
   }
   spec.vocabulary = args.option_int("vocabulary", spec.vocabulary);
   if (spec.vocabulary < 1) fail("pens new ctn: give --vocabulary N or --sst DIR (its training words size E)");
-  spec.dim = args.option_int("dim", spec.dim);
+  spec.dim = args.option_int("dim", spec.dim, 1, int64_t{1} << 16);
   spec.classes = args.option_int("classes", spec.classes);
   spec.tensor = args.option("tensor").value_or(spec.tensor);
-  spec.fuzz = args.option_double("fuzz", 0);
-  spec.subspace = args.option_int("subspace", 0);
-  spec.activation_noise = args.option_double("activation-noise", 0);
-  spec.word_std = args.option_double("word-std", spec.word_std);
+  spec.fuzz = args.option_double("fuzz", 0, AttrRange::at_least(0));
+  spec.subspace = args.option_int("subspace", 0, 0, int64_t{1} << 20);
+  spec.activation_noise = args.option_double("activation-noise", 0, AttrRange::at_least(0));
+  spec.word_std = args.option_double("word-std", spec.word_std, AttrRange::at_least(0));
   Model model = build_ctn(spec);
   if (auto d = args.option("description")) model.metadata["description"] = *d;
   // PEA on trees: penalties between children on a node of the cell (scores).
@@ -164,14 +164,15 @@ int run_new(const std::vector<std::string>& argv) {
   if (kind != "mlp") fail("unknown model kind '", kind, "' (mlp, ctn)");
   MlpSpec spec;
   spec.layers = parse_layers(args.option("layers").value_or("784,800,800,10"));
-  spec.mask_input = args.option_double("mask-input", 0);
-  spec.mask_hidden = args.option_double("mask-hidden", 0);
-  spec.gaussian_input = args.option_double("gaussian-input", 0);
-  spec.gaussian_bias = args.option_double("gaussian-bias", 0);
-  spec.max_norm = args.option_double("max-norm", 0);
-  spec.weight_std = args.option_double("weight-std", spec.weight_std);
-  spec.hidden_bias = args.option_double("hidden-bias", spec.hidden_bias);
-  spec.output_bias = args.option_double("output-bias", spec.output_bias);
+  const AttrRange probability = AttrRange::from_below(0, 1), non_negative = AttrRange::at_least(0);
+  spec.mask_input = args.option_double("mask-input", 0, probability);
+  spec.mask_hidden = args.option_double("mask-hidden", 0, probability);
+  spec.gaussian_input = args.option_double("gaussian-input", 0, non_negative);
+  spec.gaussian_bias = args.option_double("gaussian-bias", 0, non_negative);
+  spec.max_norm = args.option_double("max-norm", 0, non_negative);
+  spec.weight_std = args.option_double("weight-std", spec.weight_std, non_negative);
+  spec.hidden_bias = args.option_double("hidden-bias", spec.hidden_bias, AttrRange{});
+  spec.output_bias = args.option_double("output-bias", spec.output_bias, AttrRange{});
   spec.loss = args.option("loss").value_or(spec.loss);
   Model model;
   model.graph = build_mlp(spec);
@@ -184,7 +185,7 @@ int run_new(const std::vector<std::string>& argv) {
     pe.children = args.option_int("children", pe.children);
     pe.pairing = args.option("pairing").value_or(pe.pairing);
     pe.loss_on = args.option("loss-on").value_or(pe.loss_on);
-    pe.smoothing = args.option_double("smoothing", pe.smoothing);
+    pe.smoothing = args.option_double("smoothing", pe.smoothing, AttrRange::from_below(0, 1));
     pe.validate();
     for (const PenaltyTerm& t : pe.penalties) {
       if (!model.graph.find(t.node)) fail("--penalty: the model has no node named '", t.node, "'");

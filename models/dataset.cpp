@@ -21,6 +21,9 @@ void copy_batch(const Dataset& d, int64_t first, TensorView<float> x, TensorView
 void gather_rows(const Dataset& d, std::span<const int64_t> rows, int64_t at, TensorView<float> x,
                  TensorView<float> y) {
   const auto n = static_cast<int64_t>(rows.size());
+  if (x.shape.rank >= 2 && x.shape.cols() != d.dim) {
+    fail("examples of ", d.dim, " values do not fit an input of ", x.shape.cols(), " per row");
+  }
   if ((at + n) * d.dim > x.size()) fail("rows ", at, "..", at + n, " do not fit a batch of ", x.size() / d.dim);
   if (y && at + n > y.size()) fail("rows ", at, "..", at + n, " do not fit ", y.size(), " labels");
   for (int64_t r = 0; r < n; ++r) {

@@ -3,6 +3,7 @@
 #include <Eigen/Core>
 #include <cmath>
 
+#include "graph/infer.h"
 #include "ops/ir/error.h"
 
 namespace pens {
@@ -28,6 +29,19 @@ ClassifierIo classifier_io(const Graph& g, const std::string& source, bool needs
   if (needs_labels && io.y.empty()) fail(source, ": no index input for the labels");
   if (io.output.empty()) fail(source, ": no node is flagged as the output");
   return io;
+}
+
+void check_data_fits(const Graph& g, const ClassifierIo& io, const Dataset& d, const std::string& source,
+                     const std::string& data) {
+  const std::vector<ValueInfo> values = infer_values(g, 1);
+  const Shape& x = values[g.at(io.x)].shape;
+  if (x.cols() != d.dim) {
+    fail(source, ": the input '", io.x, "' takes ", x.cols(), " values per example, but ", data, " has ", d.dim);
+  }
+  const Shape& out = values[g.at(io.output)].shape;
+  if (d.classes > out.cols()) {
+    fail(source, ": the output '", io.output, "' scores ", out.cols(), " classes, but ", data, " has ", d.classes);
+  }
 }
 
 std::vector<std::vector<int64_t>> confusion_matrix(Tape<float>& tape, const std::string& x, const std::string& output,

@@ -20,6 +20,12 @@ struct ClassifierIo {
 // Errors name `source` (the model file) and what is missing or ambiguous.
 ClassifierIo classifier_io(const Graph& g, const std::string& source, bool needs_labels = true);
 
+// Refuses, before anything runs, a data set whose examples are not as wide as the
+// model's input `x` or that has more classes than the model's output has columns;
+// `source` names the model file, `data` the data ("data/mnist, test images").
+void check_data_fits(const Graph& g, const ClassifierIo& io, const Dataset& d, const std::string& source,
+                     const std::string& data);
+
 // Counts [true class][predicted class] of the tape's output over a data set, a
 // tape-batch at a time (the last batch padded with repeated rows, their predictions
 // dropped). `x` is the tape's input for the examples.

@@ -111,6 +111,7 @@ class ClassifierRun {
 void ClassifierRun::load_model_and_graphs() {
   model_ = load_model(config_.model);
   io_ = classifier_io(model_.graph, config_.model);
+  check_data_fits(model_.graph, io_, data_.train, config_.model, config_.data_dir);
   const bool semi_supervised = config_.batch_unlabeled > 0;
   schedule_ = config_.schedule;
   // The model as it is, or its pseudo-ensemble.

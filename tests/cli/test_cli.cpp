@@ -1,5 +1,6 @@
 // The pens command-line tool, run as a user runs it.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -187,6 +188,35 @@ TEST_CASE("pens gradcheck samples large models by default, says so, and refuses 
   }
 }
 
+TEST_CASE("options outside their domain and inputs that are not regular files: one line, exit 1") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"new mlp --mask-input 1.5", "--mask-input must be a finite number in [0, 1), got 1.5"},
+      {"new mlp --gaussian-input -1", "--gaussian-input must be a finite number >= 0, got -1"},
+      {"new mlp --max-norm nan", "--max-norm must be a finite number >= 0, got nan"},
+      {"new mlp --hidden-bias inf", "--hidden-bias must be a finite number, got inf"},
+      {"new mlp --penalty logits:kl:1 --smoothing 1", "--smoothing must be a finite number in [0, 1)"},
+      {"new ctn --vocabulary 10 --fuzz -0.5", "--fuzz must be a finite number >= 0"},
+      {"new ctn --vocabulary 10 --dim 0", "--dim must be an integer from 1"},
+  };
+  for (const auto& [command, expected] : cases) {
+    const Run r = pens_cli(command);
+    INFO(command << ": " << r.out);
+    CHECK(r.status == 1);
+    CHECK(r.out.find(expected) != std::string::npos);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  }
+  // A FIFO is refused at once (opening it for reading would wait for a writer forever).
+  pens::testing::TempDir dir;
+  REQUIRE(::mkfifo((dir / "pipe.json").c_str(), 0600) == 0);
+  for (const char* command : {"fmt ", "train ", "inspect "}) {
+    // `timeout`: were the FIFO opened for reading, the test would fail instead of hanging.
+    const Run r = pens::testing::run_command("timeout 20 " + std::string(PENS_CLI) + " " + command + (dir / "pipe.json"));
+    INFO(command << ": " << r.out);
+    CHECK(r.status == 1);
+    CHECK(r.out.find("pipe.json: not a regular file") != std::string::npos);
+  }
+}
+
 TEST_CASE("pens fmt prints example models unchanged and rejects garbage with one line") {
   for (const char* name : {"mlp-pea.json", "mlp-pea-small.json"}) {
     const Run r = pens_cli("fmt " + example(name));
@@ -251,6 +281,20 @@ TEST_CASE("pens eval, train and pretrain: a corrupt IDX file or a bad config is 
   CHECK(eval.out.find("t10k-images-idx3-ubyte: truncated: the header promises 2352 bytes of data, the file holds 1568") !=
         std::string::npos);
   CHECK(std::count(eval.out.begin(), eval.out.end(), '\n') == 1);
+
+  // Well-formed IDX files of 10 x 10 images: refused before anything runs, not evaluated
+  // at 90% error.
+  pens::testing::TempDir small;
+  std::string small_images = {'\0', '\0', '\x08', '\x03', '\0', '\0', '\0', '\x02', '\0', '\0', '\0', '\x0a', '\0', '\0', '\0', '\x0a'};
+  small_images += std::string(2 * 100, '\x10');
+  std::ofstream(small / "t10k-images-idx3-ubyte", std::ios::binary) << small_images;
+  std::ofstream(small / "t10k-labels-idx1-ubyte", std::ios::binary)
+      << std::string({'\0', '\0', '\x08', '\x01', '\0', '\0', '\0', '\x02', '\x01', '\x02'});
+  const Run narrow = pens_cli("eval " + example("mlp-pea.json") + " --data-dir " + small.path());
+  INFO(narrow.out);
+  CHECK(narrow.status == 1);
+  CHECK(narrow.out.find("the input 'x' takes 784 values per example, but " + small.path() + ", test images has 100") !=
+        std::string::npos);
 
   std::ofstream(dir / "config.json") << R"({"model": "m.json", "run": {"epoch": 3}})";
   const Run train = pens_cli("train " + (dir / "config.json"));
