@@ -245,12 +245,12 @@ int run_eval(const std::vector<std::string>& argv) {
   }
   const std::string part = args.option("data").value_or("test");
   const Dataset d = load_mnist(args.option("data-dir").value_or("data/mnist"), part);
-  if (!model.values) untrained();
   const int64_t samples = args.option_int("samples", 0);
   const auto seed = static_cast<uint64_t>(args.option_int("seed", 1));
   const Graph g = build_inference(model.graph, samples);
   const ClassifierIo io = classifier_io(g, model_path, false);
   check_data_fits(g, io, d, model_path, cat(args.option("data-dir").value_or("data/mnist"), ", ", part, " images"));
+  if (!model.values) untrained();
   const int64_t batch = args.option_int("batch", 1000);
   if (batch < 1) fail("--batch must be at least 1");
   Tape<float> tape(g, *model.values, {.batch = batch});
