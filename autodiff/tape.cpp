@@ -1,6 +1,7 @@
 #include "autodiff/tape.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "graph/infer.h"
 #include "ops/ir/error.h"
@@ -217,6 +218,24 @@ void Tape<T>::backward_from(std::string_view node, std::span<const T> seed) {
   if (!s.grad) return;  // nothing upstream needs a gradient
   for (size_t i = 0; i < seed.size(); ++i) s.grad[i] += seed[i];
   run_backward();
+}
+
+template <class T>
+std::string Tape<T>::first_non_finite() const {
+  const auto bad = [](const Slot& s) {
+    return s.value && !std::all_of(s.value, s.value + s.info.shape.numel(), [](T x) { return std::isfinite(x); });
+  };
+  std::vector<char> computed(slots_.size(), 0);
+  for (const Instr& i : program_) computed[i.slot] = 1;
+  for (size_t v = 0; v < slots_.size(); ++v) {
+    if (!computed[v] && bad(slots_[v])) {
+      return cat("'", slots_[v].name, "' (", slots_[v].is_param ? "parameter" : "input", ")");
+    }
+  }
+  for (const Instr& i : program_) {
+    if (bad(slots_[i.slot])) return cat("'", slots_[i.slot].name, "' (", i.op->name, ")");
+  }
+  return "";
 }
 
 template class Tape<float>;

@@ -60,6 +60,11 @@ class Tape {
   size_t loss_count() const { return loss_slots_.size(); }
   const std::string& loss_name(size_t i) const { return slots_[loss_slots_[i]].name; }
   T loss_value(size_t i) const { return slots_[loss_slots_[i]].value[0]; }
+  // After forward(): the first node holding a NaN or an infinity, as "'name' (op)":
+  // inputs and parameters first (a value that came in bad), then the ops in the order
+  // they ran, so the op that made the first bad value is named. "" when all are finite.
+  // It reads every value: for diagnosing a failed step, not for every step.
+  std::string first_non_finite() const;
   // Gradients of objective(); parameter gradients are added into the ParamStore.
   void backward();
   // Gradients of <seed, node's value> instead: one row of a Jacobian per call.

@@ -12,6 +12,7 @@ namespace {
 std::string describe_objective(const Tape<float>& tape) {
   std::string out = cat("the objective is ", tape.objective());
   for (size_t i = 0; i < tape.loss_count(); ++i) out += cat("; ", tape.loss_name(i), " = ", tape.loss_value(i));
+  if (const std::string node = tape.first_non_finite(); !node.empty()) out += "; the first non-finite value is at " + node;
   return out;
 }
 

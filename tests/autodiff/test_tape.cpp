@@ -212,3 +212,22 @@ TEST_CASE("parameter initialization follows the init attributes and is order-ind
   CHECK(std::equal(w.begin(), w.end(), r.value("W1").arr().begin()));
   CHECK(a.numel() == 200 * 300 + 300 + 300 * 10 + 10);
 }
+
+TEST_CASE("first_non_finite names the op that made the first bad value, after a bad input") {
+  Graph g;
+  const NodeId x = g.input("x", {kBatch, 3});
+  const NodeId y = g.add("log", {x}, {}, "y");
+  g.set_flag(g.add("exp", {y}, {}, "z"), kOutput);
+  ParamStore<float> params(g);
+  Tape<float> tape(g, params, {.batch = 2});
+  auto in = tape.input("x");
+  for (int64_t i = 0; i < in.size(); ++i) in[i] = 1.0f + static_cast<float>(i);
+  tape.forward();
+  CHECK(tape.first_non_finite() == "");
+  in[4] = -1.0f;  // log(-1) is NaN, and exp passes it on
+  tape.forward();
+  CHECK(tape.first_non_finite() == "'y' (log)");
+  in[4] = std::numeric_limits<float>::infinity();
+  tape.forward();
+  CHECK(tape.first_non_finite() == "'x' (input)");
+}

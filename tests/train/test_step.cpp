@@ -282,6 +282,7 @@ TEST_CASE("a non-finite objective stops the step before any update and names eve
   CHECK_FALSE(r.finite);
   CHECK(r.problem.find("the objective is nan") != std::string::npos);
   CHECK(r.problem.find("loss = nan") != std::string::npos);
+  CHECK(r.problem.find("the first non-finite value is at 'x' (input)") != std::string::npos);
   CHECK_FALSE(hooked);
   CHECK(std::equal(before.begin(), before.end(), params.values().begin()));
 }
