@@ -43,6 +43,21 @@ std::string read_file(const std::string& path, uint64_t max_bytes) {
   return out;
 }
 
+int remove_interrupted_writes(const std::string& dir) {
+  int removed = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    const size_t tag = name.rfind(".tmp-");
+    // ".NAME.tmp-" and mkstemp's six characters.
+    if (name.size() > 1 && name[0] == '.' && tag != std::string::npos && tag > 1 && name.size() == tag + 5 + 6 &&
+        entry.is_regular_file(error)) {
+      removed += std::filesystem::remove(entry.path(), error) ? 1 : 0;
+    }
+  }
+  return removed;
+}
+
 void write_file_atomically(const std::string& path, std::string_view bytes,
                            const std::function<void()>& before_rename) {
   const std::filesystem::path target(path);

@@ -19,6 +19,11 @@ std::string read_file(const std::string& path, uint64_t max_bytes);
 void write_file_atomically(const std::string& path, std::string_view bytes,
                            const std::function<void()>& before_rename = {});
 
+// Removes the temporary files ".NAME.tmp-XXXXXX" that write_file_atomically leaves in
+// `dir` when its process is killed mid-write; returns how many. Only for a folder no
+// other process is writing in (a run folder being resumed).
+int remove_interrupted_writes(const std::string& dir);
+
 // Little-endian float32, the byte layout of sidecars and checkpoints.
 void append_float32_le(std::string& out, const float* data, int64_t n);
 void read_float32_le(const char* bytes, float* out, int64_t n);

@@ -63,6 +63,7 @@ bool RunFolder::save_checkpoint(const TrainingState& state, const ParamStore<flo
 
 TrainingState RunFolder::load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer) {
   if (!has_checkpoint()) fail(checkpoint_path(), ": no checkpoint to resume from");
+  remove_interrupted_writes(dir_);  // what a killed run's last write left behind
   TrainingState state = pens::load_checkpoint(checkpoint_path(), params, optimizer);
   last_checkpoint_step_ = state.step;
   return state;

@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include "autodiff/tape.h"
 #include "models/mlp.h"
@@ -91,6 +93,18 @@ TEST_CASE("a writer killed between write and rename leaves the previous checkpoi
   const TrainingState s = load_checkpoint(dir / "ckpt", fresh.params, fresh.state());
   CHECK(s.step == 3);
   CHECK(std::equal(saved.begin(), saved.end(), fresh.params.values().begin()));
+}
+
+TEST_CASE("the temporary files of writes a kill cut short are removed, and nothing else") {
+  testing::TempDir dir;
+  for (const char* name : {".checkpoint.pens.tmp-AbC123", ".model.json.tmp-x1y2z3", ".ckpt.tmp-1",
+                           "ckpt.tmp-AbC123", "notes.txt", ".hidden"}) {
+    std::ofstream(dir / name) << "x";
+  }
+  CHECK(remove_interrupted_writes(dir.path()) == 2);
+  std::set<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) left.insert(entry.path().filename().string());
+  CHECK(left == std::set<std::string>{".ckpt.tmp-1", "ckpt.tmp-AbC123", "notes.txt", ".hidden"});
 }
 
 TEST_CASE("corrupt, truncated and mismatched checkpoints are refused, naming the problem") {
