@@ -55,7 +55,10 @@ size_t utf8_length(const std::string& text, size_t i) {
 
 // What the parser cannot say well, checked on the raw text first: NUL bytes, UTF-8,
 // nesting depth, numbers beyond double range. Strings are skipped for all but UTF-8.
-void check_text(const std::string& text, const std::string& source) {
+// Returns where text after a complete object or array starts (the first byte that is
+// not whitespace after the bracket closing the first one opened), or npos.
+size_t check_text(const std::string& text, const std::string& source) {
+  size_t trailing = std::string::npos;
   int depth = 0;
   bool in_string = false, escaped = false;
   for (size_t i = 0; i < text.size();) {
@@ -76,7 +79,7 @@ void check_text(const std::string& text, const std::string& source) {
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxJsonDepth) fail_at_byte(text, source, i, cat("nested deeper than ", kMaxJsonDepth, " levels"));
     } else if (c == ']' || c == '}') {
-      --depth;
+      if (--depth == 0 && trailing == std::string::npos) trailing = text.find_first_not_of(" \t\r\n", i + 1);
     } else if (c == '-' || (c >= '0' && c <= '9')) {
       size_t end = i;
       while (end < text.size() && std::string_view("+-.eE0123456789").find(text[end]) != std::string_view::npos) ++end;
@@ -89,32 +92,7 @@ void check_text(const std::string& text, const std::string& source) {
     }
     i += length;
   }
-}
-
-// Where the text after a complete object or array document starts: the first byte that
-// is not whitespace after the bracket that closes the first one opened.
-size_t trailing_text(const std::string& text) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      ++depth;
-    } else if ((c == ']' || c == '}') && --depth == 0) {
-      return text.find_first_not_of(" \t\r\n", i + 1);
-    }
-  }
-  return std::string::npos;
+  return trailing;
 }
 
 // The parser's complaint at byte `offset` (0-based), in pens' words.
@@ -137,14 +115,14 @@ std::string syntax_problem(const std::string& text, size_t offset, const std::st
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail(source, ": empty, expected a JSON document");
-  check_text(text, source);
+  const size_t trailing = check_text(text, source);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte counts from 1 and points at the byte that could not be read.
     size_t offset = e.byte > 0 ? e.byte - 1 : 0;
     const std::string problem = syntax_problem(text, offset, e.what());
-    if (problem == "text after the JSON document") offset = std::min(offset, trailing_text(text));
+    if (problem == "text after the JSON document") offset = std::min(offset, trailing);
     if (problem.starts_with("a word")) {  // point at the word, not at where reading it failed
       while (offset > 0 && std::isalpha(static_cast<unsigned char>(text[offset - 1]))) --offset;
     }
