@@ -98,15 +98,9 @@ int64_t Args::option_int(const std::string& name, int64_t fallback, int64_t lo, 
 double Args::option_double(const std::string& name, double fallback, const AttrRange& range) const {
   const double v = option_double(name, fallback);
   if (!std::isfinite(v) || !range.contains(v)) {
-    const std::string bounds = range.str() == "a number" ? "" : " " + range.str();
+    const std::string bounds = range.bounded() ? " " + range.str() : "";
     fail("--", name, " must be a finite number", bounds, ", got ", *option(name));
   }
-  return v;
-}
-
-double Args::option_positive(const std::string& name, double fallback) const {
-  const double v = option_double(name, fallback);
-  if (!std::isfinite(v) || v <= 0) fail("--", name, " must be a finite number above 0, got ", *option(name));
   return v;
 }
 

@@ -25,8 +25,6 @@ class Args {
   double option_double(const std::string& name, double fallback) const;
   // The same, refusing values outside [lo, hi] (and NaN) with a message naming both.
   int64_t option_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
-  // A finite number above 0.
-  double option_positive(const std::string& name, double fallback) const;
   // A finite number in `range` (NaN and infinities refused), the message naming both.
   double option_double(const std::string& name, double fallback, const AttrRange& range) const;
   const std::vector<std::string>& positional() const { return positional_; }

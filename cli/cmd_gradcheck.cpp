@@ -7,7 +7,6 @@
 #include <memory>
 
 #include "autodiff/gradcheck.h"
-#include "autodiff/param_store.h"
 #include "cli/args.h"
 #include "cli/ensemble_args.h"
 #include "graph/infer.h"
@@ -21,8 +20,8 @@ namespace {
 
 // Labels for the index inputs of a model: row i gets class i mod C, C read off the
 // scores the labels are compared with (0 when no consumer says how many there are).
-std::map<std::string, std::vector<double>> label_values(const Graph& g, int64_t batch) {
-  const std::vector<ValueInfo> values = infer_values(g, batch);
+// `values`: the graph's inferred values.
+std::map<std::string, std::vector<double>> label_values(const Graph& g, const std::vector<ValueInfo>& values) {
   std::map<std::string, std::vector<double>> out;
   for (NodeId v : g.nodes()) {
     if (!is_input(g[v]) || values[v].dtype != DType::Index) continue;
@@ -42,6 +41,14 @@ std::map<std::string, std::vector<double>> label_values(const Graph& g, int64_t 
 // Models with more parameter elements than this are sampled unless --sample says otherwise.
 constexpr int64_t kSampleAbove = 10000;
 constexpr int64_t kDefaultSample = 64;
+
+// What model and op checks share: --tolerance and --step, each a finite number above 0.
+GradcheckOptions common_options(const Args& args) {
+  GradcheckOptions options;
+  options.tolerance = args.option_double("tolerance", options.tolerance, AttrRange::above(0));
+  options.step = args.option_double("step", options.step, AttrRange::above(0));
+  return options;
+}
 
 // A line on stderr every 5 s while a check runs (none for a check that ends sooner), and a
 // last one at the end when any was printed: elements done, time so far,
@@ -67,21 +74,21 @@ int check_model(const Args& args) {
   const std::string& path = args.one_positional("a model file");
   const Model model = load_model(path);
   const BuiltGraph built = build_for_cli(model, args);
-  GradcheckOptions options;
+  const std::vector<ValueInfo> values = infer_values(built.graph, built.batch);
+  GradcheckOptions options = common_options(args);
   options.batch = built.batch;
   options.inputs = false;
-  options.tolerance = args.option_positive("tolerance", options.tolerance);
-  options.step = args.option_positive("step", options.step);
   options.init_seed = static_cast<uint64_t>(args.option_int("init-seed", 1));
   const auto sample = args.option("sample");
   if (sample && *sample == "all") {
     options.sample = 0;
   } else {
-    const int64_t parameters = ParamStore<double>(built.graph).numel();
+    int64_t parameters = 0;
+    for (NodeId v : built.graph.nodes()) parameters += is_param(built.graph[v]) ? values[v].shape.numel() : 0;
     options.sample = args.option_int("sample", parameters > kSampleAbove ? kDefaultSample : 0, 0, int64_t{1} << 40);
   }
   options.progress = progress_printer();
-  const GradcheckResult r = gradcheck(built.graph, label_values(built.graph, built.batch), options);
+  const GradcheckResult r = gradcheck(built.graph, label_values(built.graph, values), options);
   std::cout << path << ": d objective / d parameters, " << r.variables << " parameter elements"
             << (r.checked < r.variables ? cat(" (", r.checked, " checked: ", options.sample,
                                               " per tensor; --sample all checks every one)")
@@ -119,9 +126,7 @@ int run_gradcheck(const std::vector<std::string>& argv) {
   } else {
     fail("nothing to check: give a model file, --all-ops or --op NAME");
   }
-  GradcheckOptions options;
-  options.tolerance = args.option_positive("tolerance", options.tolerance);
-  options.step = args.option_positive("step", options.step);
+  const GradcheckOptions options = common_options(args);
   int failed = 0, checked = 0, not_differentiable = 0;
   for (const OpDef* op : ops) {
     double worst = 0;

@@ -30,7 +30,7 @@ nlohmann::json schema_json(const std::vector<AttrSpec>& schema) {
     if (auto* d = std::get_if<AttrValue>(&a.default_value)) {
       spec["default"] = attribute_json(*d);
     }
-    if (a.range.str() != AttrRange{}.str()) spec["range"] = a.range.str();
+    if (a.range.bounded()) spec["range"] = a.range.str();
     attrs.push_back(spec);
   }
   return attrs;
@@ -46,7 +46,7 @@ std::string schema_text(const std::vector<AttrSpec>& schema) {
     } else {
       out += a.name + (a.required ? " (required)" : "");
     }
-    if (a.range.str() != AttrRange{}.str()) out += " (" + a.range.str() + ")";
+    if (a.range.bounded()) out += " (" + a.range.str() + ")";
   }
   return out;
 }

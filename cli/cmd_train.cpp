@@ -118,10 +118,7 @@ std::string apply_run_options(const Args& args, const std::string& config_path, 
   if (auto v = args.option("data-dir")) config.data_dir = *v;
   config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
   config.epochs = args.option_int("epochs", config.epochs);
-  config.budget_minutes = args.option_double("budget-minutes", config.budget_minutes);
-  if (!(config.budget_minutes >= 0 && std::isfinite(config.budget_minutes))) {
-    fail("--budget-minutes must be a finite number >= 0 (0: no budget), got ", *args.option("budget-minutes"));
-  }
+  config.budget_minutes = args.option_double("budget-minutes", config.budget_minutes, AttrRange::at_least(0));
   config.threads = static_cast<int>(args.option_int("threads", config.threads, 0, 1024));
   if (config.epochs < 1) fail("--epochs must be at least 1");
   return args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());

@@ -29,10 +29,8 @@ BuiltGraph build_for_cli(const Model& model, const Args& args) {
   if (auto kind = args.option("kind")) {
     for (PenaltyTerm& t : spec.penalties) t.kind = *kind;
   }
-  bool split_rows = false;
-  for (const PenaltyTerm& t : spec.penalties) split_rows = split_rows || t.rows != "all";
   EnsembleOptions options;
-  options.labeled_rows = args.option_int("labeled", split_rows ? out.batch / 2 : -1);
+  options.labeled_rows = args.option_int("labeled", spec.splits_rows() ? out.batch / 2 : -1);
   if (options.labeled_rows >= out.batch) {
     fail("--labeled ", options.labeled_rows, " leaves no unlabeled rows in a batch of ", out.batch);
   }

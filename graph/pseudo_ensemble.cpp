@@ -21,6 +21,10 @@ bool one_of(const std::string& s, std::initializer_list<const char*> options) {
 }
 }  // namespace
 
+bool PseudoEnsembleSpec::splits_rows() const {
+  return std::any_of(penalties.begin(), penalties.end(), [](const PenaltyTerm& t) { return t.rows != "all"; });
+}
+
 void PseudoEnsembleSpec::validate() const {
   if (children < 1 || children > 64) fail_spec("children", "pseudo_ensemble.children must be in [1, 64], got ", children);
   if (!one_of(pairing, {"child-child", "parent-child"})) {

@@ -50,6 +50,9 @@ struct PseudoEnsembleSpec {
 
   // Throws an Error naming the field that is wrong.
   void validate() const;
+  // Whether a penalty covers only labeled or only unlabeled rows, so that a batch built
+  // for it must say where its labeled rows end (EnsembleOptions::labeled_rows).
+  bool splits_rows() const;
   bool operator==(const PseudoEnsembleSpec&) const = default;
 };
 

@@ -71,10 +71,8 @@ class Pool {
     // Workers that woke for the previous job after its chunks were gone may still be
     // inside it; its fields must not change under them. Workers enter a job under the
     // mutex, so once it is held with none inside, none can enter the old job any more.
-    wait_idle();
     {
-      std::unique_lock lock(mutex_);
-      idle_.wait(lock, [&] { return active_.load(std::memory_order_acquire) == 0; });
+      std::unique_lock lock = wait_idle();
       fn_ = fn;
       body_ = body;
       chunks_ = chunks;
@@ -97,23 +95,21 @@ class Pool {
     t_in_chunk = false;
   }
 
-  void wait_idle() {
-    if (poll([&] { return active_.load(std::memory_order_acquire) == 0; })) return;
+  // Returns holding the mutex, with no worker inside a job.
+  std::unique_lock<std::mutex> wait_idle() {
+    const auto idle = [&] { return active_.load(std::memory_order_acquire) == 0; };
+    poll(idle);
     std::unique_lock lock(mutex_);
-    idle_.wait(lock, [&] { return active_.load(std::memory_order_acquire) == 0; });
+    idle_.wait(lock, idle);
+    return lock;
   }
 
   void work() {
     uint64_t seen = generation_.load(std::memory_order_acquire);
     for (;;) {
-      const auto woken = [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; };
-      std::unique_lock lock(mutex_, std::defer_lock);
-      if (poll([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
-        lock.lock();
-      } else {
-        lock.lock();
-        wake_.wait(lock, woken);
-      }
+      poll([&] { return generation_.load(std::memory_order_acquire) != seen; });
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
       if (stop_) return;
       // The job's fields and its generation are read together, under the lock.
       seen = generation_.load(std::memory_order_relaxed);

@@ -95,20 +95,33 @@ size_t check_text(const std::string& text, const std::string& source) {
   return trailing;
 }
 
-// The parser's complaint at byte `offset` (0-based), in pens' words.
-std::string syntax_problem(const std::string& text, size_t offset, const std::string& library_message) {
+// The parser's complaint, in pens' words, and the byte it is about. `offset` (0-based) is
+// where the parser stopped; `trailing` where text after the document starts (check_text).
+struct SyntaxProblem {
+  size_t offset;
+  std::string what;
+};
+SyntaxProblem syntax_problem(const std::string& text, size_t offset, size_t trailing,
+                             const std::string& library_message) {
   const auto says = [&](const char* s) { return library_message.find(s) != std::string::npos; };
   // "unexpected end of input" contains "expected end of input": test it first.
-  if (says("unexpected end of input")) return "the text ends inside the document (an object, array or string is not closed)";
-  if (says("expected end of input")) return "text after the JSON document";
-  if (says("invalid literal")) return "a word that is not true, false or null (strings need quotes)";
-  if (says("invalid string")) return "a string with a control character or a bad escape (write \\n, \\t, \\u0001)";
-  if (says("invalid number")) return "a malformed number";
+  if (says("unexpected end of input")) {
+    return {offset, "the text ends inside the document (an object, array or string is not closed)"};
+  }
+  if (says("expected end of input")) return {std::min(offset, trailing), "text after the JSON document"};
+  if (says("invalid literal")) {  // point at the word, not at where reading it failed
+    while (offset > 0 && std::isalpha(static_cast<unsigned char>(text[offset - 1]))) --offset;
+    return {offset, "a word that is not true, false or null (strings need quotes)"};
+  }
+  if (says("invalid string")) {
+    return {offset, "a string with a control character or a bad escape (write \\n, \\t, \\u0001)"};
+  }
+  if (says("invalid number")) return {offset, "a malformed number"};
   if (offset < text.size()) {
     const auto c = static_cast<unsigned char>(text[offset]);
-    if (c >= 0x20 && c < 0x7F) return cat("unexpected character '", text[offset], "'");
+    if (c >= 0x20 && c < 0x7F) return {offset, cat("unexpected character '", text[offset], "'")};
   }
-  return "unexpected text";
+  return {offset, "unexpected text"};
 }
 
 }  // namespace
@@ -120,13 +133,8 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte counts from 1 and points at the byte that could not be read.
-    size_t offset = e.byte > 0 ? e.byte - 1 : 0;
-    const std::string problem = syntax_problem(text, offset, e.what());
-    if (problem == "text after the JSON document") offset = std::min(offset, trailing);
-    if (problem.starts_with("a word")) {  // point at the word, not at where reading it failed
-      while (offset > 0 && std::isalpha(static_cast<unsigned char>(text[offset - 1]))) --offset;
-    }
-    fail_at_byte(text, source, offset, problem);
+    const SyntaxProblem problem = syntax_problem(text, e.byte > 0 ? e.byte - 1 : 0, trailing, e.what());
+    fail_at_byte(text, source, problem.offset, problem.what);
   } catch (const nlohmann::json::exception&) {
     fail(source, ": not valid JSON");
   }

@@ -1,6 +1,5 @@
 #include "serialization/model_file.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -263,10 +262,8 @@ PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::stri
 // the field that caused it.
 void check_ensemble(const Reader& r, const Graph& g, const PseudoEnsembleSpec& spec,
                     const std::map<std::string, std::string>& path_of) {
-  const bool split = std::any_of(spec.penalties.begin(), spec.penalties.end(),
-                                 [](const PenaltyTerm& t) { return t.rows != "all"; });
   try {
-    build_pseudo_ensemble(g, spec, {.labeled_rows = split ? 1 : -1});
+    build_pseudo_ensemble(g, spec, {.labeled_rows = spec.splits_rows() ? 1 : -1});
   } catch (const Error& e) {
     std::string pointer = "/pseudo_ensemble";
     if (!e.node().empty()) {

@@ -114,6 +114,10 @@ bool AttrRange::contains(double v) const {
   return (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max);
 }
 
+bool AttrRange::bounded() const {
+  return min > -std::numeric_limits<double>::infinity() || max < std::numeric_limits<double>::infinity();
+}
+
 std::string AttrRange::str() const {
   const bool bounded_below = min > -std::numeric_limits<double>::infinity();
   const bool bounded_above = max < std::numeric_limits<double>::infinity();

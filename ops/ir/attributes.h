@@ -70,6 +70,7 @@ struct AttrRange {
   static AttrRange from_to(double lo, double hi) { return {lo, hi}; }
   static AttrRange from_below(double lo, double hi) { return {lo, hi, false, true}; }  // [lo, hi)
   bool contains(double v) const;
+  bool bounded() const;     // false: any number (NaN aside)
   std::string str() const;  // ">= 0", "> 0", "in [0, 1)"
 };
 
