@@ -20,6 +20,8 @@ ParamStore<T>::ParamStore(const Graph& g) {
     entries_.push_back({n.name, shape, offset});
     offset += aligned_size(shape.numel());
   }
+  memory_ = MemoryCharge(bytes_of(static_cast<uint64_t>(offset), 2 * sizeof(T), "the parameters"),
+                         cat("the parameters (", entries_.size(), " tensors, values and gradients)"));
   values_.assign(static_cast<size_t>(offset), T(0));
   grads_.assign(static_cast<size_t>(offset), T(0));
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "ops/ir/memory.h"
 #include "ops/tensor.h"
 
 namespace pens {
@@ -59,6 +60,7 @@ class ParamStore {
   static TensorView<T> view(Buffer& b, const ParamEntry& e) { return {b.data() + e.offset, e.shape}; }
   std::vector<ParamEntry> entries_;
   std::unordered_map<std::string, size_t> index_;
+  MemoryCharge memory_;  // values_ and grads_ against pens' memory limit (ops/ir/memory.h)
   Buffer values_;
   Buffer grads_;
 };

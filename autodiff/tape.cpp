@@ -64,6 +64,8 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
   for (NodeId v : order) {
     if (needs_grad[v] && !is_param(g[v])) grad_at[v] = plan.take(values[v].shape.numel());
   }
+  memory_ = MemoryCharge(bytes_of(static_cast<uint64_t>(plan.size), sizeof(T), "a tape"),
+                         cat("the tape of a ", g.size(), "-node graph at batch ", options_.batch));
   arena_.assign(static_cast<size_t>(plan.size), T(0));
   T* base = arena_.data();
   grad_begin_ = base + grad_region;

@@ -18,6 +18,7 @@
 
 #include "autodiff/param_store.h"
 #include "graph/graph.h"
+#include "ops/ir/memory.h"
 #include "ops/ir/value.h"
 #include "ops/op.h"
 
@@ -103,6 +104,7 @@ class Tape {
   std::unordered_map<std::string, size_t> by_name_;
   std::vector<Instr> program_;  // non-leaf nodes, topological order
   std::vector<size_t> loss_slots_;
+  MemoryCharge memory_;  // the arena against pens' memory limit (ops/ir/memory.h)
   std::vector<T, Eigen::aligned_allocator<T>> arena_;
   T* grad_begin_ = nullptr;  // the arena's gradient region, zeroed before each backward
   T* grad_end_ = nullptr;

@@ -1,11 +1,14 @@
 // pens: the command-line tool. One subcommand per task; `pens CMD --help` for each.
+#include <cmath>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/ensemble_args.h"
 #include "ops/ir/error.h"
+#include "ops/ir/memory.h"
 
 namespace {
 
@@ -171,13 +174,47 @@ const std::vector<Command>& commands() {
   return all;
 }
 
+// The option every command takes: --memory-limit GB (or --memory-limit=GB), removed from
+// `args` and applied (ops/ir/memory.h).
+void take_memory_limit(std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string value;
+    size_t taken = 1;
+    if (args[i] == "--memory-limit") {
+      if (i + 1 == args.size()) pens::fail("--memory-limit needs a value (GiB)");
+      value = args[i + 1];
+      taken = 2;
+    } else if (args[i].rfind("--memory-limit=", 0) == 0) {
+      value = args[i].substr(15);
+    } else {
+      continue;
+    }
+    size_t end = 0;
+    double gb = 0;
+    try {
+      gb = std::stod(value, &end);
+    } catch (const std::exception&) {
+      end = 0;
+    }
+    if (end == 0 || end != value.size() || !(gb > 0) || gb > 1e9) {
+      pens::fail("--memory-limit '", value, "' is not a memory size in GiB (a number above 0)");
+    }
+    pens::set_memory_limit(static_cast<uint64_t>(gb * 1024 * 1024 * 1024));
+    args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i + taken));
+    --i;
+  }
+}
+
 void print_help() {
   std::cout << "pens: pseudo-ensembles on a static computation graph\n\n"
                "usage: pens COMMAND [options]\n\ncommands:\n";
   for (const Command& c : commands()) {
     std::cout << "  " << c.name << std::string(12 - c.name.size(), ' ') << c.summary << "\n";
   }
-  std::cout << "\n`pens COMMAND --help` describes a command.\n";
+  std::cout << "\n`pens COMMAND --help` describes a command.\n\n"
+               "Every command also takes --memory-limit GB: the most memory pens' buffers may\n"
+               "take (default 90% of the machine's; also PENS_MEMORY_LIMIT=GB). Larger batches\n"
+               "or layers are refused before anything is allocated.\n";
 }
 
 }  // namespace
@@ -198,7 +235,7 @@ int main(int argc, char** argv) {
   }
   for (const Command& c : commands()) {
     if (c.name != args[0]) continue;
-    const std::vector<std::string> rest(args.begin() + 1, args.end());
+    std::vector<std::string> rest(args.begin() + 1, args.end());
     for (const std::string& a : rest) {
       if (a == "--help" || a == "-h") {
         std::cout << c.usage;
@@ -206,10 +243,15 @@ int main(int argc, char** argv) {
       }
     }
     try {
+      take_memory_limit(rest);
       return c.run(rest);
     } catch (const pens::Error& e) {
       std::cerr << "pens " << c.name << ": error: " << e.what() << "\n";
       return 1;
+    } catch (const std::bad_alloc&) {
+      std::cerr << "pens " << c.name << ": internal error: out of memory in an allocation pens' memory limit ("
+                << pens::format_bytes(pens::memory_limit()) << ") does not cover; please report it\n";
+      return 3;
     } catch (const std::exception& e) {
       std::cerr << "pens " << c.name << ": internal error: " << e.what() << "\n";
       return 3;

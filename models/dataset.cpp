@@ -33,13 +33,22 @@ void gather_rows(const Dataset& d, std::span<const int64_t> rows, int64_t at, Te
   }
 }
 
+Dataset make_dataset(int64_t size, int64_t dim, int64_t classes, const std::string& what) {
+  if (size < 0 || dim < 0) fail(what, ": a data set of ", size, " examples of ", dim, " values");
+  Dataset d;
+  const auto elements = static_cast<uint64_t>(size);
+  d.memory = MemoryCharge(bytes_of(bytes_of(elements, static_cast<uint64_t>(dim), what) + elements, sizeof(float), what),
+                          cat(what, " (", size, " examples of ", dim, " values)"));
+  d.size = size;
+  d.dim = dim;
+  d.classes = classes;
+  d.x.resize(static_cast<size_t>(size * dim));
+  d.y.resize(static_cast<size_t>(size));
+  return d;
+}
+
 Dataset subset(const Dataset& d, std::span<const int64_t> rows) {
-  Dataset s;
-  s.size = static_cast<int64_t>(rows.size());
-  s.dim = d.dim;
-  s.classes = d.classes;
-  s.x.resize(static_cast<size_t>(s.size * s.dim));
-  s.y.resize(static_cast<size_t>(s.size));
+  Dataset s = make_dataset(static_cast<int64_t>(rows.size()), d.dim, d.classes, "a subset of a data set");
   for (int64_t r = 0; r < s.size; ++r) {
     const int64_t i = rows[static_cast<size_t>(r)];
     if (i < 0 || i >= d.size) fail("example ", i, " is outside a set of ", d.size);

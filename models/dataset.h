@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "ops/ir/memory.h"
 #include "ops/tensor.h"
 
 namespace pens {
@@ -18,7 +19,12 @@ struct Dataset {
   int64_t classes = 0;
   std::vector<float> x;  // size × dim, row-major
   std::vector<float> y;  // size labels, as exact integers
+  MemoryCharge memory;   // x and y against pens' memory limit (ops/ir/memory.h)
 };
+
+// A dataset of `size` zero examples of `dim` values, charged against the memory limit
+// first (an Error naming `what` when it does not fit).
+Dataset make_dataset(int64_t size, int64_t dim, int64_t classes, const std::string& what);
 
 // Copies examples first, first + 1, ... (wrapping around the end) into a batch of
 // inputs x [B, dim] and labels y [B].

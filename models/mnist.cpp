@@ -21,13 +21,8 @@ Dataset load_mnist(const std::string& dir, const std::string& part) {
     fail(images_path, " holds ", images.dims[0], " images but ", labels_path, " holds ", labels.dims[0], " labels");
   }
   constexpr int64_t kClasses = 10;
-  Dataset d;
-  d.size = images.dims[0];
-  d.dim = images.dims[1] * images.dims[2];
-  d.classes = kClasses;
-  d.x.resize(images.data.size());
+  Dataset d = make_dataset(images.dims[0], images.dims[1] * images.dims[2], kClasses, images_path);
   for (size_t i = 0; i < images.data.size(); ++i) d.x[i] = static_cast<float>(images.data[i]) / 255.0f;
-  d.y.resize(labels.data.size());
   for (size_t i = 0; i < labels.data.size(); ++i) {
     if (labels.data[i] >= kClasses) {
       fail(labels_path, ": label ", static_cast<int>(labels.data[i]), " of example ", i, " is outside 0-9");

@@ -17,12 +17,7 @@ Dataset make_teacher_task(int64_t size, int64_t dim, int64_t classes, uint64_t s
   NoiseStream(NoiseKey{teacher_seed, 0}, 1).normal(a.data(), a.size(), 1.0f / std::sqrt(float(dim)));
   NoiseStream(NoiseKey{teacher_seed, 0}, 2).normal(b.data(), b.size(), 1.0f / std::sqrt(float(hidden)));
 
-  Dataset d;
-  d.size = size;
-  d.dim = dim;
-  d.classes = classes;
-  d.x.resize(static_cast<size_t>(size * dim));
-  d.y.resize(static_cast<size_t>(size));
+  Dataset d = make_dataset(size, dim, classes, "the synthetic data set");
   NoiseStream(NoiseKey{seed, 0}, 3).normal(d.x.data(), size * dim, 1.0f);
   Eigen::Map<const Matrix> x(d.x.data(), size, dim);
   const Matrix scores = (x * a).array().tanh().matrix() * b;

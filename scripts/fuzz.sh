@@ -1,12 +1,31 @@
 #!/usr/bin/env bash
-# Fuzzes the model loader with libFuzzer under AddressSanitizer and
-# UndefinedBehaviorSanitizer for SECONDS (default 60), starting from the models in
-# tests/data/models and examples/models. Prints libFuzzer's statistics and one line:
-#   fuzz: N executions in S s, no crash   (or the crash and a non-zero exit)
-# Crashing inputs are kept in build-fuzz/crashes/.
+# Fuzzes pens' parsers with libFuzzer under AddressSanitizer and UndefinedBehaviorSanitizer:
+#   model_loader  model files (JSON, then the whole pseudo-ensemble build)
+#   config        training configs (pens train's MNIST and tree configs, pens pretrain's)
+#   idx           IDX files (MNIST images and labels)
+#   trees         sentiment trees (PTB format)
+#
+#   scripts/fuzz.sh [--seconds S | --runs N] [TARGET ...]     (default: --seconds 60, all)
+#
+# Each target starts from a seed corpus of the repository's own files (examples/, tests/)
+# plus small hand-made ones, and keeps what it finds in build-fuzz/corpus/TARGET, so a
+# second run goes on from there. Prints one line per target:
+#   fuzz TARGET: N executions in S s, no crash, leak or sanitizer report
+# or the report and a non-zero exit; crashing inputs are kept in build-fuzz/crashes/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${1:-60}
+
+limit=(-max_total_time=60)
+targets=()
+while (($#)); do
+  case "$1" in
+    --seconds) limit=(-max_total_time="$2"); shift 2 ;;
+    --runs) limit=(-runs="$2"); shift 2 ;;
+    model_loader|config|idx|trees) targets+=("$1"); shift ;;
+    *) echo "fuzz.sh: unknown argument '$1' (--seconds S, --runs N, model_loader, config, idx, trees)" >&2; exit 2 ;;
+  esac
+done
+((${#targets[@]})) || targets=(model_loader config idx trees)
 
 scripts/setup.sh >/dev/null  # the Debian packages pens itself needs
 need=()
@@ -24,23 +43,52 @@ if [ ! -f build-fuzz/build.ninja ]; then
   CXX=clang++ meson setup build-fuzz -Dfuzz=true -Dtests=disabled -Dbuildtype=debugoptimized \
     -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 fi
-ninja -C build-fuzz tests/fuzz/fuzz_model_loader >/dev/null
+ninja -C build-fuzz $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
 
-corpus=build-fuzz/corpus
-mkdir -p "$corpus" build-fuzz/crashes
-cp tests/data/models/*.json examples/models/*.json "$corpus"/
-log=build-fuzz/fuzz.log
-set +e
-UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
-  build-fuzz/tests/fuzz/fuzz_model_loader -max_total_time="$seconds" -print_final_stats=1 \
-  -artifact_prefix=build-fuzz/crashes/ -max_len=65536 -timeout=10 "$corpus" >"$log" 2>&1
-status=$?
-set -e
-grep -E '^stat::' "$log" || true
-runs=$(grep -E '^stat::number_of_executed_units:' "$log" | awk '{print $2}')
-if [ "$status" -ne 0 ]; then
-  tail -n 40 "$log"
-  echo "fuzz: FAILED after ${runs:-?} executions (exit $status); inputs in build-fuzz/crashes/"
-  exit 1
-fi
-echo "fuzz: ${runs} executions in ${seconds} s, no crash, leak or sanitizer report"
+# Seeds: the repository's files of each kind, and for IDX (whose real files are too large
+# to be useful seeds) a few small valid and broken ones. The first byte of an IDX input
+# picks the rank the reader expects: even = labels (1), odd = images (3).
+seed() {
+  local target=$1 dir=build-fuzz/corpus/$1
+  mkdir -p "$dir"
+  case "$target" in
+    model_loader) cp tests/data/models/*.json examples/models/*.json examples/mnist/*.model.json \
+                    examples/sst/*.model.json tests/data/checkpoints/*.json "$dir"/ ;;
+    config) for f in examples/mnist/*.json examples/sst/*.json; do
+              case "$f" in *.model.json) ;; *) cp "$f" "$dir"/ ;; esac
+            done ;;
+    idx) printf '\x00\x00\x00\x08\x01\x00\x00\x00\x03\x07\x02\x09' >"$dir/labels-3"
+         printf '\x01\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02\x00\xff\x10\x20\x30\x40\x50\x60' \
+           >"$dir/images-2x2x2"
+         printf '\x01\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\x00\x1c\x00\x00\x00\x1c' >"$dir/images-truncated"
+         printf '\x1f\x8b\x08\x00' >"$dir/gzip" ;;
+    trees) printf '(3 (2 It) (4 (4 (2 works) (3 well)) (2 .)))\n(1 (1 Dull) (2 -RRB-))\n' >"$dir/two-trees"
+           printf '(2 (2 (2 a) (2 b)) (2 (2 c) (2 d)))' >"$dir/no-newline"
+           printf '(5 (2 a) (2 b))\n(2 (2 a) (2 b) (2 c))\n' >"$dir/bad-label-arity" ;;
+  esac
+}
+
+mkdir -p build-fuzz/crashes
+failed=0
+for target in "${targets[@]}"; do
+  seed "$target"
+  log=build-fuzz/fuzz-$target.log
+  start=$(date +%s)
+  set +e
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+    "build-fuzz/tests/fuzz/fuzz_$target" "${limit[@]}" -print_final_stats=1 \
+    -artifact_prefix="build-fuzz/crashes/$target-" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+    "build-fuzz/corpus/$target" >"$log" 2>&1
+  status=$?
+  set -e
+  seconds=$(($(date +%s) - start))
+  runs=$(grep -E '^stat::number_of_executed_units:' "$log" | awk '{print $2}')
+  if [ "$status" -ne 0 ]; then
+    tail -n 40 "$log"
+    echo "fuzz $target: FAILED after ${runs:-?} executions (exit $status); inputs in build-fuzz/crashes/"
+    failed=1
+  else
+    echo "fuzz $target: ${runs} executions in ${seconds} s, no crash, leak or sanitizer report"
+  fi
+done
+exit "$failed"

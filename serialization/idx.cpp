@@ -53,6 +53,7 @@ IdxArray parse_idx(const std::string& bytes, const std::string& source, int expe
     fail(source, ": ", bytes.size() - header < elements ? "truncated" : "trailing bytes", ": the header promises ",
          elements, " bytes of data, the file holds ", bytes.size() - header);
   }
+  out.memory = MemoryCharge(elements, source);
   out.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(header), bytes.end());
   return out;
 }

@@ -11,11 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "ops/ir/memory.h"
+
 namespace pens {
 
 struct IdxArray {
   std::vector<int64_t> dims;
   std::vector<uint8_t> data;  // row-major, dims multiplied out
+  MemoryCharge memory;        // data against pens' memory limit (ops/ir/memory.h)
 };
 
 // `expected_rank` is the number of dimensions the caller needs (3 for images, 1 for labels).

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/ir/error.h"
+#include "ops/ir/memory.h"
 #include "train/optimizer.h"
 
 namespace pens {
@@ -16,6 +17,7 @@ class AdaGrad : public Optimizer {
   AdaGrad(ParamStore<float>& params, const Attributes& settings)
       : params_(params),
         epsilon_(static_cast<float>(settings.get_float("epsilon"))),
+        memory_(params.values().size() * sizeof(float), "adagrad's sums of squares"),
         squares_(params.values().size(), static_cast<float>(settings.get_float("initial_accumulator"))) {
     const double initial = settings.get_float("initial_accumulator");
     if (!(settings.get_float("epsilon") >= 0 && initial >= 0)) {
@@ -46,6 +48,7 @@ class AdaGrad : public Optimizer {
  private:
   ParamStore<float>& params_;
   float epsilon_;
+  MemoryCharge memory_;  // squares_ against pens' memory limit, before it is allocated
   std::vector<float, Eigen::aligned_allocator<float>> squares_;
 };
 

@@ -35,16 +35,22 @@ class ConfigSection {
       if (!used_.count(key)) fail(source_, ": unknown field ", where(key));
     }
   }
+  // Every number of every config goes through here: a field of type T (an integer type
+  // or double) in [low, high].
   template <class T>
   void number(const char* key, T& out, double low, double high) {
     used_.insert(key);
-    if (!j_->contains(key)) return;
-    const nlohmann::json& v = (*j_)[key];
-    if (!v.is_number()) fail(source_, ": ", where(key), " must be a number");
-    const double d = v.get<double>();
-    if (!(d >= low && d <= high)) fail(source_, ": ", where(key), " = ", d, " is outside [", low, ", ", high, "]");
-    if (std::is_integral_v<T> && d != std::floor(d)) fail(source_, ": ", where(key), " must be an integer");
-    out = static_cast<T>(d);
+    if (j_->contains(key)) out = checked<T>((*j_)[key], where(key), low, high);
+  }
+  // An object of free-form names (parameters, say) to numbers in [low, high].
+  template <class Map>
+  void number_map(const char* key, Map& out, double low, double high) {
+    const nlohmann::json* m = child(key);
+    if (!m) return;
+    if (!m->is_object()) fail(source_, ": ", where(key), " must be an object {name: number}");
+    for (const auto& [name, value] : m->items()) {
+      out[name] = checked<typename Map::mapped_type>(value, where(key) + "." + name, low, high);
+    }
   }
   void string(const char* key, std::string& out) {
     used_.insert(key);
@@ -95,6 +101,15 @@ class ConfigSection {
   }
 
  private:
+  template <class T>
+  T checked(const nlohmann::json& v, const std::string& field, double low, double high) const {
+    if (!v.is_number()) fail(source_, ": ", field, " must be a number");
+    const double d = v.get<double>();
+    if (!(d >= low && d <= high)) fail(source_, ": ", field, " = ", d, " is outside [", low, ", ", high, "]");
+    if (std::is_integral_v<T> && d != std::floor(d)) fail(source_, ": ", field, " must be an integer");
+    return static_cast<T>(d);
+  }
+
   const nlohmann::json* j_ = nullptr;
   std::string path_;
   const std::string& source_;

@@ -30,10 +30,7 @@ Dataset codes_at(const Graph& network, ParamStore<float>& params, const std::str
   const Graph inference = build_inference(network);
   constexpr int64_t kBatchRows = 500;
   Tape<float> tape(inference, params, {.batch = kBatchRows});
-  Dataset out;
-  out.size = d.size;
-  out.dim = tape.info(node).shape.cols();
-  out.x.resize(static_cast<size_t>(out.size * out.dim));
+  Dataset out = make_dataset(d.size, tape.info(node).shape.cols(), 0, cat("the codes of '", node, "'"));
   for_each_batch(d, kBatchRows, [&](std::span<const int64_t> rows, int64_t first, int64_t n) {
     gather_rows(d, rows, 0, tape.input(input), {});
     tape.forward();

@@ -3,6 +3,7 @@
 // (the (1 − μ) factor keeps the step's scale independent of μ as μ ramps up).
 #include <Eigen/Core>
 
+#include "ops/ir/memory.h"
 #include "train/optimizer.h"
 
 namespace pens {
@@ -11,7 +12,10 @@ namespace {
 
 class Sgd : public Optimizer {
  public:
-  explicit Sgd(ParamStore<float>& params) : params_(params), velocity_(params.values().size(), 0.0f) {}
+  explicit Sgd(ParamStore<float>& params)
+      : params_(params),
+        memory_(params.values().size() * sizeof(float), "sgd's velocity"),
+        velocity_(params.values().size(), 0.0f) {}
 
   std::string_view kind() const override { return "sgd"; }
 
@@ -31,6 +35,7 @@ class Sgd : public Optimizer {
 
  private:
   ParamStore<float>& params_;
+  MemoryCharge memory_;  // velocity_ against pens' memory limit, before it is allocated
   std::vector<float, Eigen::aligned_allocator<float>> velocity_;
 };
 

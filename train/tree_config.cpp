@@ -41,15 +41,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   } else {
     normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
   }
-  if (const json* l = top.child("l2")) {
-    if (!l->is_object()) fail(source, ": l2 must be an object {parameter: coefficient}");
-    for (const auto& [name, value] : l->items()) {
-      if (!value.is_number() || !(value.get<double>() >= 0 && value.get<double>() <= 1e3)) {
-        fail(source, ": l2.", name, " must be a number in [0, 1000]");
-      }
-      c.l2[name] = value.get<double>();
-    }
-  }
+  top.number_map("l2", c.l2, 0, 1e3);
   top.number("freeze_words_epochs", c.freeze_words_epochs, 0, 1e9);
   if (const json* r = top.child("run")) {
     ConfigSection s(*r, "run", source);

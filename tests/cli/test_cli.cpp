@@ -205,6 +205,27 @@ TEST_CASE("options outside their domain and inputs that are not regular files: o
     CHECK(r.out.find(expected) != std::string::npos);
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
   }
+  // Sizes beyond the memory limit are refused before anything is allocated (a 784-2M-10
+  // network needs 23.7 GiB for its parameters and gradients in double precision), and the limit is an
+  // option of every command.
+  pens::testing::TempDir models;
+  REQUIRE(pens_cli("new mlp --layers 784,2000000,10 --output " + (models / "wide.json")).status == 0);
+  for (const std::string limit : {" --memory-limit 2", " --memory-limit=2"}) {
+    const Run r = pens_cli("gradcheck " + (models / "wide.json") + limit);
+    INFO(r.out);
+    CHECK(r.status == 1);
+    CHECK(r.out.find("the parameters (4 tensors, values and gradients): 23.7 GiB needed, more than the memory limit "
+                     "of 2.0 GiB (set by the caller); raise it with --memory-limit GB") != std::string::npos);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  }
+  for (const char* bad : {"--memory-limit 0", "--memory-limit nan", "--memory-limit 2x", "--memory-limit"}) {
+    const Run r = pens_cli(std::string("inspect ") + (models / "wide.json") + " " + bad);
+    INFO(bad << ": " << r.out);
+    CHECK(r.status == 1);
+    const bool named = r.out.find("is not a memory size in GiB") != std::string::npos ||
+                       r.out.find("--memory-limit needs a value") != std::string::npos;
+    CHECK(named);
+  }
   // A FIFO is refused at once (opening it for reading would wait for a writer forever).
   pens::testing::TempDir dir;
   REQUIRE(::mkfifo((dir / "pipe.json").c_str(), 0600) == 0);
