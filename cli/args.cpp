@@ -75,14 +75,14 @@ const std::string& Args::one_positional(const char* what) const {
   return positional_[0];
 }
 
-double Args::option_double(const std::string& name, double fallback) const {
+double Args::parse_double(const std::string& name, double fallback) const {
   auto v = option(name);
   if (!v) return fallback;
   return parse_whole(name, *v, [](const std::string& s, size_t* used) { return std::stod(s, used); },
                      "a number");
 }
 
-int64_t Args::option_int(const std::string& name, int64_t fallback) const {
+int64_t Args::parse_int(const std::string& name, int64_t fallback) const {
   auto v = option(name);
   if (!v) return fallback;
   return parse_whole(name, *v, [](const std::string& s, size_t* used) { return std::stoll(s, used); },
@@ -90,13 +90,13 @@ int64_t Args::option_int(const std::string& name, int64_t fallback) const {
 }
 
 int64_t Args::option_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const {
-  const int64_t v = option_int(name, fallback);
+  const int64_t v = parse_int(name, fallback);
   if (v < lo || v > hi) fail("--", name, " must be an integer from ", lo, " to ", hi, ", got ", v);
   return v;
 }
 
 double Args::option_double(const std::string& name, double fallback, const AttrRange& range) const {
-  const double v = option_double(name, fallback);
+  const double v = parse_double(name, fallback);
   if (!std::isfinite(v) || !range.contains(v)) {
     const std::string bounds = range.bounded() ? " " + range.str() : "";
     fail("--", name, " must be a finite number", bounds, ", got ", *option(name));

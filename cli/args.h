@@ -21,9 +21,8 @@ class Args {
   // The option's value (the last one when given several times).
   std::optional<std::string> option(const std::string& name) const;
   std::vector<std::string> all(const std::string& name) const;  // every value, in order
-  int64_t option_int(const std::string& name, int64_t fallback) const;
-  double option_double(const std::string& name, double fallback) const;
-  // The same, refusing values outside [lo, hi] (and NaN) with a message naming both.
+  // Every number on a command line is read by one of these two, with its domain: an
+  // integer in [lo, hi], the message naming both when it is not.
   int64_t option_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
   // A finite number in `range` (NaN and infinities refused), the message naming both.
   double option_double(const std::string& name, double fallback, const AttrRange& range) const;
@@ -32,9 +31,19 @@ class Args {
   const std::string& one_positional(const char* what) const;
 
  private:
+  int64_t parse_int(const std::string& name, int64_t fallback) const;
+  double parse_double(const std::string& name, double fallback) const;
+
   std::map<std::string, std::vector<std::string>> values_;
   std::vector<std::string> positional_;
 };
+
+// Domains of the integers commands take: seeds (as configs allow them) and counts.
+inline constexpr int64_t kMaxSeed = 1'000'000'000'000'000;
+inline constexpr int64_t kMaxCount = 1'000'000'000;
+inline constexpr int64_t kMaxBatch = 1'000'000;     // as configs allow (memory is checked apart)
+inline constexpr int64_t kMaxChildren = 64;       // as pseudo_ensemble.children
+inline constexpr int64_t kMaxSamples = 10'000;      // as configs' eval.samples
 
 // A path a config file names, resolved against the config file's folder when relative;
 // "" stays "".

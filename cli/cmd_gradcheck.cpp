@@ -78,7 +78,7 @@ int check_model(const Args& args) {
   GradcheckOptions options = common_options(args);
   options.batch = built.batch;
   options.inputs = false;
-  options.init_seed = static_cast<uint64_t>(args.option_int("init-seed", 1));
+  options.init_seed = static_cast<uint64_t>(args.option_int("init-seed", 1, 0, kMaxSeed));
   const auto sample = args.option("sample");
   if (sample && *sample == "all") {
     options.sample = 0;

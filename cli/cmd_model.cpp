@@ -121,13 +121,13 @@ int write_new_model(const Model& model, ValueStorage storage, const Args& args) 
 int new_ctn(const Args& args) {
   CtnSpec spec;
   if (auto dir = args.option("sst")) {
-    const int64_t min_count = args.option_int("min-count", 1);
+    const int64_t min_count = args.option_int("min-count", 1, 1, kMaxCount);
     spec.vocabulary = Vocabulary::from_trees(read_trees(*dir + "/train.txt"), min_count).size();
   }
-  spec.vocabulary = args.option_int("vocabulary", spec.vocabulary);
+  spec.vocabulary = args.option_int("vocabulary", spec.vocabulary, 1, kMaxCount);
   if (spec.vocabulary < 1) fail("pens new ctn: give --vocabulary N or --sst DIR (its training words size E)");
   spec.dim = args.option_int("dim", spec.dim, 1, int64_t{1} << 16);
-  spec.classes = args.option_int("classes", spec.classes);
+  spec.classes = args.option_int("classes", spec.classes, 2, 5);
   spec.tensor = args.option("tensor").value_or(spec.tensor);
   spec.fuzz = args.option_double("fuzz", 0, AttrRange::at_least(0));
   spec.subspace = args.option_int("subspace", 0, 0, int64_t{1} << 20);
@@ -140,7 +140,7 @@ int new_ctn(const Args& args) {
   if (!penalties.empty()) {
     if (!model.ensemble) fail("pens new ctn: --penalty needs noise (--fuzz, --subspace or --activation-noise)");
     for (const std::string& p : penalties) model.ensemble->penalties.push_back(parse_penalty(p));
-    model.ensemble->children = args.option_int("children", 2);
+    model.ensemble->children = args.option_int("children", 2, 1, kMaxChildren);
     model.ensemble->validate();
   }
   return write_new_model(model, ValueStorage::None, args);
@@ -182,7 +182,7 @@ int run_new(const std::vector<std::string>& argv) {
   if (!penalties.empty() || args.option("children")) {
     PseudoEnsembleSpec pe;
     for (const std::string& p : penalties) pe.penalties.push_back(parse_penalty(p));
-    pe.children = args.option_int("children", pe.children);
+    pe.children = args.option_int("children", pe.children, 1, kMaxChildren);
     pe.pairing = args.option("pairing").value_or(pe.pairing);
     pe.loss_on = args.option("loss-on").value_or(pe.loss_on);
     pe.smoothing = args.option_double("smoothing", pe.smoothing, AttrRange::from_below(0, 1));
@@ -195,7 +195,7 @@ int run_new(const std::vector<std::string>& argv) {
   ValueStorage storage = ValueStorage::None;
   if (args.option("values")) {
     model.values = std::make_shared<ParamStore<float>>(model.graph);
-    model.values->initialize(model.graph, static_cast<uint64_t>(args.option_int("values", 0)));
+    model.values->initialize(model.graph, static_cast<uint64_t>(args.option_int("values", 0, 0, kMaxSeed)));
     storage = ValueStorage::Inline;
   }
   return write_new_model(model, storage, args);

@@ -65,9 +65,9 @@ namespace {
 int pretrain_skipgram(const Args& args, const std::string& config_path, const json& j) {
   SkipgramConfig config = parse_skipgram_config(j, config_path);
   if (auto v = args.option("data-dir")) config.data_dir = *v;
-  config.epochs = args.option_int("epochs", config.epochs);
+  config.epochs = args.option_int("epochs", config.epochs, 1, kMaxCount);
   config.threads = static_cast<int>(args.option_int("threads", config.threads, 0, 1024));
-  config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
+  config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed), 0, kMaxSeed));
   if (config.epochs < 1) fail("--epochs must be at least 1");
   const std::string out_dir =
       args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
@@ -94,12 +94,11 @@ int run_pretrain(const std::vector<std::string>& argv) {
   config.model = relative_to_config(config_path, config.model);
   if (auto v = args.option("data-dir")) config.data_dir = *v;
   if (args.option("epochs")) {
-    const int64_t epochs = args.option_int("epochs", 0);
-    if (epochs < 1) fail("--epochs must be at least 1");
+    const int64_t epochs = args.option_int("epochs", 1, 1, kMaxCount);
     for (PretrainLayer& layer : config.layers) layer.epochs = epochs;
   }
   config.threads = static_cast<int>(args.option_int("threads", config.threads, 0, 1024));
-  config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
+  config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed), 0, kMaxSeed));
   const std::string out_dir =
       args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
 

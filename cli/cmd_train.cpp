@@ -60,10 +60,13 @@ std::string percent(const json& v) {
 // ETA). Otherwise: a plain line per evaluation, for log files.
 class Progress : public TrainObserver {
  public:
-  explicit Progress(double budget_minutes)
-      : tty_(::isatty(STDERR_FILENO) != 0), budget_seconds_(60.0 * budget_minutes) {}
+  // `header` is printed before the run's first output: a run refused while it is set up
+  // prints its error line alone.
+  Progress(double budget_minutes, std::string header)
+      : tty_(::isatty(STDERR_FILENO) != 0), budget_seconds_(60.0 * budget_minutes), header_(std::move(header)) {}
 
   void on_step(int64_t step, int64_t total, double epoch, double objective, double elapsed) override {
+    print_header();
     smoothed_ = smoothed_ < 0 ? objective : 0.98 * smoothed_ + 0.02 * objective;
     if (!tty_) return;
     const auto now = std::chrono::steady_clock::now();
@@ -80,6 +83,7 @@ class Progress : public TrainObserver {
     std::fflush(stderr);
   }
   void on_eval(const json& m) override {
+    print_header();
     last_validation_ = percent(m["validation_error"]);
     last_test_ = percent(m["test_error"]);
     if (tty_ || !m.contains("examples_per_second")) return;  // tree runs report each epoch as a message
@@ -91,6 +95,7 @@ class Progress : public TrainObserver {
     std::fflush(stderr);
   }
   void on_message(const std::string& text) override {
+    print_header();
     if (tty_) std::fprintf(stderr, "\r\033[K");
     std::fprintf(stderr, "%s\n", text.c_str());
     std::fflush(stderr);
@@ -100,8 +105,15 @@ class Progress : public TrainObserver {
   }
 
  private:
+  void print_header() {
+    if (header_.empty()) return;
+    std::fprintf(stderr, "%s\n", header_.c_str());
+    header_.clear();
+  }
+
   bool tty_;
   double budget_seconds_;
+  std::string header_;
   double smoothed_ = -1;
   std::string last_validation_ = "-", last_test_ = "-";
   std::chrono::steady_clock::time_point drawn_{};
@@ -116,12 +128,26 @@ std::string apply_run_options(const Args& args, const std::string& config_path, 
   config.init_from = relative_to_config(config_path, config.init_from);
   if (auto v = args.option("init")) config.init_from = *v;
   if (auto v = args.option("data-dir")) config.data_dir = *v;
-  config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed)));
-  config.epochs = args.option_int("epochs", config.epochs);
+  config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed), 0, kMaxSeed));
+  config.epochs = args.option_int("epochs", config.epochs, 1, kMaxCount);
   config.budget_minutes = args.option_double("budget-minutes", config.budget_minutes, AttrRange::at_least(0));
   config.threads = static_cast<int>(args.option_int("threads", config.threads, 0, 1024));
-  if (config.epochs < 1) fail("--epochs must be at least 1");
   return args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
+}
+
+// Whether the run resumes: --resume, or --resume-from FILE, which first makes FILE (a path,
+// or the name of a checkpoint kept in the output folder) the folder's checkpoint.
+bool resume_option(const Args& args, const std::string& out_dir) {
+  const std::optional<std::string> from = args.option("resume-from");
+  if (!from) {
+    // Refused before the run is set up, so the error is the only line.
+    const fs::path checkpoint = fs::path(out_dir) / "checkpoint.pens";
+    if (args.flag("resume") && !fs::exists(checkpoint)) fail(checkpoint.string(), ": no checkpoint to resume from");
+    return args.flag("resume");
+  }
+  const fs::path in_folder = fs::path(out_dir) / *from;
+  RunFolder(out_dir).roll_back_to(!fs::exists(*from) && fs::exists(in_folder) ? in_folder.string() : *from);
+  return true;
 }
 
 // Prints how a run ended: its divergence (false) or its length (true).
@@ -143,15 +169,14 @@ int train_tree_config(const Args& args, const std::string& config_path, const js
   }
   TreeConfig config = parse_tree_config(j, config_path);
   const std::string out_dir = apply_run_options(args, config_path, config);
-  if (!(config.budget_minutes >= 0)) fail("--budget-minutes must be >= 0");
+  const bool resume = resume_option(args, out_dir);
   const TreeData data = load_tree_data(config.data_dir, config.min_count);
   RunFolder(out_dir).write_config(to_json(config));
-  std::cerr << "pens train: " << config.model << " on " << config.data_dir << " (" << config.task << ") for "
-            << config.epochs << " epochs"
-            << (config.budget_minutes > 0 ? cat(" (budget ", config.budget_minutes, " min)") : std::string()) << ", "
-            << resolve_threads(config.threads) << " threads; writing " << out_dir << "\n";
-  Progress progress(config.budget_minutes);
-  const TrainSummary summary = train_trees(config, data, out_dir, progress, args.flag("resume"));
+  Progress progress(config.budget_minutes,
+                    cat("pens train: ", config.model, " on ", config.data_dir, " (", config.task, ") for ", config.epochs,
+                        " epochs", config.budget_minutes > 0 ? cat(" (budget ", config.budget_minutes, " min)") : "",
+                        ", ", resolve_threads(config.threads), " threads; writing ", out_dir));
+  const TrainSummary summary = train_trees(config, data, out_dir, progress, resume);
   progress.finish();
   if (!ended_well(summary)) return 1;
   const json& s = summary.json;
@@ -170,7 +195,7 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
   const std::string part = args.option("data").value_or("test");
   const TreeModel tm(model, task_of(model));
   const int64_t classes = tm.classes();
-  const int64_t min_count = args.option_int("min-count", 1);
+  const int64_t min_count = args.option_int("min-count", 1, 1, kMaxCount);
   const TreeData data = load_tree_data(args.option("data-dir").value_or("../shared/data/sst"), min_count);
   const std::vector<SentimentTree>* trees = part == "train" ? &data.bank.train
                                             : part == "dev"  ? &data.bank.dev
@@ -181,8 +206,9 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
     fail(model_path, ": E has ", e->shape[0], " rows but the vocabulary with --min-count ", min_count, " has ",
          data.vocabulary.size(), " words");
   }
-  const int64_t samples = args.option_int("samples", 50);
-  const TreeEvaluation e = tm.evaluate(*model.values, *trees, samples, static_cast<uint64_t>(args.option_int("seed", 1)));
+  const int64_t samples = args.option_int("samples", 50, 1, kMaxSamples);
+  const TreeEvaluation e =
+      tm.evaluate(*model.values, *trees, samples, static_cast<uint64_t>(args.option_int("seed", 1, 0, kMaxSeed)));
   std::printf("%s on SST %s (%s task, %lld roots, %lld labeled nodes)%s:\n  root accuracy %.2f%%\n  all-node accuracy %.2f%%\n\n",
               model_path.c_str(), part.c_str(), task_name(tm.task()), static_cast<long long>(e.roots),
               static_cast<long long>(e.nodes),
@@ -202,22 +228,24 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
 }  // namespace
 
 int run_train(const std::vector<std::string>& argv) {
-  const Args args(argv, {"resume"}, {"out", "labels", "split-seed", "seed", "epochs", "budget-minutes", "data-dir", "threads", "init"});
+  const Args args(argv, {"resume"},
+                  {"out", "labels", "split-seed", "seed", "epochs", "budget-minutes", "data-dir", "threads", "init", "resume-from"});
   const std::string& config_path = args.one_positional("a training config");
   const json j = parse_json_text(read_file(config_path, 1 << 20), config_path);
   if (is_tree_config(j)) return train_tree_config(args, config_path, j);
   TrainConfig config = parse_train_config(j, config_path);
   const std::string out_dir = apply_run_options(args, config_path, config);
-  config.labeled = args.option_int("labels", config.labeled);
-  config.split_seed = static_cast<uint64_t>(args.option_int("split-seed", static_cast<int64_t>(config.split_seed)));
+  config.labeled = args.option_int("labels", config.labeled, 0, kMaxCount);
+  config.split_seed = static_cast<uint64_t>(args.option_int("split-seed", static_cast<int64_t>(config.split_seed), 0, kMaxSeed));
+  const bool resume = resume_option(args, out_dir);
   const TrainData data{load_mnist(config.data_dir, "train"), load_mnist(config.data_dir, "test")};
   RunFolder(out_dir).write_config(to_json(config));
-  std::cerr << "pens train: " << config.model << " on " << config.data_dir << " for " << config.epochs
-            << " epochs of " << config.steps_per_epoch << " steps"
-            << (config.budget_minutes > 0 ? cat(" (budget ", config.budget_minutes, " min)") : std::string())
-            << ", " << resolve_threads(config.threads) << " threads; writing " << out_dir << "\n";
-  Progress progress(config.budget_minutes);
-  const TrainSummary summary = train(config, data, out_dir, progress, args.flag("resume"));
+  Progress progress(config.budget_minutes,
+                    cat("pens train: ", config.model, " on ", config.data_dir, " for ", config.epochs, " epochs of ",
+                        config.steps_per_epoch, " steps",
+                        config.budget_minutes > 0 ? cat(" (budget ", config.budget_minutes, " min)") : "", ", ",
+                        resolve_threads(config.threads), " threads; writing ", out_dir));
+  const TrainSummary summary = train(config, data, out_dir, progress, resume);
   progress.finish();
   if (!ended_well(summary)) return 1;
   const json& s = summary.json;
@@ -242,14 +270,13 @@ int run_eval(const std::vector<std::string>& argv) {
   }
   const std::string part = args.option("data").value_or("test");
   const Dataset d = load_mnist(args.option("data-dir").value_or("data/mnist"), part);
-  const int64_t samples = args.option_int("samples", 0);
-  const auto seed = static_cast<uint64_t>(args.option_int("seed", 1));
+  const int64_t samples = args.option_int("samples", 0, 0, kMaxSamples);
+  const auto seed = static_cast<uint64_t>(args.option_int("seed", 1, 0, kMaxSeed));
   const Graph g = build_inference(model.graph, samples);
   const ClassifierIo io = classifier_io(g, model_path, false);
   check_data_fits(g, io, d, model_path, cat(args.option("data-dir").value_or("data/mnist"), ", ", part, " images"));
   if (!model.values) untrained();
-  const int64_t batch = args.option_int("batch", 1000);
-  if (batch < 1) fail("--batch must be at least 1");
+  const int64_t batch = args.option_int("batch", 1000, 1, kMaxBatch);
   Tape<float> tape(g, *model.values, {.batch = batch});
   tape.set_noise_key({seed, 0});
   const auto confusion = confusion_matrix(tape, io.x, io.output, d);

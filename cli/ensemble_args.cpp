@@ -8,8 +8,7 @@ namespace pens::cli {
 
 BuiltGraph build_for_cli(const Model& model, const Args& args) {
   BuiltGraph out;
-  out.batch = args.option_int("batch", 8);
-  if (out.batch < 1) fail("--batch must be at least 1");
+  out.batch = args.option_int("batch", 8, 1, kMaxBatch);
   if (auto text = args.option("tree")) {
     if (!model.tree) fail("--tree: the model is not a network over trees (it has no tree section)");
     std::vector<SentimentTree> trees = parse_trees(*text, "--tree");
@@ -24,13 +23,13 @@ BuiltGraph build_for_cli(const Model& model, const Args& args) {
     return out;
   }
   PseudoEnsembleSpec spec = *model.ensemble;
-  spec.children = args.option_int("children", spec.children);
+  spec.children = args.option_int("children", spec.children, 1, kMaxChildren);
   spec.pairing = args.option("pairing").value_or(spec.pairing);
   if (auto kind = args.option("kind")) {
     for (PenaltyTerm& t : spec.penalties) t.kind = *kind;
   }
   EnsembleOptions options;
-  options.labeled_rows = args.option_int("labeled", spec.splits_rows() ? out.batch / 2 : -1);
+  options.labeled_rows = args.option_int("labeled", spec.splits_rows() ? out.batch / 2 : -1, -1, out.batch);
   if (options.labeled_rows >= out.batch) {
     fail("--labeled ", options.labeled_rows, " leaves no unlabeled rows in a batch of ", out.batch);
   }

@@ -134,7 +134,10 @@ const std::vector<Command>& commands() {
        "  --data-dir DIR         folder of the MNIST IDX files (default data/mnist)\n"
        "  --threads T            threads (0: the CPUs this process may use)\n"
        "  --init MODEL           start from the parameter values of MODEL (pens pretrain's)\n"
-       "  --resume               continue from the output folder's checkpoint.pens\n",
+       "  --resume               continue from the output folder's checkpoint.pens\n"
+       "  --resume-from FILE     continue from FILE instead (checkpoint-STEP.pens, one of the\n"
+       "                         checkpoints the folder keeps): after a divergence, roll back\n"
+       "                         to an earlier step, with a lower learning rate in the config\n",
        pens::cli::run_train},
       {"pretrain", "denoising-autoencoder pre-training of a network's hidden layers",
        "usage: pens pretrain CONFIG.json [options]\n\n"

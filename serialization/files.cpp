@@ -9,10 +9,24 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "ops/ir/error.h"
 
 namespace pens {
+
+namespace {
+
+// Makes the renames in `dir` durable.
+void sync_folder(const std::filesystem::path& dir) {
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace
 
 std::string read_file(const std::string& path, uint64_t max_bytes) {
   // O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever; a regular file
@@ -97,12 +111,31 @@ void write_file_atomically(const std::string& path, std::string_view bytes,
     ::unlink(temp.c_str());
     fail(path, ": rename failed: ", std::strerror(saved));
   }
-  // Make the rename itself durable.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
+  sync_folder(dir);
+}
+
+void link_atomically(const std::string& from, const std::string& to) {
+  const std::filesystem::path target(to);
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  // A temporary name of the form remove_interrupted_writes() cleans up after a kill.
+  std::string temp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  const int fd = ::mkstemp(temp.data());
+  if (fd < 0) fail(to, ": cannot create a temporary file in ", dir.string(), ": ", std::strerror(errno));
+  ::close(fd);
+  ::unlink(temp.c_str());
+  if (::link(from.c_str(), temp.c_str()) != 0) {
+    if (errno != EXDEV && errno != EPERM && errno != ENOTSUP && errno != EMLINK) {
+      fail(to, ": cannot link ", from, ": ", std::strerror(errno));
+    }
+    write_file_atomically(to, read_file(from, std::numeric_limits<uint64_t>::max()));
+    return;
   }
+  if (::rename(temp.c_str(), to.c_str()) != 0) {
+    const int saved = errno;
+    ::unlink(temp.c_str());
+    fail(to, ": rename failed: ", std::strerror(saved));
+  }
+  sync_folder(dir);
 }
 
 void append_float32_le(std::string& out, const float* data, int64_t n) {

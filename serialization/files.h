@@ -19,6 +19,10 @@ std::string read_file(const std::string& path, uint64_t max_bytes);
 void write_file_atomically(const std::string& path, std::string_view bytes,
                            const std::function<void()>& before_rename = {});
 
+// Atomically makes `to` a second name of the complete file `from` (a hard link, renamed
+// over `to`), or, where the file system has no hard links, an atomic copy.
+void link_atomically(const std::string& from, const std::string& to);
+
 // Removes the temporary files ".NAME.tmp-XXXXXX" that write_file_atomically leaves in
 // `dir` when its process is killed mid-write; returns how many. Only for a folder no
 // other process is writing in (a run folder being resumed).

@@ -1,5 +1,7 @@
 #include "train/run_folder.h"
 
+#include <algorithm>
+#include <array>
 #include <filesystem>
 
 #include "ops/ir/error.h"
@@ -9,7 +11,10 @@
 
 namespace pens {
 
-RunFolder::RunFolder(std::string dir) : dir_(std::move(dir)) { std::filesystem::create_directories(dir_); }
+RunFolder::RunFolder(std::string dir, int64_t keep_checkpoints)
+    : dir_(std::move(dir)), keep_checkpoints_(keep_checkpoints) {
+  std::filesystem::create_directories(dir_);
+}
 
 std::string RunFolder::path(const std::string& name) const { return (std::filesystem::path(dir_) / name).string(); }
 
@@ -58,7 +63,35 @@ bool RunFolder::save_checkpoint(const TrainingState& state, const ParamStore<flo
   }
   pens::save_checkpoint(checkpoint_path(), state, params, optimizer);
   last_checkpoint_step_ = state.step;
+  if (keep_checkpoints_ > 1) {
+    link_atomically(checkpoint_path(), path(cat("checkpoint-", state.step, ".pens")));
+    const auto kept = kept_checkpoints();
+    for (size_t i = 0; i + static_cast<size_t>(keep_checkpoints_) < kept.size(); ++i) {
+      std::filesystem::remove(kept[i].second);
+    }
+  }
   return true;
+}
+
+std::vector<std::pair<int64_t, std::string>> RunFolder::kept_checkpoints() const {
+  std::vector<std::pair<int64_t, std::string>> kept;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, error)) {
+    const std::string name = entry.path().filename().string();
+    constexpr std::string_view kPrefix = "checkpoint-", kSuffix = ".pens";
+    if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix)) continue;
+    const std::string digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+    if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    kept.emplace_back(std::stoll(digits), entry.path().string());
+  }
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+void RunFolder::roll_back_to(const std::string& checkpoint) {
+  if (!std::filesystem::is_regular_file(checkpoint)) fail(checkpoint, ": no such checkpoint file");
+  if (std::filesystem::exists(checkpoint_path()) && std::filesystem::equivalent(checkpoint, checkpoint_path())) return;
+  link_atomically(checkpoint, checkpoint_path());
 }
 
 TrainingState RunFolder::load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer) {
@@ -66,23 +99,50 @@ TrainingState RunFolder::load_checkpoint(ParamStore<float>& params, const Optimi
   remove_interrupted_writes(dir_);  // what a killed run's last write left behind
   TrainingState state = pens::load_checkpoint(checkpoint_path(), params, optimizer);
   last_checkpoint_step_ = state.step;
+  for (const auto& [step, file] : kept_checkpoints()) {
+    if (step > state.step) std::filesystem::remove(file);
+  }
   return state;
 }
 
-void RunFolder::check_resumable(const nlohmann::json& saved, const nlohmann::json& now) const {
+std::vector<std::string> RunFolder::check_resumable(const nlohmann::json& saved, const nlohmann::json& now) {
+  static constexpr std::array kRun = {"epochs", "budget_minutes", "threads"};
+  static constexpr std::array kSchedule = {"learning_rate",  "warmup_epochs", "decay",
+                                           "momentum_start", "momentum_end",  "momentum_epochs"};
   const auto resumable = [](nlohmann::json c) {
-    for (const char* key : {"epochs", "budget_minutes", "threads"}) c["run"].erase(key);
+    for (const char* key : kRun) c["run"].erase(key);
+    for (const char* key : kSchedule) c["optimizer"].erase(key);
+    c["checkpoint"].erase("keep");
     return c;
   };
   if (resumable(saved) != resumable(now)) {
-    fail(checkpoint_path(), ": written by a different config (only run.epochs, run.budget_minutes and "
-         "run.threads may change on resume); saved: ", saved.dump());
+    fail(checkpoint_path(), ": written by a different config (only run.epochs, run.budget_minutes, run.threads and "
+         "checkpoint.keep and the optimizer's learning_rate, warmup_epochs, decay and momentum fields may change on "
+         "resume); saved: ",
+         saved.dump());
   }
+  std::vector<std::string> changed;
+  nlohmann::json settings = nlohmann::json::object();
+  for (const char* key : kSchedule) {
+    const nlohmann::json& was = saved["optimizer"].contains(key) ? saved["optimizer"][key] : nlohmann::json();
+    const nlohmann::json& is = now["optimizer"].contains(key) ? now["optimizer"][key] : nlohmann::json();
+    if (was == is) continue;
+    changed.push_back(cat("optimizer.", key, " ", was.dump(), " -> ", is.dump()));
+    settings[cat("optimizer.", key)] = {was, is};
+  }
+  resume_changes_ = changed.empty() ? nlohmann::json() : nlohmann::json{{"step", last_checkpoint_step_}, {"settings", settings}};
+  return changed;
 }
 
 std::string RunFolder::checkpoint_note() const {
   if (last_checkpoint_step_ < 0) return "; no checkpoint was written before it";
-  return cat("; the last good checkpoint is ", checkpoint_path(), " (step ", last_checkpoint_step_, ")");
+  std::string earlier;
+  for (const auto& [step, file] : kept_checkpoints()) {
+    if (step < last_checkpoint_step_) earlier = cat(std::filesystem::path(file).filename().string(), earlier.empty() ? "" : ", ", earlier);
+  }
+  return cat("; the last good checkpoint is ", checkpoint_path(), " (step ", last_checkpoint_step_, ")",
+             earlier.empty() ? "" : cat("; earlier ones: ", earlier, " (its parameters may already be on their way to "
+                                        "the divergence: pens train --resume-from FILE rolls back to an earlier one)"));
 }
 
 nlohmann::json run_summary(bool diverged, int64_t steps, double epochs, double wall_seconds,

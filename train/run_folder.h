@@ -2,6 +2,8 @@
 //   config.json        the effective config
 //   metrics.jsonl      one JSON object per evaluation
 //   checkpoint.pens    parameters, optimizer state, step, seed, config (atomic)
+//   checkpoint-S.pens  the checkpoints of steps S before it (as many as the config keeps):
+//                      where a run that diverged rolls back to (--resume-from)
 //   summary.json       how the run ended
 //   *.model.json       model files (the last and the best parameters)
 // Every file is written atomically or appended line by line, so a run killed at any
@@ -21,8 +23,9 @@ namespace pens {
 
 class RunFolder {
  public:
-  // Creates the folder when needed.
-  explicit RunFolder(std::string dir);
+  // Creates the folder when needed. `keep_checkpoints` is how many of the latest
+  // checkpoints stay on disk (1: checkpoint.pens alone).
+  explicit RunFolder(std::string dir, int64_t keep_checkpoints = 1);
 
   const std::string& dir() const { return dir_; }
   std::string path(const std::string& name) const;
@@ -40,21 +43,39 @@ class RunFolder {
   std::string checkpoint_path() const { return path("checkpoint.pens"); }
   bool has_checkpoint() const;
   // Saves unless a parameter or optimizer value is not finite (a good checkpoint is
-  // never replaced by a bad one); says whether it saved.
+  // never replaced by a bad one); says whether it saved. Keeps the checkpoint also as
+  // checkpoint-STEP.pens (a second name of the same file) and removes those beyond
+  // keep_checkpoints.
   bool save_checkpoint(const TrainingState& state, const ParamStore<float>& params, const OptimizerState& optimizer);
+  // Loads checkpoint.pens. Kept checkpoints of later steps (a trajectory abandoned by
+  // roll_back_to) are removed.
   TrainingState load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer);
+  // Makes `checkpoint` (one of the kept checkpoint-STEP.pens, or any checkpoint file)
+  // this folder's checkpoint.pens, atomically, so that the next resume starts from it.
+  void roll_back_to(const std::string& checkpoint);
+  // The kept checkpoints, by step, oldest first.
+  std::vector<std::pair<int64_t, std::string>> kept_checkpoints() const;
   // Throws unless a checkpoint's config (`saved`) and a resumed run's (`now`), both in
-  // the form the config's to_json writes, agree in all but run.epochs,
-  // run.budget_minutes and run.threads.
-  void check_resumable(const nlohmann::json& saved, const nlohmann::json& now) const;
+  // the form the config's to_json writes, agree in all but the fields a resume may change:
+  // the run's length, budget and threads, and the optimizer's schedule (learning rate,
+  // warm-up, decay, momentum: what a user lowers to get past a divergence). Returns
+  // "field was -> now" for each schedule field that changed, and keeps them for
+  // resume_changes().
+  std::vector<std::string> check_resumable(const nlohmann::json& saved, const nlohmann::json& now);
+  // The schedule changes of the last check_resumable, for summary.json: {"step": the
+  // checkpoint's step, "settings": {"optimizer.learning_rate": [was, now], ...}}; null when
+  // nothing changed.
+  const nlohmann::json& resume_changes() const { return resume_changes_; }
   // What a message about a diverged run adds: where the last good checkpoint is (saved or
   // resumed from by this folder), or that there is none.
   std::string checkpoint_note() const;
 
  private:
   std::string dir_;
+  int64_t keep_checkpoints_;
   std::ofstream metrics_;
   int64_t last_checkpoint_step_ = -1;
+  nlohmann::json resume_changes_;
 };
 
 // The fields every summary.json starts with: status, steps, epochs, wall_seconds, the

@@ -39,7 +39,11 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
     s.number("momentum_end", sc.momentum_end, 0, 1);
     s.number("momentum_epochs", sc.momentum_epochs, 0, 1e6);
     s.string("max_norm_rule", c.max_norm_rule);
-    parse_max_norm_rule(c.max_norm_rule);
+    try {
+      parse_max_norm_rule(c.max_norm_rule);
+    } catch (const Error& e) {
+      fail(source, ": optimizer.max_norm_rule: ", e.what());
+    }
     c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
   } else {
     normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
@@ -73,6 +77,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
   if (const json* k = top.child("checkpoint")) {
     ConfigSection s(*k, "checkpoint", source);
     s.number("every_epochs", c.checkpoint_every_epochs, 1e-6, 1e9);
+    s.number("keep", c.checkpoint_keep, 1, 1e6);
   }
   return c;
 }
@@ -99,7 +104,7 @@ json to_json(const TrainConfig& c) {
        {{"epochs", c.epochs}, {"steps_per_epoch", c.steps_per_epoch}, {"budget_minutes", c.budget_minutes},
         {"seed", c.seed}, {"init_seed", c.init_seed}, {"threads", c.threads}}},
       {"eval", {{"every_epochs", c.eval_every_epochs}, {"batch", c.eval_batch}, {"train_error_examples", c.train_error_examples}}},
-      {"checkpoint", {{"every_epochs", c.checkpoint_every_epochs}}},
+      {"checkpoint", {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}}},
   };
   if (c.lambda_schedule) {
     j["lambda_schedule"] = json::array();

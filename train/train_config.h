@@ -55,6 +55,7 @@ struct TrainConfig {
   int64_t eval_batch = 1000;
   int64_t train_error_examples = 10000;  // labeled examples the train error is measured on
   double checkpoint_every_epochs = 10;
+  int64_t checkpoint_keep = 3;  // checkpoints kept on disk, the latest included
 };
 
 // Reads a config. Unknown keys and bad values are Errors naming the field; `source`

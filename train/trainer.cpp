@@ -31,7 +31,13 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // The semi-supervised split of the config, or with data.labeled = 0 every non-validation
 // example labeled.
 Split training_split(const TrainConfig& config, const Dataset& train_set) {
-  if (config.labeled > 0) return semi_supervised_split(train_set, config.labeled, config.validation, config.split_seed);
+  if (config.labeled > 0) {
+    try {
+      return semi_supervised_split(train_set, config.labeled, config.validation, config.split_seed);
+    } catch (const Error& e) {
+      fail("data.labeled = ", config.labeled, ", data.validation = ", config.validation, ": ", e.what());
+    }
+  }
   if (config.validation >= train_set.size) {
     fail("data.validation = ", config.validation, " leaves none of the ", train_set.size, " training examples");
   }
@@ -49,7 +55,7 @@ Split training_split(const TrainConfig& config, const Dataset& train_set) {
 class ClassifierRun {
  public:
   ClassifierRun(const TrainConfig& config, const TrainData& data, const std::string& out_dir, TrainObserver& observer)
-      : config_(config), data_(data), folder_(out_dir), observer_(observer) {
+      : config_(config), data_(data), folder_(out_dir, config.checkpoint_keep), observer_(observer) {
     set_threads(config.threads);
     load_model_and_graphs();
     make_optimizer_and_step();
@@ -189,12 +195,14 @@ void ClassifierRun::start(bool resume) {
   }
   const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state());
   // Read back as this pens reads configs: one from an earlier pens gets today's defaults.
-  folder_.check_resumable(to_json(parse_train_config(state.config, folder_.checkpoint_path())), to_json(config_));
+  const std::vector<std::string> changed =
+      folder_.check_resumable(to_json(parse_train_config(state.config, folder_.checkpoint_path())), to_json(config_));
   step_count_ = state.step;
   // Evaluations the interrupted run made after its checkpoint are dropped: the resumed
   // run makes them again.
   for (const json& m : folder_.start_metrics(step_count_)) note(m);
   observer_.on_message(cat("resuming from ", folder_.checkpoint_path(), " at step ", step_count_));
+  for (const std::string& c : changed) observer_.on_message(cat("  changed on resume: ", c));
   if (state.version < kCheckpointVersion) {
     observer_.on_message(cat("note: checkpoint format ", state.version, " was written by an earlier pens, whose noise "
                              "draws differ; from here on the run draws with this pens' noise keys"));
@@ -293,6 +301,7 @@ TrainSummary ClassifierRun::finish() {
   s["validation"] = split_.validation.size();
   s["parameters"] = model_.values->numel();
   if (summary.diverged) s["message"] = diverged_;
+  if (!folder_.resume_changes().is_null()) s["changed_on_resume"] = folder_.resume_changes();
   if (!last_.is_null()) {
     s["final"] = {{"epoch", last_["epoch"]}, {"test_error", last_["test_error"]}, {"validation_error", last_["validation_error"]}};
   }

@@ -59,6 +59,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   if (const json* k = top.child("checkpoint")) {
     ConfigSection s(*k, "checkpoint", source);
     s.number("every_epochs", c.checkpoint_every_epochs, 1e-6, 1e9);
+    s.number("keep", c.checkpoint_keep, 1, 1e6);
   }
   return c;
 }
@@ -82,7 +83,7 @@ json to_json(const TreeConfig& c) {
        {{"epochs", c.epochs}, {"budget_minutes", c.budget_minutes}, {"seed", c.seed}, {"init_seed", c.init_seed},
         {"threads", c.threads}}},
       {"eval", {{"samples", c.eval_samples}, {"train_trees", c.train_eval_trees}}},
-      {"checkpoint", {{"every_epochs", c.checkpoint_every_epochs}}},
+      {"checkpoint", {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}}},
   };
 }
 

@@ -34,6 +34,7 @@ struct TreeConfig {
   int64_t eval_samples = 50;      // subspace models: class probabilities averaged over this many draws
   int64_t train_eval_trees = 1000;  // training trees whose root accuracy is reported
   double checkpoint_every_epochs = 1;
+  int64_t checkpoint_keep = 3;  // checkpoints kept on disk, the latest included
 };
 
 // True when a config's JSON is a tree config (it names a task).

@@ -72,7 +72,7 @@ class TreeRun {
 };
 
 TreeRun::TreeRun(const TreeConfig& config, const TreeData& data, const std::string& out_dir, TrainObserver& observer)
-    : config_(config), data_(data), task_(parse_sentiment_task(config.task)), folder_(out_dir), observer_(observer) {
+    : config_(config), data_(data), task_(parse_sentiment_task(config.task)), folder_(out_dir, config.checkpoint_keep), observer_(observer) {
   set_threads(config.threads);
   model_ = load_model(config.model);
   trees_ = std::make_unique<TreeModel>(model_, task_, 1.0 / static_cast<double>(config.batch_trees));
@@ -122,8 +122,9 @@ void TreeRun::start(bool resume) {
   }
   const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state());
   // Both sides read as configs, so defaults a caller left unset compare equal.
-  folder_.check_resumable(to_json(parse_tree_config(state.config, folder_.checkpoint_path())),
-                          to_json(parse_tree_config(to_json(config_), "the run's config")));
+  const std::vector<std::string> changed =
+      folder_.check_resumable(to_json(parse_tree_config(state.config, folder_.checkpoint_path())),
+                              to_json(parse_tree_config(to_json(config_), "the run's config")));
   step_count_ = state.step;
   for (const json& m : folder_.start_metrics(step_count_)) {
     last_ = m;
@@ -133,6 +134,7 @@ void TreeRun::start(bool resume) {
     }
   }
   observer_.on_message(cat("resuming from ", folder_.checkpoint_path(), " at step ", step_count_));
+  for (const std::string& c : changed) observer_.on_message(cat("  changed on resume: ", c));
 }
 
 void TreeRun::run_steps() {
@@ -253,6 +255,7 @@ TrainSummary TreeRun::finish() {
   s["training_trees"] = train_rows_.size();
   s["parameters"] = model_.values->numel();
   if (summary.diverged) s["message"] = diverged_;
+  if (!folder_.resume_changes().is_null()) s["changed_on_resume"] = folder_.resume_changes();
   if (!last_.is_null()) {
     s["final"] = {{"epoch", last_["epoch"]}, {"dev_root_accuracy", last_["dev_root_accuracy"]},
                   {"test_root_accuracy", last_["test_root_accuracy"]}};

@@ -27,7 +27,12 @@ std::vector<PenaltyHandle> add_penalties(Perturbed& perturbed, const PseudoEnsem
     };
     const PenaltyKind& kind = PenaltyRegistry::global().at(term.kind);
     const auto parent = g.find(term.node);
-    if (!parent) fail_term("node", ": the model has no node named '", term.node, "'");
+    // The losses were rebuilt per child by the perturb pass, so a loss node of the model is
+    // not found here either.
+    if (!parent) {
+      fail_term("node", ": no node '", term.node, "' in the network the children compute (the model has none of that "
+                "name, or it is a loss: penalize an activity, such as the output)");
+    }
     PenaltyHandle h;
     h.term = term;
     h.layer = g[*parent].layer;

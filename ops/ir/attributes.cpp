@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <limits>
 #include <sstream>
 
 #include "ops/ir/error.h"
@@ -149,9 +150,17 @@ void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs, con
     const auto check = [&](double v) {
       if (!spec->range.contains(v)) fail(owner, ": attribute '", key, "' must be ", spec->range.str(), ", got ", v);
     };
-    if (const auto* x = std::get_if<double>(&value)) check(*x);
+    // Tensors hold float32: a real attribute beyond its range would become infinite there.
+    const auto check_real = [&](double v) {
+      check(v);
+      if (!(std::abs(v) <= std::numeric_limits<float>::max())) {
+        fail(owner, ": attribute '", key, "' = ", v, " does not fit in float32 (magnitude at most ",
+             std::numeric_limits<float>::max(), ")");
+      }
+    };
+    if (const auto* x = std::get_if<double>(&value)) check_real(*x);
     if (const auto* x = std::get_if<int64_t>(&value)) check(static_cast<double>(*x));
-    if (const auto* x = std::get_if<std::vector<double>>(&value)) std::for_each(x->begin(), x->end(), check);
+    if (const auto* x = std::get_if<std::vector<double>>(&value)) std::for_each(x->begin(), x->end(), check_real);
     if (const auto* x = std::get_if<std::vector<int64_t>>(&value)) {
       for (int64_t e : *x) check(static_cast<double>(e));
     }

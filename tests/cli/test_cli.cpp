@@ -238,6 +238,19 @@ TEST_CASE("options outside their domain and inputs that are not regular files: o
   }
 }
 
+// The corpus of bad inputs in tests/data/bad-inputs (models, configs, IDX files, trees,
+// options; cases.tsv lists them), run by the script users run on their own corpora.
+TEST_CASE("every case of the bad-input corpus is refused with one line naming the problem") {
+  const Run r = pens::testing::run_command(std::string("PENS=") + PENS_CLI + " " + PENS_SOURCE_DIR +
+                                          "/scripts/bad-inputs.sh");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  std::smatch counts;
+  REQUIRE(std::regex_search(r.out, counts, std::regex(R"(bad inputs: (\d+) cases, (\d+) refused well)")));
+  CHECK(std::stoi(counts[1]) >= 100);
+  CHECK(counts[1] == counts[2]);
+}
+
 TEST_CASE("pens fmt prints example models unchanged and rejects garbage with one line") {
   for (const char* name : {"mlp-pea.json", "mlp-pea-small.json"}) {
     const Run r = pens_cli("fmt " + example(name));

@@ -326,7 +326,7 @@ TEST_CASE("bad annotations and specs name what is wrong") {
   bad.penalties = {{"h1", "kl", -1.0, "all"}};
   CHECK_ERROR_MENTIONS(bad.validate(), "penalties[0].lambda");
   bad.penalties = {{"nowhere", "kl", 1.0, "all"}};
-  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(parent, bad), "penalty kl on 'nowhere'", "no node named");
+  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(parent, bad), "penalty kl on 'nowhere'", "no node 'nowhere' in the network the children compute");
   bad.penalties = {{"h1", "kl", 1.0, "unlabeled"}};
   CHECK_ERROR_MENTIONS(build_pseudo_ensemble(parent, bad), "rows 'unlabeled'", "labeled_rows");
   Graph no_output = parent;

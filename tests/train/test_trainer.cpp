@@ -17,6 +17,7 @@
 #include "tests/support/temp_dir.h"
 #include "train/optimizer.h"
 #include "train/pretrain_config.h"
+#include "train/run_folder.h"
 #include "train/trainer.h"
 
 using namespace pens;
@@ -24,10 +25,11 @@ using nlohmann::json;
 
 namespace {
 
-// A 16-32-32-4 dropout network with V^t between two children, saved untrained.
-std::string write_small_model(const testing::TempDir& dir) {
+// A 16-32-32-4 dropout network with V^t between two children, saved untrained; its
+// incoming weights bounded by max-norm unless max_norm is 0.
+std::string write_small_model(const testing::TempDir& dir, double max_norm = 3.5) {
   Model m;
-  m.graph = build_mlp({.layers = {16, 32, 32, 4}, .weight_std = 0.3, .max_norm = 3.5, .mask_input = 0.1, .mask_hidden = 0.2});
+  m.graph = build_mlp({.layers = {16, 32, 32, 4}, .weight_std = 0.3, .max_norm = max_norm, .mask_input = 0.1, .mask_hidden = 0.2});
   m.ensemble = PseudoEnsembleSpec{.children = 2, .loss_on = "child", .penalties = {{"logits", "tanh", 1.0, "all"}}, .lambda_schedule = {}};
   const std::string path = dir / "small.model.json";
   save_model(m, path, ValueStorage::None);
@@ -157,6 +159,59 @@ TEST_CASE("a NaN stops training with a message and leaves the last good checkpoi
   for (float v : params.values()) REQUIRE(std::isfinite(v));
 }
 
+TEST_CASE("a run that diverges names where, keeps its checkpoints, and rolls back to one with a lower learning rate") {
+  testing::TempDir dir;
+  // No max-norm, so nothing bounds the weights; the learning rate warms up to 1000 over
+  // the run. The weights grow for about a hundred steps before a value overflows.
+  TrainConfig config = small_config(write_small_model(dir, 0));
+  config.schedule.learning_rate = 1e3;
+  config.schedule.warmup_epochs = 6;
+  config.checkpoint_every_epochs = 0.1;  // every 5 steps
+  config.checkpoint_keep = 30;
+  Quiet quiet;
+  const TrainSummary diverged = train(config, small_data(), dir / "run", quiet);
+  REQUIRE(diverged.diverged);
+  const std::string message = diverged.json["message"];
+  INFO(message);
+  CHECK(message.find("training diverged at step ") != std::string::npos);
+  CHECK(message.find("the first non-finite value is at '") != std::string::npos);
+  const int64_t failed_at = diverged.json["steps"];
+  REQUIRE(failed_at > 40);
+
+  // Every checkpoint up to the divergence is kept (the last 30), each one a file that loads.
+  RunFolder folder(dir / "run");
+  const auto kept = folder.kept_checkpoints();
+  REQUIRE(kept.size() == std::min<size_t>(30, static_cast<size_t>(failed_at / 5)));
+  CHECK(kept.back().first == failed_at / 5 * 5);
+  Model model = load_model(dir / "small.model.json");
+  ParamStore<float> params(model.graph);
+  const auto sgd = make_optimizer("sgd", params);
+  for (const auto& [step, file] : kept) CHECK(load_checkpoint(file, params, sgd->checkpoint_state()).step == step);
+  bool named = false;
+  for (const std::string& m : quiet.messages) named |= m.find("earlier ones: checkpoint-") != std::string::npos;
+  CHECK(named);
+
+  // The last good checkpoint is finite but its weights are already huge: resumed at a
+  // learning rate 10^4 times lower it overflows again. Rolled back to the first kept
+  // checkpoint (step 5) it trains to the end, and the summary says what changed.
+  config.schedule.learning_rate = 0.1;
+  const TrainSummary again = train(config, small_data(), dir / "run", quiet, /*resume=*/true);
+  CHECK(again.diverged);
+  folder.roll_back_to(kept.front().second);
+  const TrainSummary resumed = train(config, small_data(), dir / "run", quiet, /*resume=*/true);
+  CHECK_FALSE(resumed.diverged);
+  CHECK(resumed.json["steps"] == 300);
+  CHECK(resumed.json["changed_on_resume"]["step"] == 5);
+  CHECK(resumed.json["changed_on_resume"]["settings"]["optimizer.learning_rate"] == json::array({1000.0, 0.1}));
+  bool said = false;
+  for (const std::string& m : quiet.messages) said |= m.find("changed on resume: optimizer.learning_rate 1000.0 -> 0.1") != std::string::npos;
+  CHECK(said);
+  CHECK(resumed.json["final"]["validation_error"].get<double>() < 0.7);  // chance is 0.75
+  // The checkpoints of the abandoned steps went with the roll-back; the new run's are kept.
+  for (const auto& [step, file] : folder.kept_checkpoints()) CHECK(load_checkpoint(file, params, sgd->checkpoint_state()).step == step);
+  CHECK(folder.kept_checkpoints().back().first == 300);
+}
+
 TEST_CASE("training configs: unknown fields and bad values are errors naming the field") {
   CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m.json", "optimiser": {}})"), "c.json"),
                        "c.json", "unknown field optimiser");
@@ -219,7 +274,7 @@ TEST_CASE("a resumed run continues exactly as an unbroken one") {
   }
 
   config.epochs = 4;
-  config.schedule.learning_rate = 0.2;  // a different run cannot resume this one
+  config.batch_labeled = 8;  // a different run cannot resume this one
   Quiet quiet;
   CHECK_ERROR_MENTIONS(train(config, small_data(), dir / "resumed", quiet, true), "checkpoint.pens",
                        "written by a different config");

@@ -1,0 +1,196 @@
+"""Writes the bad-input corpus in this folder: model files, training configs, MNIST-like IDX
+data sets, sentiment trees, and cases.tsv, which scripts/bad-inputs.sh runs. Every case is
+an input a user could write from docs/ that pens must refuse with one line naming the
+place. Run from anywhere: python3 tests/data/bad-inputs/make.py; then
+  build/pens new mlp --layers 784,4,10 --values 3 --output tests/data/bad-inputs/configs/trained.model.json
+writes the trained model the eval cases read."""
+import copy, json, os, random, shutil, struct
+
+root = os.path.dirname(os.path.abspath(__file__))
+repo = os.path.normpath(os.path.join(root, '..', '..', '..'))
+for d in ['models', 'configs', 'data', 'trees']:
+    shutil.rmtree(os.path.join(root, d), ignore_errors=True)
+for d in ['models','configs','data','trees']:
+    os.makedirs(f'{root}/{d}', exist_ok=True)
+base = json.load(open(f'{repo}/tests/data/models/tiny-ensemble.json'))
+cases = []
+def case(name, expect, args):
+    assert '\t' not in expect and '\t' not in args
+    cases.append((name, expect, args))
+def model(name, doc=None, text=None, expect='', command='fmt'):
+    path = f'models/{name}.json'
+    with open(f'{root}/{path}', 'wb') as f:
+        f.write(text if text is not None else json.dumps(doc, indent=1).encode())
+    case(f'model/{name}', expect, f'{command} {path}')
+def node(doc, name):
+    for n in doc['inputs'] + doc['nodes'] + doc['parameters']:
+        if n['name'] == name: return n
+    raise KeyError(name)
+def variant(f):
+    d = copy.deepcopy(base); f(d); return d
+
+model('mask-p-above-1', variant(lambda d: node(d,'x')['noise'][0].update(p=1.5)), expect='/inputs/0/noise/0')
+model('mask-p-negative', variant(lambda d: node(d,'h1')['noise'][0].update(p=-0.1)), expect='/nodes/1/noise/0')
+model('mask-p-1-rescaled', variant(lambda d: node(d,'x')['noise'][0].update(p=1.0)), expect='/inputs/0/noise/0')
+model('gaussian-sigma-negative', variant(lambda d: node(d,'a1')['noise'][0].update(sigma=-1)), expect='/nodes/0/noise/0')
+model('init-std-negative', variant(lambda d: node(d,'W1')['init'].update(std=-0.01)), expect='/parameters/0')
+model('init-uniform-limit-negative', variant(lambda d: node(d,'W1').update(init={'kind':'uniform','limit':-1})), expect='/parameters/0')
+model('init-value-beyond-float', variant(lambda d: node(d,'b1')['init'].update(value=1e39)), expect='/parameters/1')
+model('subspace-keep-0', variant(lambda d: node(d,'W1').update(noise=[{'kind':'subspace','group':'h1','keep':0,'axes':[1]}])), expect='/parameters/0/noise/0')
+model('subspace-keep-beyond-group', variant(lambda d: node(d,'W1').update(noise=[{'kind':'subspace','group':'h1','keep':9,'axes':[1]}])), expect='/parameters/0')
+model('subspace-axis-beyond-rank', variant(lambda d: node(d,'W1').update(noise=[{'kind':'subspace','group':'h1','keep':2,'axes':[5]}])), expect='/parameters/0')
+model('max-norm-negative', variant(lambda d: node(d,'W1').update(max_norm=-3)), expect='/parameters/0')
+model('penalty-on-index-input', variant(lambda d: d['pseudo_ensemble']['penalties'].append({'kind':'kl','lambda':1,'node':'y','rows':'all'})), expect='/pseudo_ensemble/penalties/2')
+model('penalty-on-scalar-loss', variant(lambda d: d['pseudo_ensemble']['penalties'].append({'kind':'direction','lambda':1,'node':'loss','rows':'all'})), expect='/pseudo_ensemble/penalties/2')
+model('penalty-lambda-negative', variant(lambda d: d['pseudo_ensemble']['penalties'][0].update({'lambda':-1})), expect='/pseudo_ensemble/penalties/0')
+model('outputs-empty', variant(lambda d: d.update(outputs=[])), expect='/outputs')
+model('unknown-op', variant(lambda d: node(d,'h1').update(op='gelu')), expect='/nodes/1')
+model('unknown-noise-kind', variant(lambda d: node(d,'h1')['noise'][0].update(kind='cutout')), expect='/nodes/1/noise/0')
+model('shape-mismatch', variant(lambda d: node(d,'W2').update(shape=[4,2])), expect="'logits'")
+model('duplicate-name', variant(lambda d: d['nodes'].append(copy.deepcopy(node(d,'h1')))), expect="'h1'")
+model('cycle', variant(lambda d: node(d,'a1').update(inputs=['logits','W1','b1'])), expect='cycle')
+model('input-missing', variant(lambda d: node(d,'logits').update(inputs=['h9','W2','b2'])), expect="'h9'")
+model('children-0', variant(lambda d: d['pseudo_ensemble'].update(children=0)), expect='/pseudo_ensemble/children')
+model('shape-rank-5', variant(lambda d: node(d,'W1').update(shape=[4,3,1,1,1])), expect='/parameters/0')
+model('shape-negative', variant(lambda d: node(d,'W1').update(shape=[4,-3])), expect='/parameters/0')
+model('format-version-99', variant(lambda d: d.update(format_version=99)), expect='format_version')
+model('noise-on-loss-flag-typo', variant(lambda d: node(d,'loss').update(flags=['los'])), expect='/nodes/')
+good = json.dumps(base, indent=1).encode()
+model('text-after-document', text=good + b'\n{"more": 1}\n', expect=':')
+model('nul-after-document', text=good + b'\x00\x00', expect=':')
+model('invalid-utf8', text=good.replace(b'4-3-2 pseudo-ensemble', b'4-3-2 \xff\xfe ensemble'), expect=':')
+model('number-beyond-double', text=good.replace(b'"std": 0.01', b'"std": 1e400', 1), expect=':')
+model('empty-file', text=b'', expect='empty')
+model('deep-nesting', text=b'[' * 200 + b']' * 200, expect=':')
+model('unclosed', text=good[:len(good)//2], expect=':')
+model('bare-word', text=b'{"format_version": one}', expect=':')
+model('not-an-object', text=b'[1, 2, 3]', expect='')
+model('huge-width-gradcheck', variant(lambda d: (node(d,'W1').update(shape=[4, 2000000000]))), expect='/parameters/0', command='gradcheck')
+model('wide-needs-memory', text=None, doc=variant(lambda d: (node(d,'W1').update(shape=[4, 300000000]), node(d,'b1').update(shape=[300000000]), node(d,'W2').update(shape=[300000000, 2]))), expect='memory limit', command='gradcheck')
+
+# MNIST-like data: a tiny valid set and broken variants.
+def idx(dims, data, typ=8):
+    return bytes([0,0,typ,len(dims)]) + b''.join(struct.pack('>I', x) for x in dims) + bytes(data)
+rng = random.Random(1)
+def write_set(dirname, train_images=None, train_labels=None, n=40, side=28, test_n=10):
+    d = f'{root}/data/{dirname}'
+    os.makedirs(d, exist_ok=True)
+    ti = train_images if train_images is not None else idx([n, side, side], [rng.randrange(256) for _ in range(n*side*side)])
+    tl = train_labels if train_labels is not None else idx([n], [i % 10 for i in range(n)])
+    open(f'{d}/train-images-idx3-ubyte','wb').write(ti)
+    open(f'{d}/train-labels-idx1-ubyte','wb').write(tl)
+    open(f'{d}/t10k-images-idx3-ubyte','wb').write(idx([test_n, side, side], [rng.randrange(256) for _ in range(test_n*side*side)]))
+    open(f'{d}/t10k-labels-idx1-ubyte','wb').write(idx([test_n], [i % 10 for i in range(test_n)]))
+write_set('good')
+good_images = open(f'{root}/data/good/train-images-idx3-ubyte','rb').read()
+write_set('truncated-images', train_images=good_images[:-100])
+write_set('trailing-bytes', train_images=good_images + b'\x00' * 7)
+write_set('gzip-images', train_images=b'\x1f\x8b\x08\x00' + good_images[:500])
+write_set('wrong-rank', train_images=idx([40, 784], good_images[16:]))
+write_set('wrong-type', train_images=idx([40, 28, 28], good_images[16:], typ=0x0d))
+write_set('label-count-mismatch', train_labels=idx([25], [i % 10 for i in range(25)]))
+write_set('label-beyond-9', train_labels=idx([40], [12 if i == 17 else i % 10 for i in range(40)]))
+write_set('small-images', side=10)
+write_set('empty-images', train_images=b'')
+write_set('header-promises-terabytes', train_images=bytes([0,0,8,3]) + struct.pack('>III', 4000000, 1000, 1000) + good_images[16:])
+
+# A model that fits the data, and configs.
+mlp = json.load(open(f'{repo}/examples/mnist/pea-xent.model.json'))
+json.dump(mlp, open(f'{root}/configs/mlp.model.json', 'w'), indent=1)
+good_config = {"model": "mlp.model.json", "data": {"dir": "data/good", "labeled": 10, "validation": 5},
+               "batch": {"labeled": 10, "unlabeled": 10}, "run": {"epochs": 1, "steps_per_epoch": 2, "threads": 1},
+               "eval": {"batch": 10}}
+def config(name, change=None, text=None, expect='', extra=''):
+    c = copy.deepcopy(good_config)
+    if change: change(c)
+    path = f'configs/{name}.json'
+    with open(f'{root}/{path}', 'wb') as f:
+        f.write(text if text is not None else json.dumps(c, indent=1).encode())
+    case(f'config/{name}', expect, f'train {path} --out {{out}}{extra}')
+config('unknown-field', lambda c: c['run'].update(epoks=3), expect='run.epoks')
+config('misspelt-section', lambda c: c.update(optimiser={}), expect='optimiser')
+config('learning-rate-negative', lambda c: c.update(optimizer={'learning_rate': -0.1}), expect='optimizer.learning_rate')
+config('learning-rate-string', lambda c: c.update(optimizer={'learning_rate': '0.1'}), expect='optimizer.learning_rate')
+config('momentum-above-1', lambda c: c.update(optimizer={'momentum_end': 1.5}), expect='optimizer.momentum_end')
+config('decay-nan-like', text=json.dumps(good_config).replace('"epochs": 1', '"epochs": NaN').encode(), expect=':')
+config('batch-0', lambda c: c['batch'].update(labeled=0), expect='batch.labeled')
+config('batch-fraction', lambda c: c['batch'].update(labeled=2.5), expect='batch.labeled')
+config('batch-needs-memory', lambda c: c['batch'].update(labeled=1000000, unlabeled=1000000), expect='memory limit')
+config('budget-negative', lambda c: c['run'].update(budget_minutes=-5), expect='run.budget_minutes')
+config('threads-5000', lambda c: c['run'].update(threads=5000), expect='run.threads')
+config('epochs-0', lambda c: c['run'].update(epochs=0), expect='run.epochs')
+config('seed-negative', lambda c: c['run'].update(seed=-1), expect='run.seed')
+config('lambda-schedule-object', lambda c: c.update(lambda_schedule={'epochs': 1}), expect='lambda_schedule')
+config('lambda-stage-negative', lambda c: c.update(lambda_schedule=[{'epochs': 1, 'scale': -1}]), expect='lambda_schedule[0].scale')
+config('optimizer-unknown', lambda c: c.update(optimizer={'kind': 'adamw'}), expect="'adamw'")
+config('optimizer-setting-unknown', lambda c: c.update(optimizer={'kind': 'adagrad', 'beta': 0.9}), expect='optimizer.beta')
+config('max-norm-rule-unknown', lambda c: c.update(optimizer={'max_norm_rule': 'rows'}), expect="'rows'")
+config('no-model', lambda c: c.pop('model'), expect='names no model')
+config('model-missing-file', lambda c: c.update(model='nowhere.model.json'), expect='nowhere.model.json')
+config('model-is-a-folder', lambda c: c.update(model='.'), expect='not a regular file')
+config('labeled-beyond-data', lambda c: c['data'].update(labeled=5000), expect='labeled')
+config('validation-beyond-data', lambda c: c['data'].update(validation=100000), expect='validation')
+config('labeled-not-per-class', lambda c: c['data'].update(labeled=25), expect='labeled')
+config('data-dir-missing', lambda c: c['data'].update(dir='data/none'), expect='no such file')
+config('text-after-config', text=json.dumps(good_config).encode() + b' trailing', expect=':')
+config('empty-config', text=b'', expect='empty')
+config('config-is-array', text=b'[]', expect='')
+for name in ['truncated-images', 'trailing-bytes', 'gzip-images', 'wrong-rank', 'wrong-type', 'label-count-mismatch',
+             'label-beyond-9', 'small-images', 'empty-images', 'header-promises-terabytes']:
+    config(f'data-{name}', lambda c, name=name: c['data'].update(dir=f'data/{name}'), expect='idx' if name != 'small-images' else '784')
+# Command-line options.
+for name, args, expect in [
+    ('epochs-0', 'train configs/epochs-ok.json --out {out} --epochs 0', '--epochs'),
+    ('seed-negative', 'train configs/epochs-ok.json --out {out} --seed -1', '--seed'),
+    ('budget-nan', 'train configs/epochs-ok.json --out {out} --budget-minutes nan', '--budget-minutes'),
+    ('threads-huge', 'train configs/epochs-ok.json --out {out} --threads 99999', '--threads'),
+    ('labels-text', 'train configs/epochs-ok.json --out {out} --labels many', '--labels'),
+    ('resume-without-checkpoint', 'train configs/epochs-ok.json --out {out} --resume', 'no checkpoint'),
+    ('resume-from-missing', 'train configs/epochs-ok.json --out {out} --resume-from checkpoint-7.pens', 'checkpoint-7.pens'),
+    ('memory-limit-negative', 'fmt models/../configs/mlp.model.json --memory-limit -1', '--memory-limit'),
+    ('unknown-option', 'fmt configs/mlp.model.json --colour', '--colour'),
+    ('gradcheck-tolerance-nan', 'gradcheck configs/mlp.model.json --tolerance nan', '--tolerance'),
+    ('gradcheck-step-0', 'gradcheck configs/mlp.model.json --step 0', '--step'),
+    ('gradcheck-sample-negative', 'gradcheck configs/mlp.model.json --sample -4', '--sample'),
+    ('inspect-children-100', 'inspect configs/mlp.model.json --children 100', '--children'),
+    ('inspect-batch-0', 'inspect configs/mlp.model.json --batch 0', '--batch'),
+    ('new-mask-input-1.5', 'new mlp --mask-input 1.5', '--mask-input'),
+    ('new-layers-0', 'new mlp --layers 784,0,10', '--layers'),
+    ('new-layers-text', 'new mlp --layers 784,wide,10', '--layers'),
+    ('new-penalty-unknown-kind', 'new mlp --penalty logits:cosine:1', 'cosine'),
+    ('new-ctn-dim-0', 'new ctn --vocabulary 10 --dim 0', '--dim'),
+    ('eval-batch-0', 'eval configs/trained.model.json --data-dir data/good --batch 0', '--batch'),
+    ('eval-samples-negative', 'eval configs/trained.model.json --data-dir data/good --samples -3', '--samples'),
+    ('eval-untrained', 'eval configs/mlp.model.json --data-dir data/good', 'no parameter values'),
+    ('eval-small-images', 'eval configs/trained.model.json --data-dir data/small-images', '784'),
+    ('eval-data-part', 'eval configs/trained.model.json --data-dir data/good --data validation', 'validation'),
+    ]:
+    case(f'cli/{name}', expect, args)
+config('epochs-ok', None)
+cases.pop()  # epochs-ok is the good config the CLI cases use, not a case
+# Trees.
+def trees(name, text, expect):
+    d = f'{root}/trees/{name}'
+    os.makedirs(d, exist_ok=True)
+    open(f'{d}/train.txt', 'wb').write(text)
+    case(f'trees/{name}', expect, f'new ctn --sst trees/{name}')
+ok = b'(3 (2 It) (4 (4 (2 works) (3 well)) (2 .)))\n'
+trees('unbalanced-open', ok + b'(3 (2 a) (2 b)\n', 'train.txt:2:')
+trees('unbalanced-close', ok + b'(3 (2 a) (2 b)))\n', 'train.txt:2:')
+trees('label-7', ok + b'(7 (2 a) (2 b))\n', 'train.txt:2:')
+trees('label-negative', ok + b'(-1 (2 a) (2 b))\n', 'train.txt:2:')
+trees('three-children', b'(2 (2 a) (2 b) (2 c))\n', 'train.txt:1:')
+trees('one-child', b'(2 (2 a))\n', 'train.txt:1:')
+trees('empty-word', b'(2 (2 ) (2 b))\n', 'train.txt:1:')
+trees('two-words', b'(2 (2 a b) (2 c))\n', 'train.txt:1:')
+trees('two-trees-one-line', ok.strip() + b' ' + ok, 'train.txt:1:')
+trees('blank-line', ok + b'\n' + ok, 'train.txt:2:')
+trees('invalid-utf8', b'(2 (2 caf\xc3) (2 b))\n', 'train.txt:1:')
+trees('nul-byte', b'(2 (2 a\x00) (2 b))\n', 'train.txt:1:')
+trees('deep-nesting', b'(2 ' * 20000 + b'(2 a)' + b')' * 20000 + b'\n', 'train.txt:1:')
+trees('empty-file', b'', 'train.txt')
+trees('not-a-tree', b'hello world\n', 'train.txt:1:')
+with open(f'{root}/cases.tsv', 'w') as f:
+    f.write('# name\texpected in the message (- for nothing)\tpens arguments (run in this folder; {out} is a fresh output folder)\n')
+    for name, expect, args in cases: f.write('\t'.join([name, expect or '-', args]) + '\n')
+print(len(cases), 'cases')
