@@ -63,13 +63,12 @@ bool RunFolder::save_checkpoint(const TrainingState& state, const ParamStore<flo
   }
   pens::save_checkpoint(checkpoint_path(), state, params, optimizer);
   last_checkpoint_step_ = state.step;
-  if (keep_checkpoints_ > 1) {
-    link_atomically(checkpoint_path(), path(cat("checkpoint-", state.step, ".pens")));
-    const auto kept = kept_checkpoints();
-    for (size_t i = 0; i + static_cast<size_t>(keep_checkpoints_) < kept.size(); ++i) {
-      std::filesystem::remove(kept[i].second);
-    }
-  }
+  // With keep 1 the latest is checkpoint.pens alone, and kept ones from a run that kept
+  // more are removed.
+  const size_t keep = keep_checkpoints_ > 1 ? static_cast<size_t>(keep_checkpoints_) : 0;
+  if (keep > 0) link_atomically(checkpoint_path(), path(cat("checkpoint-", state.step, ".pens")));
+  const auto kept = kept_checkpoints();
+  for (size_t i = 0; i + keep < kept.size(); ++i) std::filesystem::remove(kept[i].second);
   return true;
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/ir/memory.h"
 #include "train/optimizer.h"
 
 class Adam : public pens::Optimizer {
@@ -18,6 +19,8 @@ class Adam : public pens::Optimizer {
         beta1_(settings.get_float("beta1")),
         beta2_(settings.get_float("beta2")),
         epsilon_(settings.get_float("epsilon")),
+        // Charged against pens' memory limit before the buffers are allocated.
+        memory_(2 * params.values().size() * sizeof(float), "adam's moments"),
         m_(params.values().size(), 0.0f),
         v_(params.values().size(), 0.0f) {}
 
@@ -45,6 +48,7 @@ class Adam : public pens::Optimizer {
  private:
   pens::ParamStore<float>& params_;
   double beta1_, beta2_, epsilon_;
+  pens::MemoryCharge memory_;
   std::vector<float> m_, v_;
 };
 

@@ -212,6 +212,35 @@ TEST_CASE("a run that diverges names where, keeps its checkpoints, and rolls bac
   CHECK(folder.kept_checkpoints().back().first == 300);
 }
 
+TEST_CASE("a run folder keeps its last checkpoints by step, as second names of one file, and rolls back") {
+  testing::TempDir dir;
+  const Model model = load_model(write_small_model(dir));
+  ParamStore<float> params(model.graph);
+  const auto sgd = make_optimizer("sgd", params);
+  const auto steps = [](const RunFolder& f) {
+    std::vector<int64_t> out;
+    for (const auto& [step, file] : f.kept_checkpoints()) out.push_back(step);
+    return out;
+  };
+  RunFolder folder(dir / "run", 3);
+  for (int64_t step = 1; step <= 5; ++step) {
+    params.values()[0] = static_cast<float>(step);
+    REQUIRE(folder.save_checkpoint({.step = step}, params, sgd->checkpoint_state()));
+  }
+  CHECK(steps(folder) == std::vector<int64_t>{3, 4, 5});
+  CHECK(std::filesystem::equivalent(dir / "run/checkpoint-5.pens", dir / "run/checkpoint.pens"));
+  // Rolled back to step 3, the folder resumes there with step 3's values, and forgets 4 and 5.
+  folder.roll_back_to(dir / "run/checkpoint-3.pens");
+  CHECK(folder.load_checkpoint(params, sgd->checkpoint_state()).step == 3);
+  CHECK(params.values()[0] == 3.0f);
+  CHECK(steps(folder) == std::vector<int64_t>{3});
+  // A folder keeping one checkpoint has checkpoint.pens alone.
+  RunFolder single(dir / "run", 1);
+  REQUIRE(single.save_checkpoint({.step = 6}, params, sgd->checkpoint_state()));
+  CHECK(steps(single).empty());
+  CHECK_ERROR_MENTIONS(single.roll_back_to(dir / "run/checkpoint-4.pens"), "checkpoint-4.pens", "no such checkpoint");
+}
+
 TEST_CASE("training configs: unknown fields and bad values are errors naming the field") {
   CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m.json", "optimiser": {}})"), "c.json"),
                        "c.json", "unknown field optimiser");
