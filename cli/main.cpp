@@ -1,5 +1,4 @@
 // pens: the command-line tool. One subcommand per task; `pens CMD --help` for each.
-#include <cmath>
 #include <iostream>
 #include <new>
 #include <string>

@@ -68,7 +68,8 @@ bool RunFolder::save_checkpoint(const TrainingState& state, const ParamStore<flo
   const size_t keep = keep_checkpoints_ > 1 ? static_cast<size_t>(keep_checkpoints_) : 0;
   if (keep > 0) link_atomically(checkpoint_path(), path(cat("checkpoint-", state.step, ".pens")));
   const auto kept = kept_checkpoints();
-  for (size_t i = 0; i + keep < kept.size(); ++i) std::filesystem::remove(kept[i].second);
+  std::error_code ignored;  // one left behind is removed by the next checkpoint
+  for (size_t i = 0; i + keep < kept.size(); ++i) std::filesystem::remove(kept[i].second, ignored);
   return true;
 }
 
@@ -98,8 +99,9 @@ TrainingState RunFolder::load_checkpoint(ParamStore<float>& params, const Optimi
   remove_interrupted_writes(dir_);  // what a killed run's last write left behind
   TrainingState state = pens::load_checkpoint(checkpoint_path(), params, optimizer);
   last_checkpoint_step_ = state.step;
+  std::error_code ignored;
   for (const auto& [step, file] : kept_checkpoints()) {
-    if (step > state.step) std::filesystem::remove(file);
+    if (step > state.step) std::filesystem::remove(file, ignored);
   }
   return state;
 }
@@ -115,9 +117,9 @@ std::vector<std::string> RunFolder::check_resumable(const nlohmann::json& saved,
     return c;
   };
   if (resumable(saved) != resumable(now)) {
-    fail(checkpoint_path(), ": written by a different config (only run.epochs, run.budget_minutes, run.threads and "
-         "checkpoint.keep and the optimizer's learning_rate, warmup_epochs, decay and momentum fields may change on "
-         "resume); saved: ",
+    fail(checkpoint_path(), ": written by a different config (a resume may change only run.epochs, "
+         "run.budget_minutes, run.threads, checkpoint.keep and the optimizer's schedule: learning_rate, warmup_epochs, "
+         "decay, momentum_start, momentum_end, momentum_epochs); saved: ",
          saved.dump());
   }
   std::vector<std::string> changed;
