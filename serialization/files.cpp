@@ -17,8 +17,14 @@ namespace pens {
 
 namespace {
 
-// Makes the renames in `dir` durable.
-void sync_folder(const std::filesystem::path& dir) {
+// Renames the complete temporary file `temp` over `path` (removing it when that fails),
+// then makes the rename durable.
+void rename_into_place(const std::string& temp, const std::string& path, const std::filesystem::path& dir) {
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int saved = errno;
+    ::unlink(temp.c_str());
+    fail(path, ": rename failed: ", std::strerror(saved));
+  }
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
@@ -106,12 +112,7 @@ void write_file_atomically(const std::string& path, std::string_view bytes,
       throw;
     }
   }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int saved = errno;
-    ::unlink(temp.c_str());
-    fail(path, ": rename failed: ", std::strerror(saved));
-  }
-  sync_folder(dir);
+  rename_into_place(temp, path, dir);
 }
 
 void link_atomically(const std::string& from, const std::string& to) {
@@ -130,12 +131,7 @@ void link_atomically(const std::string& from, const std::string& to) {
     write_file_atomically(to, read_file(from, std::numeric_limits<uint64_t>::max()));
     return;
   }
-  if (::rename(temp.c_str(), to.c_str()) != 0) {
-    const int saved = errno;
-    ::unlink(temp.c_str());
-    fail(to, ": rename failed: ", std::strerror(saved));
-  }
-  sync_folder(dir);
+  rename_into_place(temp, to, dir);
 }
 
 void append_float32_le(std::string& out, const float* data, int64_t n) {
