@@ -162,12 +162,14 @@ TEST_CASE("a NaN stops training with a message and leaves the last good checkpoi
 TEST_CASE("a run that diverges names where, keeps its checkpoints, and rolls back to one with a lower learning rate") {
   testing::TempDir dir;
   // No max-norm, so nothing bounds the weights; the learning rate warms up to 1000 over
-  // the run. The weights grow for about a hundred steps before a value overflows.
+  // the run, and the weights grow until a value overflows (at step 115 in the optimized
+  // build, 19 in the sanitizer build: the growth is chaotic, so nothing here depends on
+  // the step). A checkpoint after every step, all kept.
   TrainConfig config = small_config(write_small_model(dir, 0));
   config.schedule.learning_rate = 1e3;
   config.schedule.warmup_epochs = 6;
-  config.checkpoint_every_epochs = 0.1;  // every 5 steps
-  config.checkpoint_keep = 30;
+  config.checkpoint_every_epochs = 1.0 / 50;
+  config.checkpoint_keep = 1000;
   Quiet quiet;
   const TrainSummary diverged = train(config, small_data(), dir / "run", quiet);
   REQUIRE(diverged.diverged);
@@ -176,13 +178,12 @@ TEST_CASE("a run that diverges names where, keeps its checkpoints, and rolls bac
   CHECK(message.find("training diverged at step ") != std::string::npos);
   CHECK(message.find("the first non-finite value is at '") != std::string::npos);
   const int64_t failed_at = diverged.json["steps"];
-  REQUIRE(failed_at > 40);
+  REQUIRE(failed_at > 2);
 
-  // Every checkpoint up to the divergence is kept (the last 30), each one a file that loads.
+  // Every checkpoint before the divergence is kept, each one a file that loads.
   RunFolder folder(dir / "run");
   const auto kept = folder.kept_checkpoints();
-  REQUIRE(kept.size() == std::min<size_t>(30, static_cast<size_t>(failed_at / 5)));
-  CHECK(kept.back().first == failed_at / 5 * 5);
+  REQUIRE(kept.size() == static_cast<size_t>(failed_at));
   Model model = load_model(dir / "small.model.json");
   ParamStore<float> params(model.graph);
   const auto sgd = make_optimizer("sgd", params);
@@ -191,25 +192,22 @@ TEST_CASE("a run that diverges names where, keeps its checkpoints, and rolls bac
   for (const std::string& m : quiet.messages) named |= m.find("earlier ones: checkpoint-") != std::string::npos;
   CHECK(named);
 
-  // The last good checkpoint is finite but its weights are already huge: resumed at a
-  // learning rate 10^4 times lower it overflows again. Rolled back to the first kept
-  // checkpoint (step 5) it trains to the end, and the summary says what changed.
+  // Rolled back to step 1, with a learning rate 10^4 times lower, the run trains to the
+  // end, and the summary says what changed.
   config.schedule.learning_rate = 0.1;
-  const TrainSummary again = train(config, small_data(), dir / "run", quiet, /*resume=*/true);
-  CHECK(again.diverged);
   folder.roll_back_to(kept.front().second);
   const TrainSummary resumed = train(config, small_data(), dir / "run", quiet, /*resume=*/true);
   CHECK_FALSE(resumed.diverged);
   CHECK(resumed.json["steps"] == 300);
-  CHECK(resumed.json["changed_on_resume"]["step"] == 5);
+  CHECK(resumed.json["changed_on_resume"]["step"] == 1);
   CHECK(resumed.json["changed_on_resume"]["settings"]["optimizer.learning_rate"] == json::array({1000.0, 0.1}));
   bool said = false;
   for (const std::string& m : quiet.messages) said |= m.find("changed on resume: optimizer.learning_rate 1000.0 -> 0.1") != std::string::npos;
   CHECK(said);
-  CHECK(resumed.json["final"]["validation_error"].get<double>() < 0.7);  // chance is 0.75
+  CHECK(resumed.json["final"]["validation_error"].get<double>() < 0.5);  // chance is 0.75
   // The checkpoints of the abandoned steps went with the roll-back; the new run's are kept.
   for (const auto& [step, file] : folder.kept_checkpoints()) CHECK(load_checkpoint(file, params, sgd->checkpoint_state()).step == step);
-  CHECK(folder.kept_checkpoints().back().first == 300);
+  CHECK(folder.kept_checkpoints().size() == 300);
 }
 
 TEST_CASE("a run folder keeps its last checkpoints by step, as second names of one file, and rolls back") {
