@@ -1,13 +1,14 @@
-#include "autodiff/gradcheck.h"
+#include "pens/autodiff/gradcheck.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "autodiff/tape.h"
-#include "ops/check_case.h"
-#include "ops/ir/error.h"
-#include "ops/op.h"
+#include "pens/autodiff/tape.h"
+#include "pens/graph/infer.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/op.h"
 
 namespace pens {
 
@@ -278,6 +279,33 @@ std::vector<OpCheckResult> gradcheck_op(const OpDef& op, const GradcheckOptions&
     out.push_back({c.label, gradcheck(cg.graph, cg.values, options)});
   }
   return out;
+}
+
+std::map<std::string, std::vector<double>> label_values(const Graph& g, int64_t batch) {
+  const std::vector<ValueInfo> values = infer_values(g, batch);
+  std::map<std::string, std::vector<double>> out;
+  for (NodeId v : g.nodes()) {
+    if (!is_input(g[v]) || values[v].dtype != DType::Index) continue;
+    int64_t classes = 1;
+    for (NodeId c : g.consumers(v)) {
+      const std::vector<NodeId> inputs = g.inputs(c);
+      for (size_t slot = 0; slot < inputs.size(); ++slot) {
+        if (inputs[slot] == v && g[c].op->slot(slot).name == "labels") classes = values[inputs[0]].shape.cols();
+      }
+    }
+    std::vector<double>& y = out[g[v].name];
+    for (int64_t i = 0; i < values[v].shape.numel(); ++i) y.push_back(static_cast<double>(i % classes));
+  }
+  return out;
+}
+
+int64_t default_sample(const Graph& g, int64_t batch) {
+  constexpr int64_t kSampleAbove = 10000;
+  constexpr int64_t kDefaultSample = 64;
+  const std::vector<ValueInfo> values = infer_values(g, batch);
+  int64_t parameters = 0;
+  for (NodeId v : g.nodes()) parameters += is_param(g[v]) ? values[v].shape.numel() : 0;
+  return parameters > kSampleAbove ? kDefaultSample : 0;
 }
 
 }  // namespace pens

@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
-#include "ops/random.h"
+#include "pens/graph/graph.h"
+#include "pens/ops/random.h"
 
 namespace pens {
 
@@ -72,6 +72,14 @@ struct GradcheckResult {
 // from [-1, 1]; index inputs must be listed.
 GradcheckResult gradcheck(const Graph& g, const std::map<std::string, std::vector<double>>& values,
                           const GradcheckOptions& options = {});
+
+// Labels for a model's index inputs at this batch: row i gets class i mod C, C read off
+// the scores the labels are compared with (1 when no consumer says how many there are).
+std::map<std::string, std::vector<double>> label_values(const Graph& g, int64_t batch);
+
+// How many elements per tensor a model check samples by default: all (0) up to 10,000
+// parameter elements, 64 per tensor above.
+int64_t default_sample(const Graph& g, int64_t batch);
 
 // The graph of an op's check case (ops/check_case.h): real inputs "x<i>" as parameters,
 // index inputs "i<i>" as constants, the op under test "out" flagged as the output; and the

@@ -1,10 +1,10 @@
-#include "autodiff/param_store.h"
+#include "pens/autodiff/param_store.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "ops/ir/error.h"
-#include "ops/random.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/random.h"
 
 namespace pens {
 

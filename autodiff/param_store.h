@@ -12,9 +12,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/graph.h"
-#include "ops/ir/memory.h"
-#include "ops/tensor.h"
+#include "pens/graph/graph.h"
+#include "pens/ops/ir/memory.h"
+#include "pens/ops/tensor.h"
 
 namespace pens {
 

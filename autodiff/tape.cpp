@@ -1,10 +1,10 @@
-#include "autodiff/tape.h"
+#include "pens/autodiff/tape.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "graph/infer.h"
-#include "ops/ir/error.h"
+#include "pens/graph/infer.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

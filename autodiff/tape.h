@@ -16,11 +16,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "autodiff/param_store.h"
-#include "graph/graph.h"
-#include "ops/ir/memory.h"
-#include "ops/ir/value.h"
-#include "ops/op.h"
+#include "pens/autodiff/param_store.h"
+#include "pens/graph/graph.h"
+#include "pens/ops/ir/memory.h"
+#include "pens/ops/ir/value.h"
+#include "pens/ops/op.h"
 
 namespace pens {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/gemm.h"
-#include "ops/parallel.h"
+#include "pens/ops/gemm.h"
+#include "pens/ops/parallel.h"
 
 namespace {
 

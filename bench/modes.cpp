@@ -27,12 +27,12 @@
 #include <string>
 #include <vector>
 
-#include "autodiff/tape.h"
-#include "graph/pseudo_ensemble.h"
-#include "models/mlp.h"
-#include "ops/ir/error.h"
-#include "ops/parallel.h"
-#include "train/step.h"
+#include "pens/autodiff/tape.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/mlp.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
+#include "pens/train/step.h"
 
 using namespace pens;
 using Clock = std::chrono::steady_clock;

@@ -12,10 +12,10 @@
 #include <functional>
 #include <vector>
 
-#include "autodiff/tape.h"
-#include "models/mlp.h"
-#include "ops/parallel.h"
-#include "train/step.h"
+#include "pens/autodiff/tape.h"
+#include "pens/models/mlp.h"
+#include "pens/ops/parallel.h"
+#include "pens/train/step.h"
 
 using namespace pens;
 using Clock = std::chrono::steady_clock;

@@ -15,14 +15,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "models/ctn.h"
-#include "models/dataset.h"
-#include "ops/ir/error.h"
-#include "ops/parallel.h"
-#include "train/optimizer.h"
-#include "train/step.h"
-#include "train/tree_model.h"
-#include "train/tree_trainer.h"
+#include "pens/models/ctn.h"
+#include "pens/models/dataset.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
+#include "pens/train/optimizer.h"
+#include "pens/train/step.h"
+#include "pens/train/tree_model.h"
+#include "pens/train/tree_trainer.h"
 
 using namespace pens;
 using Clock = std::chrono::steady_clock;

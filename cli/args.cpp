@@ -4,7 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "ops/ir/error.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens::cli {
 
@@ -102,11 +102,6 @@ double Args::option_double(const std::string& name, double fallback, const AttrR
     fail("--", name, " must be a finite number", bounds, ", got ", *option(name));
   }
   return v;
-}
-
-std::string relative_to_config(const std::string& config_path, const std::string& path) {
-  if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
-  return (std::filesystem::path(config_path).parent_path() / path).lexically_normal().string();
 }
 
 }  // namespace pens::cli

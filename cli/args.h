@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/ir/attributes.h"
+#include "pens/ops/ir/attributes.h"
 
 namespace pens::cli {
 
@@ -44,10 +44,6 @@ inline constexpr int64_t kMaxCount = 1'000'000'000;
 inline constexpr int64_t kMaxBatch = 1'000'000;     // as configs allow (memory is checked apart)
 inline constexpr int64_t kMaxChildren = 64;       // as pseudo_ensemble.children
 inline constexpr int64_t kMaxSamples = 10'000;      // as configs' eval.samples
-
-// A path a config file names, resolved against the config file's folder when relative;
-// "" stays "".
-std::string relative_to_config(const std::string& config_path, const std::string& path);
 
 struct Command {
   std::string name;

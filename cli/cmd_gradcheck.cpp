@@ -6,41 +6,16 @@
 #include <map>
 #include <memory>
 
-#include "autodiff/gradcheck.h"
+#include "pens/autodiff/gradcheck.h"
 #include "cli/args.h"
 #include "cli/ensemble_args.h"
-#include "graph/infer.h"
-#include "ops/parallel.h"
-#include "ops/registry.h"
-#include "serialization/model_file.h"
+#include "pens/ops/parallel.h"
+#include "pens/ops/registry.h"
+#include "pens/serialization/model_file.h"
 
 namespace pens::cli {
 
 namespace {
-
-// Labels for the index inputs of a model: row i gets class i mod C, C read off the
-// scores the labels are compared with (0 when no consumer says how many there are).
-// `values`: the graph's inferred values.
-std::map<std::string, std::vector<double>> label_values(const Graph& g, const std::vector<ValueInfo>& values) {
-  std::map<std::string, std::vector<double>> out;
-  for (NodeId v : g.nodes()) {
-    if (!is_input(g[v]) || values[v].dtype != DType::Index) continue;
-    int64_t classes = 1;
-    for (NodeId c : g.consumers(v)) {
-      const std::vector<NodeId> inputs = g.inputs(c);
-      for (size_t slot = 0; slot < inputs.size(); ++slot) {
-        if (inputs[slot] == v && g[c].op->slot(slot).name == "labels") classes = values[inputs[0]].shape.cols();
-      }
-    }
-    std::vector<double>& y = out[g[v].name];
-    for (int64_t i = 0; i < values[v].shape.numel(); ++i) y.push_back(static_cast<double>(i % classes));
-  }
-  return out;
-}
-
-// Models with more parameter elements than this are sampled unless --sample says otherwise.
-constexpr int64_t kSampleAbove = 10000;
-constexpr int64_t kDefaultSample = 64;
 
 // What model and op checks share: --tolerance and --step, each a finite number above 0.
 GradcheckOptions common_options(const Args& args) {
@@ -74,7 +49,6 @@ int check_model(const Args& args) {
   const std::string& path = args.one_positional("a model file");
   const Model model = load_model(path);
   const BuiltGraph built = build_for_cli(model, args);
-  const std::vector<ValueInfo> values = infer_values(built.graph, built.batch);
   GradcheckOptions options = common_options(args);
   options.batch = built.batch;
   options.inputs = false;
@@ -83,12 +57,10 @@ int check_model(const Args& args) {
   if (sample && *sample == "all") {
     options.sample = 0;
   } else {
-    int64_t parameters = 0;
-    for (NodeId v : built.graph.nodes()) parameters += is_param(built.graph[v]) ? values[v].shape.numel() : 0;
-    options.sample = args.option_int("sample", parameters > kSampleAbove ? kDefaultSample : 0, 0, int64_t{1} << 40);
+    options.sample = args.option_int("sample", default_sample(built.graph, built.batch), 0, int64_t{1} << 40);
   }
   options.progress = progress_printer();
-  const GradcheckResult r = gradcheck(built.graph, label_values(built.graph, values), options);
+  const GradcheckResult r = gradcheck(built.graph, label_values(built.graph, built.batch), options);
   std::cout << path << ": d objective / d parameters, " << r.variables << " parameter elements"
             << (r.checked < r.variables ? cat(" (", r.checked, " checked: ", options.sample,
                                               " per tensor; --sample all checks every one)")

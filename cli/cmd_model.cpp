@@ -4,13 +4,13 @@
 #include <sstream>
 
 #include "cli/args.h"
-#include "graph/noise.h"
-#include "models/ctn.h"
-#include "models/mlp.h"
-#include "models/sst.h"
-#include "ops/ir/error.h"
-#include "serialization/files.h"
-#include "serialization/model_file.h"
+#include "pens/graph/noise.h"
+#include "pens/models/ctn.h"
+#include "pens/models/mlp.h"
+#include "pens/models/sst.h"
+#include "pens/ops/ir/error.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/model_file.h"
 
 namespace pens::cli {
 

@@ -3,11 +3,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
-#include "graph/noise.h"
-#include "graph/penalty.h"
-#include "ops/registry.h"
-#include "serialization/model_file.h"
-#include "train/optimizer.h"
+#include "pens/graph/noise.h"
+#include "pens/graph/penalty.h"
+#include "pens/ops/registry.h"
+#include "pens/serialization/json_text.h"
+#include "pens/serialization/model_file.h"
+#include "pens/train/optimizer.h"
 
 namespace pens::cli {
 
@@ -80,7 +81,7 @@ int run_ops(const std::vector<std::string>& argv) {
                      {"leaf", op->leaf},
                      {"attributes", schema_json(op->attrs)}});
     }
-    std::cout << out.dump(2) << "\n";
+    std::cout << format_json(out) << "\n";
     return 0;
   }
   std::cout << std::left << std::setw(16) << "op" << std::setw(7) << "arity" << std::setw(20)
@@ -115,7 +116,7 @@ int run_kinds(const std::vector<std::string>& argv) {
     for (const OptimizerKind* k : optimizers) {
       out["optimizer"].push_back({{"name", k->name}, {"summary", k->summary}, {"settings", schema_json(k->settings)}});
     }
-    std::cout << out.dump(2) << "\n";
+    std::cout << format_json(out) << "\n";
     return 0;
   }
   std::cout << "noise kinds (a node's \"noise\" annotations):\n";

@@ -7,14 +7,15 @@
 #include <iostream>
 
 #include "cli/args.h"
-#include "models/mnist.h"
-#include "ops/ir/error.h"
-#include "ops/parallel.h"
-#include "serialization/files.h"
-#include "serialization/json_text.h"
-#include "train/pretrain.h"
-#include "train/run_folder.h"
-#include "train/skipgram.h"
+#include "pens/models/mnist.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/json_text.h"
+#include "pens/train/pretrain.h"
+#include "pens/train/run.h"
+#include "pens/train/run_folder.h"
+#include "pens/train/skipgram.h"
 
 namespace pens::cli {
 

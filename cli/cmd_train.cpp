@@ -9,20 +9,20 @@
 #include <iomanip>
 #include <iostream>
 
-#include "autodiff/tape.h"
+#include "pens/autodiff/tape.h"
 #include "cli/args.h"
-#include "graph/pseudo_ensemble.h"
-#include "models/mnist.h"
-#include "ops/ir/error.h"
-#include "ops/parallel.h"
-#include "serialization/files.h"
-#include "serialization/json_text.h"
-#include "serialization/model_file.h"
-#include "train/evaluation.h"
-#include "train/run_folder.h"
-#include "train/trainer.h"
-#include "train/tree_model.h"
-#include "train/tree_trainer.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/mnist.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/json_text.h"
+#include "pens/serialization/model_file.h"
+#include "pens/train/evaluation.h"
+#include "pens/train/run_folder.h"
+#include "pens/train/run.h"
+#include "pens/train/tree_model.h"
+#include "pens/train/tree_trainer.h"
 
 namespace pens::cli {
 
@@ -119,37 +119,6 @@ class Progress : public TrainObserver {
   std::chrono::steady_clock::time_point drawn_{};
 };
 
-// What pens train does with the options every config takes: model and init_from paths
-// relative to the config file, then --init, --data-dir, --seed, --epochs,
-// --budget-minutes and --threads over the config's values. Returns the output folder.
-template <class Config>
-std::string apply_run_options(const Args& args, const std::string& config_path, Config& config) {
-  config.model = relative_to_config(config_path, config.model);
-  config.init_from = relative_to_config(config_path, config.init_from);
-  if (auto v = args.option("init")) config.init_from = *v;
-  if (auto v = args.option("data-dir")) config.data_dir = *v;
-  config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed), 0, kMaxSeed));
-  config.epochs = args.option_int("epochs", config.epochs, 1, kMaxCount);
-  config.budget_minutes = args.option_double("budget-minutes", config.budget_minutes, AttrRange::at_least(0));
-  config.threads = static_cast<int>(args.option_int("threads", config.threads, 0, 1024));
-  return args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
-}
-
-// Whether the run resumes: --resume, or --resume-from FILE, which first makes FILE (a path,
-// or the name of a checkpoint kept in the output folder) the folder's checkpoint.
-bool resume_option(const Args& args, const std::string& out_dir) {
-  const std::optional<std::string> from = args.option("resume-from");
-  if (!from) {
-    // Refused before the run is set up, so the error is the only line.
-    const fs::path checkpoint = fs::path(out_dir) / "checkpoint.pens";
-    if (args.flag("resume") && !fs::exists(checkpoint)) fail(checkpoint.string(), ": no checkpoint to resume from");
-    return args.flag("resume");
-  }
-  const fs::path in_folder = fs::path(out_dir) / *from;
-  RunFolder(out_dir).roll_back_to(!fs::exists(*from) && fs::exists(in_folder) ? in_folder.string() : *from);
-  return true;
-}
-
 // Prints how a run ended: its divergence (false) or its length (true).
 bool ended_well(const TrainSummary& summary) {
   const json& s = summary.json;
@@ -162,31 +131,25 @@ bool ended_well(const TrainSummary& summary) {
   return true;
 }
 
-// pens train on a tree config (it names a task): the Stanford Sentiment Treebank.
-int train_tree_config(const Args& args, const std::string& config_path, const json& j) {
-  for (const char* option : {"labels", "split-seed"}) {
-    if (args.option(option)) fail("--", option, " is for MNIST configs; ", config_path, " is a tree config");
-  }
-  TreeConfig config = parse_tree_config(j, config_path);
-  const std::string out_dir = apply_run_options(args, config_path, config);
-  const bool resume = resume_option(args, out_dir);
-  const TreeData data = load_tree_data(config.data_dir, config.min_count);
-  RunFolder(out_dir).write_config(to_json(config));
-  Progress progress(config.budget_minutes,
-                    cat("pens train: ", config.model, " on ", config.data_dir, " (", config.task, ") for ", config.epochs,
-                        " epochs", config.budget_minutes > 0 ? cat(" (budget ", config.budget_minutes, " min)") : "",
-                        ", ", resolve_threads(config.threads), " threads; writing ", out_dir));
-  const TrainSummary summary = train_trees(config, data, out_dir, progress, resume);
-  progress.finish();
-  if (!ended_well(summary)) return 1;
+// pens train's results: the test figure at the best validation (MNIST) or dev (trees)
+// evaluation, and the outputs.
+void print_results(const PreparedRun& run, const TrainSummary& summary) {
   const json& s = summary.json;
-  if (s.contains("best_dev")) {
-    const json& b = s["best_dev"];
-    std::cout << "test root accuracy " << percent(b["test_root_accuracy"]) << " at the best dev root accuracy ("
-              << percent(b["dev_root_accuracy"]) << ", epoch " << b["epoch"].get<double>() << ")\n";
+  if (run.trees) {
+    if (s.contains("best_dev")) {
+      const json& b = s["best_dev"];
+      std::cout << "test root accuracy " << percent(b["test_root_accuracy"]) << " at the best dev root accuracy ("
+                << percent(b["dev_root_accuracy"]) << ", epoch " << b["epoch"].get<double>() << ")\n";
+    }
+  } else {
+    if (s.contains("best_validation")) {
+      const json& b = s["best_validation"];
+      std::cout << "test error " << percent(b["test_error"]) << " at the best validation error ("
+                << percent(b["validation_error"]) << ", epoch " << b["epoch"].get<double>() << ")\n";
+    }
+    std::cout << "test error " << percent(s["final"]["test_error"]) << " at the end\n";
   }
-  std::cout << "outputs in " << out_dir << ": " << existing_outputs(out_dir) << "\n";
-  return 0;
+  std::cout << "outputs in " << run.out_dir << ": " << existing_outputs(run.out_dir) << "\n";
 }
 
 // pens eval on a tree model: root accuracy (fine and binary come from the model's
@@ -231,31 +194,28 @@ int run_train(const std::vector<std::string>& argv) {
   const Args args(argv, {"resume"},
                   {"out", "labels", "split-seed", "seed", "epochs", "budget-minutes", "data-dir", "threads", "init", "resume-from"});
   const std::string& config_path = args.one_positional("a training config");
-  const json j = parse_json_text(read_file(config_path, 1 << 20), config_path);
-  if (is_tree_config(j)) return train_tree_config(args, config_path, j);
-  TrainConfig config = parse_train_config(j, config_path);
-  const std::string out_dir = apply_run_options(args, config_path, config);
-  config.labeled = args.option_int("labels", config.labeled, 0, kMaxCount);
-  config.split_seed = static_cast<uint64_t>(args.option_int("split-seed", static_cast<int64_t>(config.split_seed), 0, kMaxSeed));
-  const bool resume = resume_option(args, out_dir);
-  const TrainData data{load_mnist(config.data_dir, "train"), load_mnist(config.data_dir, "test")};
-  RunFolder(out_dir).write_config(to_json(config));
-  Progress progress(config.budget_minutes,
-                    cat("pens train: ", config.model, " on ", config.data_dir, " for ", config.epochs, " epochs of ",
-                        config.steps_per_epoch, " steps",
-                        config.budget_minutes > 0 ? cat(" (budget ", config.budget_minutes, " min)") : "", ", ",
-                        resolve_threads(config.threads), " threads; writing ", out_dir));
-  const TrainSummary summary = train(config, data, out_dir, progress, resume);
+  RunOptions options;
+  options.out = args.option("out");
+  options.init = args.option("init");
+  options.data_dir = args.option("data-dir");
+  if (args.option("seed")) options.seed = static_cast<uint64_t>(args.option_int("seed", 0, 0, kMaxSeed));
+  if (args.option("epochs")) options.epochs = args.option_int("epochs", 0, 1, kMaxCount);
+  if (args.option("budget-minutes")) {
+    options.budget_minutes = args.option_double("budget-minutes", 0, AttrRange::at_least(0));
+  }
+  if (args.option("threads")) options.threads = static_cast<int>(args.option_int("threads", 0, 0, 1024));
+  if (args.option("labels")) options.labels = args.option_int("labels", 0, 0, kMaxCount);
+  if (args.option("split-seed")) {
+    options.split_seed = static_cast<uint64_t>(args.option_int("split-seed", 0, 0, kMaxSeed));
+  }
+  options.resume = args.flag("resume");
+  options.resume_from = args.option("resume-from");
+  const PreparedRun run = prepare_run(config_path, options);
+  Progress progress(run.budget_minutes, run.description);
+  const TrainSummary summary = run_training(run, progress);
   progress.finish();
   if (!ended_well(summary)) return 1;
-  const json& s = summary.json;
-  if (s.contains("best_validation")) {
-    const json& b = s["best_validation"];
-    std::cout << "test error " << percent(b["test_error"]) << " at the best validation error ("
-              << percent(b["validation_error"]) << ", epoch " << b["epoch"].get<double>() << ")\n";
-  }
-  std::cout << "test error " << percent(s["final"]["test_error"]) << " at the end\n"
-            << "outputs in " << out_dir << ": " << existing_outputs(out_dir) << "\n";
+  print_results(run, summary);
   return 0;
 }
 

@@ -1,10 +1,9 @@
-// What inspect and gradcheck share: turning a model file and the options
-// --children --seed --labeled --batch --parent into the graph they look at.
+// What inspect and gradcheck share: the options --children --seed --labeled --batch
+// --parent --pairing --kind --tree, read into the library's BuildOptions.
 #pragma once
-
 #include "cli/args.h"
-#include "graph/pseudo_ensemble.h"
-#include "serialization/model.h"
+#include "pens/serialization/model.h"
+#include "pens/train/inspect.h"
 
 namespace pens::cli {
 
@@ -21,12 +20,6 @@ inline constexpr const char* kEnsembleHelp =
     "  --tree TREE    tree models: the graph of this tree, '(label child child)' or\n"
     "                 '(label word)' (labels 0..4; a 2-class model maps them as the\n"
     "                 binary task does); without it, the cell\n";
-
-struct BuiltGraph {
-  Graph graph;
-  int64_t batch = 8;
-  std::optional<PseudoEnsemble> ensemble;  // set when the graph is a pseudo-ensemble's
-};
 
 BuiltGraph build_for_cli(const Model& model, const Args& args);
 

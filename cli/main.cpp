@@ -6,8 +6,8 @@
 
 #include "cli/args.h"
 #include "cli/ensemble_args.h"
-#include "ops/ir/error.h"
-#include "ops/ir/memory.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/ir/memory.h"
 
 namespace {
 

@@ -14,14 +14,14 @@
 #include <iostream>
 #include <string>
 
-#include "autodiff/tape.h"
-#include "graph/printers.h"
-#include "models/mlp.h"
-#include "models/synthetic.h"
-#include "ops/ir/error.h"
-#include "ops/parallel.h"
-#include "train/schedule.h"
-#include "train/step.h"
+#include "pens/autodiff/tape.h"
+#include "pens/graph/printers.h"
+#include "pens/models/mlp.h"
+#include "pens/models/synthetic.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
+#include "pens/train/schedule.h"
+#include "pens/train/step.h"
 
 using namespace pens;
 

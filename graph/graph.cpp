@@ -1,12 +1,12 @@
-#include "graph/graph.h"
+#include "pens/graph/graph.h"
 
 #include <algorithm>
 #include <boost/graph/copy.hpp>
 #include <boost/graph/depth_first_search.hpp>
 #include <boost/graph/filtered_graph.hpp>
 
-#include "ops/ir/error.h"
-#include "ops/registry.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/registry.h"
 
 namespace pens {
 

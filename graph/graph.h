@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ops/ir/node.h"
-#include "ops/ir/shape.h"
-#include "ops/ir/value.h"
+#include "pens/ops/ir/node.h"
+#include "pens/ops/ir/shape.h"
+#include "pens/ops/ir/value.h"
 
 namespace pens {
 

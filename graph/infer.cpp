@@ -1,11 +1,11 @@
-#include "graph/infer.h"
+#include "pens/graph/infer.h"
 
 #include <algorithm>
 #include <set>
 
-#include "graph/noise.h"
-#include "ops/ir/error.h"
-#include "ops/op.h"
+#include "pens/graph/noise.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/op.h"
 
 namespace pens {
 

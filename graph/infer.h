@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "graph/graph.h"
-#include "ops/ir/value.h"
+#include "pens/graph/graph.h"
+#include "pens/ops/ir/value.h"
 
 namespace pens {
 

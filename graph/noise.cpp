@@ -1,7 +1,7 @@
-#include "graph/noise.h"
+#include "pens/graph/noise.h"
 
-#include "ops/ir/error.h"
-#include "ops/random.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/random.h"
 
 namespace pens {
 

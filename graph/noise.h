@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/graph.h"
-#include "ops/ir/attributes.h"
-#include "ops/ir/named_table.h"
+#include "pens/graph/graph.h"
+#include "pens/ops/ir/attributes.h"
+#include "pens/ops/ir/named_table.h"
 
 namespace pens {
 

@@ -6,9 +6,9 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/graph.h"
-#include "graph/infer.h"
-#include "ops/ir/error.h"
+#include "pens/graph/graph.h"
+#include "pens/graph/infer.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

@@ -1,6 +1,6 @@
-#include "graph/penalty.h"
+#include "pens/graph/penalty.h"
 
-#include "ops/ir/error.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

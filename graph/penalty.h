@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/graph.h"
-#include "ops/ir/named_table.h"
+#include "pens/graph/graph.h"
+#include "pens/ops/ir/named_table.h"
 
 namespace pens {
 

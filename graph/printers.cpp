@@ -1,12 +1,12 @@
-#include "graph/printers.h"
+#include "pens/graph/printers.h"
 
 #include <iomanip>
 #include <map>
 #include <sstream>
 
-#include "graph/infer.h"
-#include "ops/ir/error.h"
-#include "ops/op.h"
+#include "pens/graph/infer.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/op.h"
 
 namespace pens {
 

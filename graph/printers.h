@@ -5,7 +5,7 @@
 #include <ostream>
 #include <string>
 
-#include "graph/graph.h"
+#include "pens/graph/graph.h"
 
 namespace pens {
 

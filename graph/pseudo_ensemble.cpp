@@ -1,11 +1,11 @@
-#include "graph/pseudo_ensemble.h"
+#include "pens/graph/pseudo_ensemble.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
-#include "graph/penalty.h"
-#include "ops/ir/error.h"
+#include "pens/graph/penalty.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
-#include "graph/pass.h"
+#include "pens/graph/graph.h"
+#include "pens/graph/pass.h"
 
 namespace pens {
 

@@ -1,11 +1,11 @@
-#include "graph/tree.h"
+#include "pens/graph/tree.h"
 
 #include <algorithm>
 #include <map>
 
-#include "graph/infer.h"
-#include "ops/ir/error.h"
-#include "ops/op.h"
+#include "pens/graph/infer.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/op.h"
 
 namespace pens {
 

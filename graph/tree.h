@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "graph/graph.h"
+#include "pens/graph/graph.h"
 
 namespace pens {
 

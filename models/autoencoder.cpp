@@ -1,8 +1,8 @@
-#include "models/autoencoder.h"
+#include "pens/models/autoencoder.h"
 
-#include "graph/noise.h"
-#include "ops/ir/error.h"
-#include "ops/op.h"
+#include "pens/graph/noise.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/op.h"
 
 namespace pens {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
-#include "serialization/model.h"
+#include "pens/graph/graph.h"
+#include "pens/serialization/model.h"
 
 namespace pens {
 

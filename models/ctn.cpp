@@ -1,9 +1,9 @@
-#include "models/ctn.h"
+#include "pens/models/ctn.h"
 
 #include <cmath>
 
-#include "graph/noise.h"
-#include "ops/ir/error.h"
+#include "pens/graph/noise.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "serialization/model.h"
+#include "pens/serialization/model.h"
 
 namespace pens {
 

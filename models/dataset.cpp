@@ -1,10 +1,10 @@
-#include "models/dataset.h"
+#include "pens/models/dataset.h"
 
 #include <Eigen/Core>
 #include <algorithm>
 
-#include "ops/ir/error.h"
-#include "ops/random.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/random.h"
 
 namespace pens {
 

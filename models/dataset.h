@@ -8,8 +8,8 @@
 #include <span>
 #include <vector>
 
-#include "ops/ir/memory.h"
-#include "ops/tensor.h"
+#include "pens/ops/ir/memory.h"
+#include "pens/ops/tensor.h"
 
 namespace pens {
 

@@ -1,7 +1,7 @@
-#include "models/mlp.h"
+#include "pens/models/mlp.h"
 
-#include "graph/noise.h"
-#include "ops/ir/error.h"
+#include "pens/graph/noise.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
+#include "pens/graph/graph.h"
 
 namespace pens {
 

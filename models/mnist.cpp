@@ -1,9 +1,9 @@
-#include "models/mnist.h"
+#include "pens/models/mnist.h"
 
 #include <filesystem>
 
-#include "ops/ir/error.h"
-#include "serialization/idx.h"
+#include "pens/ops/ir/error.h"
+#include "pens/serialization/idx.h"
 
 namespace pens {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "models/dataset.h"
+#include "pens/models/dataset.h"
 
 namespace pens {
 

@@ -1,6 +1,6 @@
-#include "models/skipgram.h"
+#include "pens/models/skipgram.h"
 
-#include "ops/ir/error.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "graph/graph.h"
+#include "pens/graph/graph.h"
 
 namespace pens {
 

@@ -1,11 +1,11 @@
-#include "models/sst.h"
+#include "pens/models/sst.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
 
-#include "ops/ir/error.h"
-#include "serialization/files.h"
+#include "pens/ops/ir/error.h"
+#include "pens/serialization/files.h"
 
 namespace pens {
 

@@ -1,11 +1,11 @@
-#include "models/synthetic.h"
+#include "pens/models/synthetic.h"
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 
-#include "ops/ir/error.h"
-#include "ops/random.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/random.h"
 
 namespace pens {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "models/dataset.h"
+#include "pens/models/dataset.h"
 
 namespace pens {
 

@@ -1,4 +1,4 @@
-#include "ops/broadcast.h"
+#include "pens/ops/broadcast.h"
 
 namespace pens {
 

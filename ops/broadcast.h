@@ -8,7 +8,7 @@
 #include <array>
 #include <cstdint>
 
-#include "ops/ir/shape.h"
+#include "pens/ops/ir/shape.h"
 
 namespace pens {
 

@@ -1,9 +1,9 @@
-#include "ops/check_case.h"
+#include "pens/ops/check_case.h"
 
 #include <cmath>
 
-#include "ops/ir/error.h"
-#include "ops/op.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/op.h"
 
 namespace pens {
 

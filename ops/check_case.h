@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/ir/attributes.h"
-#include "ops/ir/shape.h"
-#include "ops/ir/value.h"
+#include "pens/ops/ir/attributes.h"
+#include "pens/ops/ir/shape.h"
+#include "pens/ops/ir/value.h"
 
 namespace pens {
 

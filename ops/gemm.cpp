@@ -1,9 +1,9 @@
-#include "ops/gemm.h"
+#include "pens/ops/gemm.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "ops/parallel.h"
+#include "pens/ops/parallel.h"
 
 static_assert(EIGEN_VERSION_AT_LEAST(3, 4, 0), "ops/gemm.cpp calls Eigen 3.4's GEMM kernel directly");
 

@@ -1,4 +1,4 @@
-#include "ops/op.h"
+#include "pens/ops/op.h"
 
 #include <algorithm>
 

@@ -24,12 +24,12 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/ir/attributes.h"
-#include "ops/ir/error.h"
-#include "ops/ir/node.h"
-#include "ops/ir/value.h"
-#include "ops/random.h"
-#include "ops/tensor.h"
+#include "pens/ops/ir/attributes.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/ir/node.h"
+#include "pens/ops/ir/value.h"
+#include "pens/ops/random.h"
+#include "pens/ops/tensor.h"
 
 namespace pens {
 

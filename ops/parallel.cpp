@@ -1,4 +1,4 @@
-#include "ops/parallel.h"
+#include "pens/ops/parallel.h"
 
 #include <sched.h>
 

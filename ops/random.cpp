@@ -1,11 +1,11 @@
-#include "ops/random.h"
+#include "pens/ops/random.h"
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-#include "ops/parallel.h"
+#include "pens/ops/parallel.h"
 
 namespace pens {
 

@@ -1,4 +1,4 @@
-#include "ops/registry.h"
+#include "pens/ops/registry.h"
 
 
 namespace pens {

@@ -5,8 +5,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/ir/named_table.h"
-#include "ops/op.h"
+#include "pens/ops/ir/named_table.h"
+#include "pens/ops/op.h"
 
 namespace pens {
 

@@ -6,7 +6,7 @@
 #include <Eigen/Core>
 #include <type_traits>
 
-#include "ops/ir/shape.h"
+#include "pens/ops/ir/shape.h"
 
 namespace pens {
 

@@ -12,6 +12,9 @@ pens is built in layers, one folder each, and a layer may use only the layers be
     train          the training step, optimizers, schedules, run folders, trainers
     cli examples bench tests    programs built on the library (any layer below)
 
+The library's headers are included as "pens/<layer>/<file>.h" (the include root pens
+installs); programs include their own headers by their path in the tree.
+
 The meson build runs this script as a default target, so an include that points up
 fails the build. Run by hand: scripts/check-layers.py [--root DIR]. Exit status 1 lists
 every include that points up, or that names a header outside every layer.
@@ -37,6 +40,11 @@ LAYERS = [
     ("tests", 7),
 ]
 SOURCE_SUFFIXES = (".h", ".cpp")
+# The library's headers are included through one root, as they are installed:
+# #include "pens/graph/graph.h". The programs' own headers (cli/, tests/support/, ...) are
+# included by their path in the tree.
+PREFIX = "pens/"
+LIBRARY_TOP = 6  # train: the highest layer of the library
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -70,7 +78,18 @@ def check(root):
                 if not m:
                     continue
                 header = m.group(1)
-                target = layer_of(header)
+                if header.startswith(PREFIX):
+                    header = header[len(PREFIX):]
+                    target = layer_of(header)
+                    if target is None or target[1] > LIBRARY_TOP:
+                        problems.append(f"{path}:{number}: includes \"{m.group(1)}\", which is no header of the library")
+                        continue
+                else:
+                    target = layer_of(header)
+                    if target is not None and target[1] <= LIBRARY_TOP:
+                        problems.append(f"{path}:{number}: includes \"{header}\": the library's headers are "
+                                        f"included as \"{PREFIX}{header}\" (the include root pens installs)")
+                        continue
                 if target is None:
                     # A header next to the file (tests' support files use full paths too).
                     if os.path.exists(os.path.join(root, os.path.dirname(path), header)):
@@ -78,7 +97,7 @@ def check(root):
                     problems.append(f"{path}:{number}: includes \"{header}\", which is in no layer")
                 elif target[1] > rank:
                     problems.append(
-                        f"{path}:{number}: includes \"{header}\": {folder} (layer {rank}) may not use "
+                        f"{path}:{number}: includes \"{m.group(1)}\": {folder} (layer {rank}) may not use "
                         f"{target[0]} (layer {target[1]}), which is above it")
     return problems
 

@@ -44,5 +44,21 @@ fi
 passed=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$summary")
 failed=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$summary")
 failed=$((failed + stress_failed))
+
+# The Python package (pytest, tests/python) and the installed library (a temporary prefix,
+# examples/consumer built against it): in the plain build. The sanitizer build's extension
+# module would need the sanitizer runtime preloaded into Python.
+if [ "$dir" = build ]; then
+  pytest_log=$(mktemp)
+  PENS=build/pens PYTHONPATH=build/python /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python \
+    2>&1 | tee "$pytest_log" || true
+  py_passed=$(grep -oE '[0-9]+ passed' "$pytest_log" | tail -n 1 | cut -d' ' -f1 || true)
+  py_failed=$( (grep -oE '[0-9]+ (failed|error)' "$pytest_log" || true) | awk '{n += $1} END {print n + 0}')
+  if [ -z "$py_passed" ] && [ "$py_failed" -eq 0 ]; then py_failed=1; fi  # pytest did not run
+  passed=$((passed + ${py_passed:-0}))
+  failed=$((failed + py_failed))
+  rm -f "$pytest_log"
+  if scripts/check-install.sh build; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+fi
 echo "tests: $passed passed, $failed failed"
 [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]

@@ -1,8 +1,8 @@
-#include "serialization/checkpoint.h"
+#include "pens/serialization/checkpoint.h"
 
-#include "ops/ir/error.h"
-#include "serialization/files.h"
-#include "serialization/sha256.h"
+#include "pens/ops/ir/error.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/sha256.h"
 
 namespace pens {
 

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "autodiff/param_store.h"
+#include "pens/autodiff/param_store.h"
 
 namespace pens {
 

@@ -1,4 +1,4 @@
-#include "serialization/files.h"
+#include "pens/serialization/files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "ops/ir/error.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

@@ -1,7 +1,7 @@
-#include "serialization/idx.h"
+#include "pens/serialization/idx.h"
 
-#include "ops/ir/error.h"
-#include "serialization/files.h"
+#include "pens/ops/ir/error.h"
+#include "pens/serialization/files.h"
 
 namespace pens {
 

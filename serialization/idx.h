@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/ir/memory.h"
+#include "pens/ops/ir/memory.h"
 
 namespace pens {
 

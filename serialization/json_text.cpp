@@ -1,4 +1,4 @@
-#include "serialization/json_text.h"
+#include "pens/serialization/json_text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "ops/ir/error.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 
@@ -138,6 +138,78 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
   } catch (const nlohmann::json::exception&) {
     fail(source, ": not valid JSON");
   }
+}
+
+namespace {
+
+constexpr size_t kLineWidth = 100;
+
+bool all_scalars(const nlohmann::json& a) {
+  return std::all_of(a.begin(), a.end(), [](const nlohmann::json& e) { return e.is_primitive(); });
+}
+
+// `out` is at column `column` (the indentation plus what precedes the value on its line).
+void format_value(const nlohmann::json& j, size_t indent, size_t column, std::string& out) {
+  const std::string pad(indent + 2, ' ');
+  if (j.is_object() && !j.empty()) {
+    out += "{\n";
+    size_t i = 0;
+    for (auto it = j.begin(); it != j.end(); ++it, ++i) {
+      const std::string key = nlohmann::json(it.key()).dump() + ": ";
+      out += pad + key;
+      format_value(it.value(), indent + 2, pad.size() + key.size(), out);
+      out += i + 1 < j.size() ? ",\n" : "\n";
+    }
+    out += std::string(indent, ' ') + "}";
+  } else if (j.is_array() && !j.empty() && all_scalars(j)) {
+    std::vector<std::string> items;
+    size_t one_line = 2;  // the brackets
+    for (const nlohmann::json& e : j) {
+      items.push_back(e.dump());
+      one_line += items.back().size() + 2;
+    }
+    if (column + one_line - 2 <= kLineWidth) {
+      out += "[";
+      for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+      out += "]";
+      return;
+    }
+    // Wrapped: as many elements per line as fit.
+    out += "[\n" + pad;
+    size_t at = pad.size();
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string& item = items[i];
+      const bool last = i + 1 == items.size();
+      if (at > pad.size() && at + item.size() + 1 > kLineWidth) {
+        out += "\n" + pad;
+        at = pad.size();
+      } else if (at > pad.size()) {
+        out += " ";
+        ++at;
+      }
+      out += item + (last ? "" : ",");
+      at += item.size() + 1;
+    }
+    out += "\n" + std::string(indent, ' ') + "]";
+  } else if (j.is_array() && !j.empty()) {
+    out += "[\n";
+    for (size_t i = 0; i < j.size(); ++i) {
+      out += pad;
+      format_value(j[i], indent + 2, pad.size(), out);
+      out += i + 1 < j.size() ? ",\n" : "\n";
+    }
+    out += std::string(indent, ' ') + "]";
+  } else {
+    out += j.dump();
+  }
+}
+
+}  // namespace
+
+std::string format_json(const nlohmann::json& j) {
+  std::string out;
+  format_value(j, 0, 0, out);
+  return out;
 }
 
 }  // namespace pens

@@ -15,4 +15,12 @@ inline constexpr int kMaxJsonDepth = 64;
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 
+// JSON text laid out for reading and diffs: objects one member per line (indented by 2),
+// arrays of scalars on one line when it stays within 100 columns and wrapped into lines of
+// that width when longer (a shape takes one line, a vector of weights a few), arrays of
+// objects or arrays one element per line. Scalars are written exactly as
+// nlohmann::json::dump writes them, so numbers read back to the same bits and the text
+// of a document is a function of its value alone.
+std::string format_json(const nlohmann::json& j);
+
 }  // namespace pens

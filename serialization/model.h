@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "autodiff/param_store.h"
-#include "graph/graph.h"
-#include "graph/pseudo_ensemble.h"
-#include "graph/tree.h"
+#include "pens/autodiff/param_store.h"
+#include "pens/graph/graph.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/graph/tree.h"
 
 namespace pens {
 

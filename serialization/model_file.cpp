@@ -1,4 +1,4 @@
-#include "serialization/model_file.h"
+#include "pens/serialization/model_file.h"
 
 #include <cmath>
 #include <cstring>
@@ -6,13 +6,13 @@
 #include <map>
 #include <set>
 
-#include "graph/infer.h"
-#include "graph/noise.h"
-#include "ops/ir/error.h"
-#include "ops/op.h"
-#include "serialization/files.h"
-#include "serialization/json_text.h"
-#include "serialization/sha256.h"
+#include "pens/graph/infer.h"
+#include "pens/graph/noise.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/op.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/json_text.h"
+#include "pens/serialization/sha256.h"
 
 namespace pens {
 
@@ -603,7 +603,7 @@ ModelText write_model(const Model& m, ValueStorage storage, const std::string& s
                       {"dtype", "float32"},
                       {"byte_order", "little"}};
   }
-  return {doc.dump(2) + "\n", sidecar};
+  return {format_json(doc) + "\n", sidecar};
 }
 
 void save_model(const Model& model, const std::string& path, ValueStorage storage) {

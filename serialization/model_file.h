@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "serialization/model.h"
+#include "pens/serialization/model.h"
 
 namespace pens {
 

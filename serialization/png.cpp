@@ -1,9 +1,9 @@
-#include "serialization/png.h"
+#include "pens/serialization/png.h"
 
 #include <array>
 
-#include "ops/ir/error.h"
-#include "serialization/files.h"
+#include "pens/ops/ir/error.h"
+#include "pens/serialization/files.h"
 
 namespace pens {
 

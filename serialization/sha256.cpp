@@ -1,4 +1,4 @@
-#include "serialization/sha256.h"
+#include "pens/serialization/sha256.h"
 
 #include <algorithm>
 #include <cstring>

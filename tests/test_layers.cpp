@@ -32,23 +32,31 @@ TEST_CASE("every include of the source tree points down the layer stack") {
 
 TEST_CASE("the layer check fails on an include that points up, and names it") {
   pens::testing::TempDir dir;
-  write(dir / "ops/ir/node.h", "#include \"ops/ir/shape.h\"\n");
+  write(dir / "ops/ir/node.h", "#include \"pens/ops/ir/shape.h\"\n");
   write(dir / "ops/ir/shape.h", "\n");
-  write(dir / "graph/graph.h", "#include \"ops/ir/node.h\"\n#include \"ops/op.h\"\n");
-  write(dir / "ops/op.h", "#include \"ops/ir/node.h\"\n");
-  write(dir / "train/step.h", "#include \"autodiff/tape.h\"\n");
-  write(dir / "autodiff/tape.h", "#include \"graph/graph.h\"\n");
+  write(dir / "graph/graph.h", "#include \"pens/ops/ir/node.h\"\n#include \"pens/ops/op.h\"\n");
+  write(dir / "ops/op.h", "#include \"pens/ops/ir/node.h\"\n");
+  write(dir / "train/step.h", "#include \"pens/autodiff/tape.h\"\n");
+  write(dir / "autodiff/tape.h", "#include \"pens/graph/graph.h\"\n");
+  write(dir / "cli/args.h", "\n");
+  write(dir / "cli/main.cpp", "#include \"cli/args.h\"\n#include \"pens/train/step.h\"\n");
   CHECK(check_layers(dir.path()).status == 0);  // all downward
 
-  write(dir / "ops/check.h", "#include \"ops/op.h\"\n#include \"graph/graph.h\"  // up: ops is below graph\n");
-  write(dir / "serialization/checkpoint.h", "#include \"train/step.h\"\n");
+  write(dir / "ops/check.h", "#include \"pens/ops/op.h\"\n#include \"pens/graph/graph.h\"  // up: ops is below graph\n");
+  write(dir / "serialization/checkpoint.h", "#include \"pens/train/step.h\"\n");
   write(dir / "models/m.h", "#include \"nowhere/x.h\"\n");
+  write(dir / "models/n.h", "#include \"graph/graph.h\"\n#include \"pens/cli/args.h\"\n");
   const Checked c = check_layers(dir.path());
   INFO(c.out);
   CHECK(c.status == 1);
-  CHECK(c.out.find("ops/check.h:2: includes \"graph/graph.h\": ops (layer 1) may not use graph (layer 2)") !=
+  CHECK(c.out.find("ops/check.h:2: includes \"pens/graph/graph.h\": ops (layer 1) may not use graph (layer 2)") !=
         std::string::npos);
   CHECK(c.out.find("serialization/checkpoint.h:1") != std::string::npos);
   CHECK(c.out.find("models/m.h:1: includes \"nowhere/x.h\", which is in no layer") != std::string::npos);
+  // The library's headers only through the installed include root, and only the library's.
+  CHECK(c.out.find("models/n.h:1: includes \"graph/graph.h\": the library's headers are included as "
+                   "\"pens/graph/graph.h\"") != std::string::npos);
+  CHECK(c.out.find("models/n.h:2: includes \"pens/cli/args.h\", which is no header of the library") !=
+        std::string::npos);
   CHECK(c.out.find("ops/op.h") == std::string::npos);  // downward includes are not reported
 }

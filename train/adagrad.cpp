@@ -4,9 +4,9 @@
 #include <Eigen/Core>
 #include <cmath>
 
-#include "ops/ir/error.h"
-#include "ops/ir/memory.h"
-#include "train/optimizer.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/ir/memory.h"
+#include "pens/train/optimizer.h"
 
 namespace pens {
 

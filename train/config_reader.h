@@ -11,9 +11,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/ir/attributes.h"
-#include "ops/ir/error.h"
-#include "train/optimizer.h"
+#include "pens/ops/ir/attributes.h"
+#include "pens/ops/ir/error.h"
+#include "pens/train/optimizer.h"
 
 namespace pens {
 

@@ -1,9 +1,9 @@
-#include "train/constraints.h"
+#include "pens/train/constraints.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "ops/ir/error.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "autodiff/param_store.h"
-#include "graph/graph.h"
+#include "pens/autodiff/param_store.h"
+#include "pens/graph/graph.h"
 
 namespace pens {
 

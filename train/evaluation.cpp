@@ -1,10 +1,10 @@
-#include "train/evaluation.h"
+#include "pens/train/evaluation.h"
 
 #include <Eigen/Core>
 #include <cmath>
 
-#include "graph/infer.h"
-#include "ops/ir/error.h"
+#include "pens/graph/infer.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

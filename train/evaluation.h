@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "autodiff/tape.h"
-#include "graph/graph.h"
-#include "models/dataset.h"
+#include "pens/autodiff/tape.h"
+#include "pens/graph/graph.h"
+#include "pens/models/dataset.h"
 
 namespace pens {
 

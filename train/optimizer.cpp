@@ -1,4 +1,4 @@
-#include "train/optimizer.h"
+#include "pens/train/optimizer.h"
 
 namespace pens {
 

@@ -14,10 +14,10 @@
 #include <string_view>
 #include <vector>
 
-#include "autodiff/param_store.h"
-#include "ops/ir/attributes.h"
-#include "ops/ir/named_table.h"
-#include "serialization/checkpoint.h"
+#include "pens/autodiff/param_store.h"
+#include "pens/ops/ir/attributes.h"
+#include "pens/ops/ir/named_table.h"
+#include "pens/serialization/checkpoint.h"
 
 namespace pens {
 

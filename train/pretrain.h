@@ -7,9 +7,9 @@
 
 #include <string>
 
-#include "models/dataset.h"
-#include "train/observer.h"
-#include "train/pretrain_config.h"
+#include "pens/models/dataset.h"
+#include "pens/train/observer.h"
+#include "pens/train/pretrain_config.h"
 
 namespace pens {
 

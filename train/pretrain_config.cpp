@@ -1,7 +1,7 @@
-#include "train/pretrain_config.h"
+#include "pens/train/pretrain_config.h"
 
-#include "serialization/model_file.h"
-#include "train/config_reader.h"
+#include "pens/serialization/model_file.h"
+#include "pens/train/config_reader.h"
 
 namespace pens {
 

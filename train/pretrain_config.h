@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "models/autoencoder.h"
+#include "pens/models/autoencoder.h"
 
 namespace pens {
 

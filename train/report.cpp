@@ -1,4 +1,4 @@
-#include "train/report.h"
+#include "pens/train/report.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "ops/ir/error.h"
-#include "serialization/files.h"
-#include "serialization/png.h"
+#include "pens/ops/ir/error.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/png.h"
 
 extern char** environ;
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "serialization/model.h"
+#include "pens/serialization/model.h"
 
 namespace pens {
 

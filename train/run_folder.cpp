@@ -1,13 +1,14 @@
-#include "train/run_folder.h"
+#include "pens/train/run_folder.h"
 
 #include <algorithm>
 #include <array>
 #include <filesystem>
 
-#include "ops/ir/error.h"
-#include "serialization/files.h"
-#include "serialization/model_file.h"
-#include "serialization/sha256.h"
+#include "pens/ops/ir/error.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/json_text.h"
+#include "pens/serialization/model_file.h"
+#include "pens/serialization/sha256.h"
 
 namespace pens {
 
@@ -19,11 +20,11 @@ RunFolder::RunFolder(std::string dir, int64_t keep_checkpoints)
 std::string RunFolder::path(const std::string& name) const { return (std::filesystem::path(dir_) / name).string(); }
 
 void RunFolder::write_config(const nlohmann::json& config) const {
-  write_file_atomically(path("config.json"), config.dump(2) + "\n");
+  write_file_atomically(path("config.json"), format_json(config) + "\n");
 }
 
 void RunFolder::write_summary(const nlohmann::json& summary) const {
-  write_file_atomically(path("summary.json"), summary.dump(2) + "\n");
+  write_file_atomically(path("summary.json"), format_json(summary) + "\n");
 }
 
 void RunFolder::save_model(const Model& model, const std::string& name) const { pens::save_model(model, path(name)); }

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "serialization/checkpoint.h"
-#include "serialization/model.h"
+#include "pens/serialization/checkpoint.h"
+#include "pens/serialization/model.h"
 
 namespace pens {
 

@@ -1,4 +1,4 @@
-#include "train/schedule.h"
+#include "pens/train/schedule.h"
 
 #include <algorithm>
 #include <cmath>

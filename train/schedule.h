@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "autodiff/tape.h"
-#include "graph/pseudo_ensemble.h"
-#include "train/optimizer.h"
+#include "pens/autodiff/tape.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/train/optimizer.h"
 
 namespace pens {
 

@@ -3,8 +3,8 @@
 // (the (1 − μ) factor keeps the step's scale independent of μ as μ ramps up).
 #include <Eigen/Core>
 
-#include "ops/ir/memory.h"
-#include "train/optimizer.h"
+#include "pens/ops/ir/memory.h"
+#include "pens/train/optimizer.h"
 
 namespace pens {
 

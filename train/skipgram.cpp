@@ -1,17 +1,17 @@
-#include "train/skipgram.h"
+#include "pens/train/skipgram.h"
 
 #include <chrono>
 #include <cmath>
 #include <random>
 
-#include "models/dataset.h"
-#include "models/skipgram.h"
-#include "ops/ir/error.h"
-#include "ops/parallel.h"
-#include "train/config_reader.h"
-#include "train/optimizer.h"
-#include "train/run_folder.h"
-#include "train/step.h"
+#include "pens/models/dataset.h"
+#include "pens/models/skipgram.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
+#include "pens/train/config_reader.h"
+#include "pens/train/optimizer.h"
+#include "pens/train/run_folder.h"
+#include "pens/train/step.h"
 
 namespace pens {
 

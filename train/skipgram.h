@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "train/observer.h"
-#include "train/tree_trainer.h"
+#include "pens/train/observer.h"
+#include "pens/train/tree_trainer.h"
 
 namespace pens {
 

@@ -1,8 +1,8 @@
-#include "train/step.h"
+#include "pens/train/step.h"
 
 #include <cmath>
 
-#include "ops/ir/error.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

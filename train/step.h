@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "autodiff/tape.h"
-#include "train/constraints.h"
-#include "train/optimizer.h"
+#include "pens/autodiff/tape.h"
+#include "pens/train/constraints.h"
+#include "pens/train/optimizer.h"
 
 namespace pens {
 

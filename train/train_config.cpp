@@ -1,9 +1,9 @@
-#include "train/train_config.h"
+#include "pens/train/train_config.h"
 
-#include "serialization/model_file.h"
-#include "train/config_reader.h"
-#include "train/constraints.h"
-#include "train/optimizer.h"
+#include "pens/serialization/model_file.h"
+#include "pens/train/config_reader.h"
+#include "pens/train/constraints.h"
+#include "pens/train/optimizer.h"
 
 namespace pens {
 

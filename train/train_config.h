@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "graph/pseudo_ensemble.h"
-#include "ops/ir/attributes.h"
-#include "train/schedule.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/ops/ir/attributes.h"
+#include "pens/train/schedule.h"
 
 namespace pens {
 

@@ -1,4 +1,4 @@
-#include "train/trainer.h"
+#include "pens/train/trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,16 +8,16 @@
 #include <memory>
 #include <vector>
 
-#include "autodiff/tape.h"
-#include "graph/pseudo_ensemble.h"
-#include "ops/ir/error.h"
-#include "ops/parallel.h"
-#include "serialization/model_file.h"
-#include "train/evaluation.h"
-#include "train/report.h"
-#include "train/run_folder.h"
-#include "train/schedule.h"
-#include "train/step.h"
+#include "pens/autodiff/tape.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
+#include "pens/serialization/model_file.h"
+#include "pens/train/evaluation.h"
+#include "pens/train/report.h"
+#include "pens/train/run_folder.h"
+#include "pens/train/schedule.h"
+#include "pens/train/step.h"
 
 namespace pens {
 

@@ -6,10 +6,10 @@
 
 #include <string>
 
-#include "autodiff/param_store.h"
-#include "models/dataset.h"
-#include "train/observer.h"
-#include "train/train_config.h"
+#include "pens/autodiff/param_store.h"
+#include "pens/models/dataset.h"
+#include "pens/train/observer.h"
+#include "pens/train/train_config.h"
 
 namespace pens {
 

@@ -1,9 +1,9 @@
-#include "train/tree_config.h"
+#include "pens/train/tree_config.h"
 
-#include "models/sst.h"
-#include "serialization/model_file.h"
-#include "train/config_reader.h"
-#include "train/optimizer.h"
+#include "pens/models/sst.h"
+#include "pens/serialization/model_file.h"
+#include "pens/train/config_reader.h"
+#include "pens/train/optimizer.h"
 
 namespace pens {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "ops/ir/attributes.h"
+#include "pens/ops/ir/attributes.h"
 
 namespace pens {
 

@@ -1,11 +1,11 @@
-#include "train/tree_model.h"
+#include "pens/train/tree_model.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "graph/infer.h"
-#include "graph/pseudo_ensemble.h"
-#include "ops/ir/error.h"
+#include "pens/graph/infer.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

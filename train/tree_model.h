@@ -9,11 +9,11 @@
 #include <memory>
 #include <vector>
 
-#include "autodiff/tape.h"
-#include "graph/tree.h"
-#include "models/sst.h"
-#include "serialization/model.h"
-#include "train/step.h"
+#include "pens/autodiff/tape.h"
+#include "pens/graph/tree.h"
+#include "pens/models/sst.h"
+#include "pens/serialization/model.h"
+#include "pens/train/step.h"
 
 namespace pens {
 

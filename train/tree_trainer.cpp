@@ -1,4 +1,4 @@
-#include "train/tree_trainer.h"
+#include "pens/train/tree_trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,15 +6,15 @@
 #include <limits>
 #include <utility>
 
-#include "models/dataset.h"
-#include "ops/ir/error.h"
-#include "ops/parallel.h"
-#include "serialization/model_file.h"
-#include "train/report.h"
-#include "train/run_folder.h"
-#include "train/step.h"
-#include "train/trainer.h"
-#include "train/tree_model.h"
+#include "pens/models/dataset.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
+#include "pens/serialization/model_file.h"
+#include "pens/train/report.h"
+#include "pens/train/run_folder.h"
+#include "pens/train/step.h"
+#include "pens/train/trainer.h"
+#include "pens/train/tree_model.h"
 
 namespace pens {
 

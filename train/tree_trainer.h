@@ -8,9 +8,9 @@
 
 #include <string>
 
-#include "models/sst.h"
-#include "train/observer.h"
-#include "train/tree_config.h"
+#include "pens/models/sst.h"
+#include "pens/train/observer.h"
+#include "pens/train/tree_config.h"
 
 namespace pens {
 

@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "ops/ir/memory.h"
-#include "train/optimizer.h"
+#include "pens/ops/ir/memory.h"
+#include "pens/train/optimizer.h"
 
 class Adam : public pens::Optimizer {
  public:

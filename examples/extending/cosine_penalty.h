@@ -3,7 +3,7 @@
 //   pens::PenaltyRegistry::register_global(cosine_penalty());
 #pragma once
 
-#include "graph/penalty.h"
+#include "pens/graph/penalty.h"
 
 inline pens::PenaltyKind cosine_penalty() {
   return {"cosine", "1 - cos(a, b)", /*symmetrised=*/false,

@@ -13,12 +13,12 @@
 #include "examples/extending/cosine_penalty.h"
 #include "examples/extending/multiplicative_noise.h"
 #include "examples/extending/softplus_op.h"
-#include "graph/pseudo_ensemble.h"
-#include "models/synthetic.h"
-#include "ops/registry.h"
-#include "train/evaluation.h"
-#include "train/schedule.h"
-#include "train/step.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/synthetic.h"
+#include "pens/ops/registry.h"
+#include "pens/train/evaluation.h"
+#include "pens/train/schedule.h"
+#include "pens/train/step.h"
 
 using namespace pens;
 

@@ -3,7 +3,7 @@
 //   pens::NoiseRegistry::register_global(multiplicative_noise());
 #pragma once
 
-#include "graph/noise.h"
+#include "pens/graph/noise.h"
 
 inline pens::NoiseKind multiplicative_noise() {
   return {"multiplicative",

@@ -2,8 +2,8 @@
 //   pens::OpRegistry::register_global<Softplus>();
 #pragma once
 
-#include "ops/check_case.h"
-#include "ops/op.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/op.h"
 
 // softplus: y = log(1 + e^x).  dx = sigmoid(x) = 1 - e^{-y}.
 struct Softplus {

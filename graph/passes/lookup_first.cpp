@@ -1,7 +1,7 @@
 #include <algorithm>
 
-#include "graph/pass.h"
-#include "ops/op.h"
+#include "pens/graph/pass.h"
+#include "pens/ops/op.h"
 
 namespace pens {
 

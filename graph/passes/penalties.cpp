@@ -3,10 +3,10 @@
 // (graph/penalty.h; the kinds are described in docs/pseudo-ensembles.md).
 #include <algorithm>
 
-#include "graph/infer.h"
-#include "graph/penalty.h"
-#include "graph/pseudo_ensemble.h"
-#include "ops/ir/error.h"
+#include "pens/graph/infer.h"
+#include "pens/graph/penalty.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

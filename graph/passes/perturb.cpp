@@ -4,11 +4,11 @@
 #include <map>
 #include <set>
 
-#include "graph/infer.h"
-#include "graph/noise.h"
-#include "graph/pseudo_ensemble.h"
-#include "ops/ir/error.h"
-#include "ops/op.h"
+#include "pens/graph/infer.h"
+#include "pens/graph/noise.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/op.h"
 
 namespace pens {
 

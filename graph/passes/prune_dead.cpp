@@ -1,9 +1,9 @@
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/reverse_graph.hpp>
 
-#include "graph/infer.h"
-#include "graph/pass.h"
-#include "ops/ir/error.h"
+#include "pens/graph/infer.h"
+#include "pens/graph/pass.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

@@ -1,7 +1,7 @@
 // The compact bilinear form of the paper's tensor network (section 5): for each output
 // unit k, t_k = v1ᵀ T_k v2 with T_k an n×m slice of the tensor T (k×n×m).
-#include "ops/check_case.h"
-#include "ops/registry.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/registry.h"
 
 namespace pens {
 

@@ -2,9 +2,9 @@
 // Eigen array expressions, vectorized by Eigen.
 #include <cmath>
 
-#include "ops/broadcast.h"
-#include "ops/check_case.h"
-#include "ops/registry.h"
+#include "pens/ops/broadcast.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/registry.h"
 
 namespace pens {
 

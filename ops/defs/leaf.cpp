@@ -1,8 +1,8 @@
 // Leaves: values the tape provides rather than computes. Inputs are fed by the caller
 // each step, parameters live in a ParamStore shared by every tape of a model,
 // constants are filled once at compile time.
-#include "ops/check_case.h"
-#include "ops/registry.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/registry.h"
 
 namespace pens {
 

@@ -1,8 +1,8 @@
 // Matrix products, by ops/gemm.h: Eigen's GEMM on panels of the result, spread over the
 // thread pool.
-#include "ops/check_case.h"
-#include "ops/gemm.h"
-#include "ops/registry.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/gemm.h"
+#include "pens/ops/registry.h"
 
 namespace pens {
 

@@ -2,8 +2,8 @@
 // them into the scalar objective, and penalties on part of a batch can slice them.
 #include <cmath>
 
-#include "ops/check_case.h"
-#include "ops/registry.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/registry.h"
 
 namespace pens {
 

@@ -4,8 +4,8 @@
 // on every evaluation.
 #include <algorithm>
 
-#include "ops/check_case.h"
-#include "ops/registry.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/registry.h"
 
 namespace pens {
 

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <string>
 
-#include "ops/broadcast.h"
-#include "ops/check_case.h"
-#include "ops/registry.h"
+#include "pens/ops/broadcast.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/registry.h"
 
 namespace pens {
 

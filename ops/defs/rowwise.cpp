@@ -2,8 +2,8 @@
 // rows). Row loops keep Eigen from materializing per-row reductions in temporaries.
 #include <cmath>
 
-#include "ops/check_case.h"
-#include "ops/registry.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/registry.h"
 
 namespace pens {
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ops/check_case.h"
-#include "ops/registry.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/registry.h"
 
 namespace pens {
 

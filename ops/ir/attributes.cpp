@@ -1,4 +1,4 @@
-#include "ops/ir/attributes.h"
+#include "pens/ops/ir/attributes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <limits>
 #include <sstream>
 
-#include "ops/ir/error.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

@@ -1,4 +1,4 @@
-#include "ops/ir/memory.h"
+#include "pens/ops/ir/memory.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <limits>
 
-#include "ops/ir/error.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

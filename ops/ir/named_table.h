@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ops/ir/error.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

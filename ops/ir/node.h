@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/ir/attributes.h"
+#include "pens/ops/ir/attributes.h"
 
 namespace pens {
 

@@ -1,6 +1,6 @@
-#include "ops/ir/shape.h"
+#include "pens/ops/ir/shape.h"
 
-#include "ops/ir/error.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "ops/ir/shape.h"
+#include "pens/ops/ir/shape.h"
 
 namespace pens {
 

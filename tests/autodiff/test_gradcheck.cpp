@@ -1,12 +1,12 @@
 // End-to-end gradient checks of whole models, not just single ops.
 #include <doctest/doctest.h>
 
-#include "autodiff/gradcheck.h"
-#include "graph/pseudo_ensemble.h"
-#include "models/mlp.h"
-#include "ops/check_case.h"
-#include "ops/op.h"
-#include "serialization/model_file.h"
+#include "pens/autodiff/gradcheck.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/mlp.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/op.h"
+#include "pens/serialization/model_file.h"
 
 using namespace pens;
 

@@ -2,9 +2,9 @@
 
 #include <Eigen/Core>
 
-#include "autodiff/tape.h"
-#include "models/mlp.h"
-#include "ops/parallel.h"
+#include "pens/autodiff/tape.h"
+#include "pens/models/mlp.h"
+#include "pens/ops/parallel.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/helpers.h"
 

@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "ops/registry.h"
+#include "pens/ops/registry.h"
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
 

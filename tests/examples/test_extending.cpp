@@ -10,15 +10,15 @@
 #include <regex>
 #include <sstream>
 
-#include "autodiff/gradcheck.h"
+#include "pens/autodiff/gradcheck.h"
 #include "examples/extending/adam_optimizer.h"
 #include "examples/extending/cosine_penalty.h"
 #include "examples/extending/multiplicative_noise.h"
 #include "examples/extending/softplus_op.h"
-#include "graph/pseudo_ensemble.h"
-#include "models/mlp.h"
-#include "ops/registry.h"
-#include "serialization/files.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/mlp.h"
+#include "pens/ops/registry.h"
+#include "pens/serialization/files.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
 #include "tests/support/run.h"

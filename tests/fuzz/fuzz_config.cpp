@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <string>
 
-#include "ops/ir/error.h"
-#include "serialization/json_text.h"
-#include "train/pretrain_config.h"
-#include "train/train_config.h"
-#include "train/tree_config.h"
+#include "pens/ops/ir/error.h"
+#include "pens/serialization/json_text.h"
+#include "pens/train/pretrain_config.h"
+#include "pens/train/train_config.h"
+#include "pens/train/tree_config.h"
 
 namespace {
 

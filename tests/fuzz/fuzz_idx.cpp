@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "ops/ir/error.h"
-#include "serialization/idx.h"
+#include "pens/ops/ir/error.h"
+#include "pens/serialization/idx.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

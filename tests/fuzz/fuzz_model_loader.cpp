@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
-#include "graph/pseudo_ensemble.h"
-#include "ops/ir/error.h"
-#include "serialization/model_file.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/ops/ir/error.h"
+#include "pens/serialization/model_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "models/sst.h"
-#include "ops/ir/error.h"
+#include "pens/models/sst.h"
+#include "pens/ops/ir/error.h"
 
 namespace {
 

@@ -2,12 +2,12 @@
 
 #include <sstream>
 
-#include "graph/graph.h"
-#include "graph/infer.h"
-#include "graph/pass.h"
-#include "graph/printers.h"
-#include "models/mlp.h"
-#include "ops/registry.h"
+#include "pens/graph/graph.h"
+#include "pens/graph/infer.h"
+#include "pens/graph/pass.h"
+#include "pens/graph/printers.h"
+#include "pens/models/mlp.h"
+#include "pens/ops/registry.h"
 #include "tests/support/helpers.h"
 
 using namespace pens;

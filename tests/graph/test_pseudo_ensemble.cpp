@@ -6,14 +6,14 @@
 #include <cmath>
 #include <iomanip>
 
-#include "autodiff/gradcheck.h"
-#include "autodiff/tape.h"
-#include "graph/infer.h"
-#include "graph/noise.h"
-#include "graph/penalty.h"
-#include "graph/printers.h"
-#include "graph/pseudo_ensemble.h"
-#include "models/mlp.h"
+#include "pens/autodiff/gradcheck.h"
+#include "pens/autodiff/tape.h"
+#include "pens/graph/infer.h"
+#include "pens/graph/noise.h"
+#include "pens/graph/penalty.h"
+#include "pens/graph/printers.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/mlp.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
 

@@ -1,9 +1,9 @@
 #include <doctest/doctest.h>
 
-#include "graph/graph.h"
-#include "ops/ir/attributes.h"
-#include "ops/ir/shape.h"
-#include "ops/registry.h"
+#include "pens/graph/graph.h"
+#include "pens/ops/ir/attributes.h"
+#include "pens/ops/ir/shape.h"
+#include "pens/ops/registry.h"
 #include "tests/support/helpers.h"
 
 using namespace pens;

@@ -8,16 +8,16 @@
 #include <cmath>
 #include <random>
 
-#include "autodiff/gradcheck.h"
-#include "autodiff/tape.h"
-#include "graph/pass.h"
-#include "graph/pseudo_ensemble.h"
-#include "graph/tree.h"
-#include "models/ctn.h"
-#include "models/sst.h"
+#include "pens/autodiff/gradcheck.h"
+#include "pens/autodiff/tape.h"
+#include "pens/graph/pass.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/graph/tree.h"
+#include "pens/models/ctn.h"
+#include "pens/models/sst.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
-#include "train/tree_model.h"
+#include "pens/train/tree_model.h"
 
 using namespace pens;
 using pens::testing::Values;

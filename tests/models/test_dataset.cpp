@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <set>
 
-#include "models/dataset.h"
-#include "models/synthetic.h"
+#include "pens/models/dataset.h"
+#include "pens/models/synthetic.h"
 #include "tests/support/helpers.h"
 
 using namespace pens;

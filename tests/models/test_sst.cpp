@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "models/sst.h"
-#include "ops/ir/error.h"
+#include "pens/models/sst.h"
+#include "pens/ops/ir/error.h"
 
 using namespace pens;
 

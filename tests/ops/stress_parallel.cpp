@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "ops/gemm.h"
-#include "ops/parallel.h"
+#include "pens/ops/gemm.h"
+#include "pens/ops/parallel.h"
 
 int main() {
   using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;

@@ -3,10 +3,10 @@
 
 #include <cmath>
 
-#include "autodiff/gradcheck.h"
-#include "autodiff/tape.h"
-#include "ops/check_case.h"
-#include "ops/registry.h"
+#include "pens/autodiff/gradcheck.h"
+#include "pens/autodiff/tape.h"
+#include "pens/ops/check_case.h"
+#include "pens/ops/registry.h"
 
 using namespace pens;
 

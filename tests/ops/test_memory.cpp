@@ -4,11 +4,11 @@
 
 #include <string>
 
-#include "autodiff/tape.h"
-#include "models/dataset.h"
-#include "models/mlp.h"
-#include "ops/ir/error.h"
-#include "ops/ir/memory.h"
+#include "pens/autodiff/tape.h"
+#include "pens/models/dataset.h"
+#include "pens/models/mlp.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/ir/memory.h"
 
 using namespace pens;
 

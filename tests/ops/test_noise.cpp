@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/parallel.h"
-#include "ops/random.h"
+#include "pens/ops/parallel.h"
+#include "pens/ops/random.h"
 #include "tests/support/eval.h"
 
 using namespace pens;

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "graph/infer.h"
-#include "ops/registry.h"
+#include "pens/graph/infer.h"
+#include "pens/ops/registry.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
 

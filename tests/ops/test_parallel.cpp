@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "ops/gemm.h"
-#include "ops/parallel.h"
+#include "pens/ops/gemm.h"
+#include "pens/ops/parallel.h"
 
 using namespace pens;
 

@@ -5,17 +5,17 @@
 #include <fstream>
 #include <set>
 
-#include "autodiff/tape.h"
-#include "models/mlp.h"
-#include "models/synthetic.h"
-#include "ops/parallel.h"
-#include "serialization/checkpoint.h"
-#include "serialization/files.h"
-#include "serialization/model_file.h"
+#include "pens/autodiff/tape.h"
+#include "pens/models/mlp.h"
+#include "pens/models/synthetic.h"
+#include "pens/ops/parallel.h"
+#include "pens/serialization/checkpoint.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/model_file.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
-#include "train/optimizer.h"
-#include "train/step.h"
+#include "pens/train/optimizer.h"
+#include "pens/train/step.h"
 
 using namespace pens;
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "models/mnist.h"
-#include "serialization/files.h"
-#include "serialization/idx.h"
+#include "pens/models/mnist.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/idx.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/ir/error.h"
-#include "serialization/json_text.h"
+#include "pens/ops/ir/error.h"
+#include "pens/serialization/json_text.h"
 
 using namespace pens;
 

@@ -8,11 +8,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "autodiff/tape.h"
-#include "models/mlp.h"
-#include "serialization/files.h"
-#include "serialization/model_file.h"
-#include "serialization/sha256.h"
+#include "pens/autodiff/tape.h"
+#include "pens/models/mlp.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/model_file.h"
+#include "pens/serialization/sha256.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
 

@@ -4,7 +4,7 @@
 
 #include <doctest/doctest.h>
 
-#include "autodiff/tape.h"
+#include "pens/autodiff/tape.h"
 
 namespace pens::testing {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
-#include "ops/random.h"
+#include "pens/graph/graph.h"
+#include "pens/ops/random.h"
 
 namespace pens::testing {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "ops/ir/error.h"
+#include "pens/ops/ir/error.h"
 
 // Checks that `expr` throws a pens::Error whose message contains every given fragment
 // (the node, the field, what was expected).

@@ -7,17 +7,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "autodiff/gradcheck.h"
-#include "graph/noise.h"
-#include "graph/pseudo_ensemble.h"
-#include "models/autoencoder.h"
-#include "models/mlp.h"
-#include "models/synthetic.h"
-#include "serialization/model_file.h"
+#include "pens/autodiff/gradcheck.h"
+#include "pens/graph/noise.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/autoencoder.h"
+#include "pens/models/mlp.h"
+#include "pens/models/synthetic.h"
+#include "pens/serialization/model_file.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
-#include "train/pretrain.h"
-#include "train/trainer.h"
+#include "pens/train/pretrain.h"
+#include "pens/train/trainer.h"
 
 using namespace pens;
 using nlohmann::json;

@@ -2,11 +2,11 @@
 // write into a pseudo-ensemble's graph between steps.
 #include <doctest/doctest.h>
 
-#include "autodiff/tape.h"
-#include "graph/pseudo_ensemble.h"
-#include "models/mlp.h"
+#include "pens/autodiff/tape.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/mlp.h"
 #include "tests/support/helpers.h"
-#include "train/schedule.h"
+#include "pens/train/schedule.h"
 
 using namespace pens;
 

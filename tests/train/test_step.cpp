@@ -5,15 +5,15 @@
 
 #include <cmath>
 
-#include "autodiff/tape.h"
-#include "models/mlp.h"
-#include "models/synthetic.h"
-#include "ops/parallel.h"
+#include "pens/autodiff/tape.h"
+#include "pens/models/mlp.h"
+#include "pens/models/synthetic.h"
+#include "pens/ops/parallel.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/helpers.h"
-#include "train/constraints.h"
-#include "train/optimizer.h"
-#include "train/step.h"
+#include "pens/train/constraints.h"
+#include "pens/train/optimizer.h"
+#include "pens/train/step.h"
 
 using namespace pens;
 

@@ -8,17 +8,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "models/mlp.h"
-#include "models/synthetic.h"
-#include "serialization/checkpoint.h"
-#include "serialization/files.h"
-#include "serialization/model_file.h"
+#include "pens/models/mlp.h"
+#include "pens/models/synthetic.h"
+#include "pens/serialization/checkpoint.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/model_file.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
-#include "train/optimizer.h"
-#include "train/pretrain_config.h"
-#include "train/run_folder.h"
-#include "train/trainer.h"
+#include "pens/train/optimizer.h"
+#include "pens/train/pretrain_config.h"
+#include "pens/train/run_folder.h"
+#include "pens/train/trainer.h"
 
 using namespace pens;
 using nlohmann::json;

@@ -7,12 +7,12 @@
 #include <random>
 #include <sstream>
 
-#include "models/ctn.h"
-#include "serialization/model_file.h"
+#include "pens/models/ctn.h"
+#include "pens/serialization/model_file.h"
 #include "tests/support/temp_dir.h"
-#include "train/tree_model.h"
-#include "train/skipgram.h"
-#include "train/tree_trainer.h"
+#include "pens/train/tree_model.h"
+#include "pens/train/skipgram.h"
+#include "pens/train/tree_trainer.h"
 
 using namespace pens;
 using pens::testing::TempDir;

@@ -1,0 +1,253 @@
+"""pens: pseudo-ensembles (Bachman, Alsharif, Precup, NIPS 2014) from Python.
+
+The C++ library does the work (pens._pens); this package adds a model builder and
+Pythonic entry points. Every function raises pens.Error (a ValueError) with pens' own
+one-line message on bad input.
+
+    import numpy as np, pens
+    model = pens.load("examples/mnist/pea-600.model.json")
+    print(model.inspect())                      # the pseudo-ensemble's training graph
+    net = pens.compile(model, batch=100)        # the parent network, float32
+    out = net.forward(x=np.zeros((100, 784), np.float32))   # {"logits": array (100, 10)}
+    summary = pens.train("examples/mnist/pea-600.json", epochs=1, callback=print)
+
+docs/api.md lists the whole API with examples.
+"""
+import json
+
+from ._pens import Error, Model, RunOptions, set_threads
+from . import _pens
+
+__all__ = ["Error", "Model", "ModelBuilder", "Program", "compile", "gradcheck", "load", "set_threads", "train"]
+
+
+def load(path):
+    """Reads a model file (and its sidecar of values, when it has one)."""
+    return Model.load(str(path))
+
+
+class Program:
+    """A model's graph compiled for one batch size and one precision (pens.compile).
+
+    forward() takes the inputs by name (numpy arrays of the input's shape; real inputs
+    in any float dtype, index inputs in any integer dtype) and returns the outputs as new
+    arrays. value(name) and grad(name) are read-only views of the tape's memory (no copy;
+    valid until the next run); parameters() are writable views of the program's own
+    parameter copy.
+    """
+
+    def __init__(self, core):
+        self._core = core
+
+    inputs = property(lambda self: list(self._core.inputs), doc="the graph's input nodes")
+    outputs = property(lambda self: list(self._core.outputs), doc="the graph's output nodes")
+    dtype = property(lambda self: self._core.dtype, doc="'float32' or 'float64'")
+    batch = property(lambda self: self._core.batch, doc="the batch size it was compiled for")
+    objective = property(lambda self: self._core.objective, doc="the summed loss terms of the last forward")
+
+    def forward(self, feed=None, **inputs):
+        """Runs the graph on the inputs (a dict, keyword arguments, or both); returns
+        {output name: array}, copies the caller may keep."""
+        feed = dict(feed or {}, **inputs)
+        missing = [name for name in self._core.inputs if name not in feed]
+        unknown = [name for name in feed if name not in self._core.inputs]
+        if unknown:
+            raise Error(f"no input named {unknown[0]!r} (the graph's inputs: {', '.join(self._core.inputs)})")
+        if missing:
+            raise Error(f"input {missing[0]!r} not given (the graph's inputs: {', '.join(self._core.inputs)})")
+        for name, array in feed.items():
+            self._core.feed(name, _array(array, name))
+        self._core.run_forward()
+        return {name: self._core.value(name).copy() for name in self._core.outputs}
+
+    def backward(self):
+        """Gradients of the objective (after forward); returns {parameter: gradient view}."""
+        self._core.run_backward()
+        return self._core.grads()
+
+    def value(self, name):
+        return self._core.value(name)
+
+    def grad(self, name):
+        return self._core.grad(name)
+
+    def parameters(self):
+        return self._core.parameters()
+
+    def set_noise_key(self, seed, step=0):
+        """Keys the noise of the next forward passes: the same key draws the same noise."""
+        self._core.set_noise_key(seed, step)
+
+
+def _array(value, name):
+    import numpy as np
+
+    array = np.asarray(value)
+    if array.dtype == object:
+        raise Error(f"input {name!r}: not a numeric array")
+    return array
+
+
+def compile(model, batch, dtype="float32", graph="inference", samples=0, children=None, labeled=None, init_seed=1):
+    """Compiles a model's graph for `batch` rows in float32 or float64.
+
+    graph: "inference" (the parent network, noise off; with samples=K, K noisy children
+    and their mean class probabilities as "mc/<output>"), "training" (the pseudo-ensemble:
+    children, penalties, the objective; children and labeled rows as for inspect), or
+    "parent" (the graph as written, noise on). Parameters are the model's values, or drawn
+    from their init attributes with init_seed when the model holds none.
+    """
+    return Program(_pens.compile(model, batch, dtype, graph, samples, children, labeled, init_seed))
+
+
+def gradcheck(model, batch=8, children=None, labeled=None, parent=False, sample=None, tolerance=1e-6, step=1e-5,
+              init_seed=1):
+    """Finite-difference check in float64 of d objective / d parameters of the model's
+    training graph, as `pens gradcheck MODEL` runs it. sample: elements checked per
+    tensor (0: all; default all up to 10,000 parameter elements, 64 above)."""
+    return _pens.gradcheck(model, batch, children, labeled, parent, sample, tolerance, step, init_seed)
+
+
+def train(config, out=None, callback=None, *, init=None, data_dir=None, seed=None, epochs=None, budget_minutes=None,
+          threads=None, labels=None, split_seed=None, resume=False, resume_from=None):
+    """Runs `pens train CONFIG` with the same options; returns summary.json's contents
+    (plus "out_dir" and "diverged"). callback(event, data) is called with ("step",
+    {step, total_steps, epoch, objective, elapsed_seconds}) after every step, ("eval",
+    metrics) after every evaluation (the line written to metrics.jsonl) and ("message",
+    text); an exception it raises stops the run, whose last checkpoint stays."""
+    options = RunOptions()
+    for key, value in dict(out=out, init=init, data_dir=data_dir, seed=seed, epochs=epochs,
+                           budget_minutes=budget_minutes, threads=threads, labels=labels, split_seed=split_seed,
+                           resume_from=resume_from).items():
+        if value is not None:
+            setattr(options, key, str(value) if key in ("out", "init", "data_dir", "resume_from") else value)
+    options.resume = bool(resume)
+    return _pens.train(str(config), options, callback)
+
+
+def noise(kind, **params):
+    """A noise annotation: noise("mask", p=0.5), noise("gaussian", sigma=0.1), ..."""
+    return dict(kind=kind, **params)
+
+
+def penalty(node, kind, weight=1.0, rows="all"):
+    """A pseudo-ensemble penalty term: V of `kind` on `node`'s taps, weighted by `weight` (λ)."""
+    return {"node": node, "kind": kind, "lambda": float(weight), "rows": rows}
+
+
+class ModelBuilder:
+    """Builds a model graph node by node, as the C++ Graph does, and turns it into a
+    pens.Model through the model format (so every check of a model file applies):
+
+        b = pens.ModelBuilder()
+        x = b.input("x", [None, 784], layer="in", noise=[pens.noise("mask", p=0.2)])
+        y = b.input("y", [None], dtype="index")
+        w = b.param("W", [784, 10], init="normal", std=0.01)
+        c = b.param("c", [10], init="constant", value=0.0)
+        logits = b.add("affine", [x, w, c], name="logits", layer="out", output=True)
+        b.add("mean", [b.add("softmax_xent", [logits, y])], name="loss", loss=True)
+        b.pseudo_ensemble(children=2, penalties=[pens.penalty("logits", "kl", 1.0)])
+        model = b.build()
+
+    Shapes use None (or -1) for the batch dimension. Node names are made up ("affine_1")
+    when not given. Each method returns the node's name.
+    """
+
+    def __init__(self, description=None):
+        self._inputs, self._params, self._nodes, self._outputs = [], [], [], []
+        self._names = set()
+        self._ensemble = None
+        self._metadata = {"description": description} if description else {}
+
+    def _name(self, name, op):
+        if name is None:
+            n = 1
+            while f"{op}_{n}" in self._names:
+                n += 1
+            name = f"{op}_{n}"
+        if name in self._names:
+            raise Error(f"a node named {name!r} exists already")
+        self._names.add(name)
+        return name
+
+    @staticmethod
+    def _shape(shape):
+        return [-1 if d is None else int(d) for d in shape]
+
+    def _find(self, name):
+        for entry in self._inputs + self._params + self._nodes:
+            if entry["name"] == name:
+                return entry
+        raise Error(f"no node named {name!r}")
+
+    def input(self, name, shape, dtype="real", layer=None, noise=None):
+        entry = {"name": self._name(name, "input"), "shape": self._shape(shape), "dtype": dtype}
+        if layer:
+            entry["layer"] = layer
+        if noise:
+            entry["noise"] = list(noise)
+        self._inputs.append(entry)
+        return entry["name"]
+
+    def param(self, name, shape, init="normal", max_norm=None, frozen=False, layer=None, noise=None, **init_params):
+        """init: "zeros", "constant" (value=v), "normal" (std=s) or "uniform" (limit=l)."""
+        entry = {"name": self._name(name, "param"), "shape": self._shape(shape), "dtype": "float32",
+                 "init": dict(kind=init, **init_params)}
+        if max_norm is not None:
+            entry["max_norm"] = max_norm
+        if frozen:
+            entry["flags"] = ["frozen"]
+        if layer:
+            entry["layer"] = layer
+        if noise:
+            entry["noise"] = list(noise)
+        self._params.append(entry)
+        return entry["name"]
+
+    def add(self, op, inputs, name=None, layer=None, noise=None, output=False, loss=False, **attrs):
+        """A node applying `op` (pens ops lists them) to `inputs` (node names); attrs are
+        the op's attributes."""
+        entry = {"name": self._name(name, op), "op": op, "inputs": list(inputs)}
+        if attrs:
+            entry["attrs"] = attrs
+        if layer:
+            entry["layer"] = layer
+        if noise:
+            entry["noise"] = list(noise)
+        if loss:
+            entry["flags"] = ["loss"]
+        self._nodes.append(entry)
+        if output:
+            self._outputs.append(entry["name"])
+        return entry["name"]
+
+    def add_noise(self, node, kind, **params):
+        """Annotates a node (input, parameter or computation) with noise for the children."""
+        self._find(node).setdefault("noise", []).append(noise(kind, **params))
+        return node
+
+    def output(self, node):
+        self._find(node)
+        self._outputs.append(node)
+        return node
+
+    def pseudo_ensemble(self, children=2, penalties=(), pairing="child-child", loss_on="parent", smoothing=1e-4,
+                        lambda_schedule=()):
+        """How training builds the pseudo-ensemble (docs/model-format.md, pseudo_ensemble)."""
+        self._ensemble = {"children": children, "pairing": pairing, "loss_on": loss_on, "smoothing": smoothing,
+                          "penalties": list(penalties)}
+        if lambda_schedule:
+            self._ensemble["lambda_schedule"] = list(lambda_schedule)
+
+    def to_dict(self):
+        model = {"format_version": 1, "opset_version": 1, "inputs": self._inputs, "parameters": self._params,
+                 "nodes": self._nodes, "outputs": self._outputs}
+        if self._metadata:
+            model["metadata"] = self._metadata
+        if self._ensemble is not None:
+            model["pseudo_ensemble"] = self._ensemble
+        return model
+
+    def build(self):
+        """The pens.Model, checked as a model file is."""
+        return Model.from_json(json.dumps(self.to_dict()))

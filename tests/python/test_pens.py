@@ -1,0 +1,135 @@
+"""The Python package against the library and the pens tool."""
+import json
+import re
+
+import numpy as np
+import pytest
+
+import pens
+from conftest import ROOT, run_pens, small_model
+
+
+def test_a_model_from_examples_loads_and_inspects():
+    model = pens.load(ROOT / "examples" / "mnist" / "pea-xent.model.json")
+    text = model.inspect()
+    assert "pseudo-ensemble: 2 children" in text
+    graph = model.inspect(format="json", batch=10)
+    assert graph["batch"] == 10 and graph["children"] == 2
+    assert {"x", "W1", "c1/logits", "c2/logits"} <= {node["name"] for node in graph["nodes"]}
+    assert any(tap["penalty"] == "xent" for tap in graph["taps"])
+    assert model.inspect(format="dot").startswith("digraph")
+    assert "children" not in model.inspect(parent=True)
+
+
+def test_forward_on_numpy_equals_pens_eval(tmp_path, small_mnist, pens_binary):
+    model = small_model()
+    model.initialize(seed=5)
+    model.save(str(tmp_path / "m.json"))
+    printed = run_pens(pens_binary, "eval", tmp_path / "m.json", "--data-dir", small_mnist)
+    wrong = int(re.search(r"\((\d+) wrong\)", printed).group(1))
+
+    images = np.fromfile(small_mnist / "t10k-images-idx3-ubyte", np.uint8, offset=16).reshape(200, 16)
+    labels = np.fromfile(small_mnist / "t10k-labels-idx1-ubyte", np.uint8, offset=8)
+    net = pens.compile(pens.load(tmp_path / "m.json"), batch=200)
+    logits = net.forward(x=images / np.float32(255))["logits"]
+    assert logits.shape == (200, 10) and logits.dtype == np.float32
+    assert int((logits.argmax(axis=1) != labels).sum()) == wrong
+    # float64 computes the same scores to float32 round-off.
+    net64 = pens.compile(pens.load(tmp_path / "m.json"), batch=200, dtype="float64")
+    np.testing.assert_allclose(net64.forward(x=images / 255.0)["logits"], logits, rtol=1e-5, atol=1e-5)
+
+
+def test_training_from_python_gives_the_metrics_of_pens_train(tmp_path, small_config, pens_binary):
+    run_pens(pens_binary, "train", small_config, "--out", tmp_path / "cli")
+    events = []
+    summary = pens.train(small_config, out=tmp_path / "py", callback=lambda event, data: events.append((event, data)))
+    assert summary["out_dir"] == str(tmp_path / "py") and not summary["diverged"]
+
+    def metrics(folder):
+        lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        timing = ("elapsed_seconds", "examples_per_second", "wall_seconds")
+        return [{k: v for k, v in m.items() if k not in timing} for m in lines]
+
+    assert metrics(tmp_path / "py") == metrics(tmp_path / "cli")
+    assert len(metrics(tmp_path / "py")) == 3
+    steps = [data for event, data in events if event == "step"]
+    assert [s["step"] for s in steps] == list(range(1, 31))
+    assert [data["epoch"] for event, data in events if event == "eval"] == [1, 2, 3]
+
+
+def test_a_callback_that_raises_stops_the_run(tmp_path, small_config):
+    def stop(event, data):
+        if event == "step" and data["step"] == 12:
+            raise KeyError("stop here")
+
+    with pytest.raises(KeyError, match="stop here"):
+        pens.train(small_config, out=tmp_path / "stopped", callback=stop)
+    # The checkpoint of epoch 1 stays, and the run resumes from it.
+    summary = pens.train(small_config, out=tmp_path / "stopped", resume=True)
+    assert summary["epochs"] == 3
+
+
+def test_backward_and_gradcheck_in_float64():
+    model = small_model()
+    net = pens.compile(model, batch=8, graph="training", dtype="float64", labeled=4)
+    net.set_noise_key(1, 0)
+    rng = np.random.default_rng(1)
+    feed = {"x": rng.random((8, 16)), "y": np.arange(4)}
+    net.forward(feed)
+    first = net.objective
+    grads = net.backward()
+    assert set(grads) == {"W1", "b1", "W2", "b2"} and grads["W1"].shape == (16, 12)
+    assert np.isfinite(first) and np.abs(grads["W2"]).sum() > 0
+    # One step down the gradient lowers the objective at the same noise.
+    for name, value in net.parameters().items():
+        value -= 1e-3 * grads[name]
+    net.forward(feed)
+    assert net.objective < first
+    result = pens.gradcheck(model, batch=6)
+    assert result["passed"] and result["checked"] == result["variables"] > 0
+
+
+def test_parameters_are_views_of_the_model():
+    model = small_model()
+    with pytest.raises(pens.Error, match="no parameter values"):
+        model.parameters()
+    model.initialize(seed=1)
+    params = model.parameters()
+    assert params["W1"].dtype == np.float32 and params["W1"].shape == (16, 12)
+    params["b2"][:] = 0.5
+    assert np.all(model.parameters()["b2"] == 0.5)
+    assert '"values"' in model.to_json() and pens.Model.from_json(model.to_json()).trained
+
+
+def test_bad_input_gets_one_clear_error():
+    model = small_model()
+    net = pens.compile(model, batch=4)
+    cases = [
+        (lambda: net.forward(x=np.zeros((3, 16), np.float32)), r"input 'x' takes an array of shape \(4, 16\), got \(3, 16\)"),
+        (lambda: net.forward(x=np.zeros((4, 16), np.int32)), "takes floating-point values, got dtype int32"),
+        (lambda: net.forward(x=np.zeros((4, 16)), z=1), "no input named 'z'"),
+        (lambda: net.forward(), "input 'x' not given"),
+        (lambda: pens.compile(model, batch=0), "batch must be at least 1"),
+        (lambda: pens.compile(model, batch=4, dtype="float16"), "dtype must be 'float32' or 'float64'"),
+        (lambda: model.inspect(format="svg"), "format must be"),
+        (lambda: pens.load(ROOT / "no-such-model.json"), "no-such-model.json"),
+        (lambda: pens.Model.from_json('{"format_version": 1} trailing'), "text after the JSON document"),
+        (lambda: pens.gradcheck(model, tolerance=float("nan")), "tolerance must be above 0"),
+        (lambda: pens.train(ROOT / "examples" / "mnist" / "pea-600.json", epochs=0), "epochs must be at least 1"),
+    ]
+    for call, message in cases:
+        with pytest.raises(pens.Error, match=message):
+            call()
+    training = pens.compile(model, batch=4, graph="training", labeled=2)
+    with pytest.raises(pens.Error, match="holds class indices: give an integer array"):
+        training.forward(x=np.zeros((4, 16)), y=np.zeros(2))
+
+
+def test_the_builder_refuses_what_a_model_file_refuses():
+    b = pens.ModelBuilder()
+    x = b.input("x", [None, 3])
+    b.add("relu", [x, "missing"], name="h", output=True)
+    with pytest.raises(pens.Error, match="/nodes/0"):
+        b.build()
+    with pytest.raises(pens.Error, match="exists already"):
+        b.input("x", [None, 3])

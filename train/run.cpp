@@ -1,0 +1,106 @@
+#include "pens/train/run.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "pens/models/mnist.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/json_text.h"
+#include "pens/train/run_folder.h"
+
+namespace pens {
+
+namespace {
+namespace fs = std::filesystem;
+
+// The options every config takes, over the config's values; paths in the config are
+// relative to its folder.
+template <class Config>
+void apply(const RunOptions& o, const std::string& config_path, Config& config) {
+  config.model = relative_to_config(config_path, config.model);
+  config.init_from = relative_to_config(config_path, config.init_from);
+  if (o.init) config.init_from = *o.init;
+  if (o.data_dir) config.data_dir = *o.data_dir;
+  if (o.seed) config.seed = *o.seed;
+  if (o.epochs) {
+    if (*o.epochs < 1) fail("epochs must be at least 1, got ", *o.epochs);
+    config.epochs = *o.epochs;
+  }
+  if (o.budget_minutes) {
+    if (!(*o.budget_minutes >= 0) || !std::isfinite(*o.budget_minutes)) {
+      fail("budget_minutes must be a finite number of minutes, at least 0, got ", *o.budget_minutes);
+    }
+    config.budget_minutes = *o.budget_minutes;
+  }
+  if (o.threads) {
+    if (*o.threads < 0) fail("threads must be at least 0 (0: every CPU), got ", *o.threads);
+    config.threads = *o.threads;
+  }
+}
+
+// --resume needs a checkpoint; --resume-from first makes the named one the folder's.
+bool resume_of(const RunOptions& o, const std::string& out_dir) {
+  if (!o.resume_from) {
+    const fs::path checkpoint = fs::path(out_dir) / "checkpoint.pens";
+    if (o.resume && !fs::exists(checkpoint)) fail(checkpoint.string(), ": no checkpoint to resume from");
+    return o.resume;
+  }
+  const fs::path in_folder = fs::path(out_dir) / *o.resume_from;
+  RunFolder(out_dir).roll_back_to(!fs::exists(*o.resume_from) && fs::exists(in_folder) ? in_folder.string()
+                                                                                        : *o.resume_from);
+  return true;
+}
+
+std::string budget_text(double minutes) { return minutes > 0 ? cat(" (budget ", minutes, " min)") : ""; }
+}  // namespace
+
+std::string relative_to_config(const std::string& config_path, const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  return (fs::path(config_path).parent_path() / path).lexically_normal().string();
+}
+
+PreparedRun prepare_run(const std::string& config_path, const RunOptions& options) {
+  PreparedRun run;
+  run.config_path = config_path;
+  run.out_dir = options.out.value_or((fs::path("runs") / fs::path(config_path).stem()).string());
+  const nlohmann::json j = parse_json_text(read_file(config_path, 1 << 20), config_path);
+  run.trees = is_tree_config(j);
+  if (run.trees) {
+    if (options.labels) fail("labels is for MNIST configs; ", config_path, " is a tree config");
+    if (options.split_seed) fail("split_seed is for MNIST configs; ", config_path, " is a tree config");
+    run.tree = parse_tree_config(j, config_path);
+    apply(options, config_path, run.tree);
+    run.resume = resume_of(options, run.out_dir);
+    run.tree_data = load_tree_data(run.tree.data_dir, run.tree.min_count);
+    RunFolder(run.out_dir).write_config(to_json(run.tree));
+    run.budget_minutes = run.tree.budget_minutes;
+    run.description = cat("pens train: ", run.tree.model, " on ", run.tree.data_dir, " (", run.tree.task, ") for ",
+                          run.tree.epochs, " epochs", budget_text(run.budget_minutes), ", ",
+                          resolve_threads(run.tree.threads), " threads; writing ", run.out_dir);
+    return run;
+  }
+  run.mnist = parse_train_config(j, config_path);
+  apply(options, config_path, run.mnist);
+  if (options.labels) {
+    if (*options.labels < 0) fail("labels must be at least 0, got ", *options.labels);
+    run.mnist.labeled = *options.labels;
+  }
+  if (options.split_seed) run.mnist.split_seed = *options.split_seed;
+  run.resume = resume_of(options, run.out_dir);
+  run.mnist_data = TrainData{load_mnist(run.mnist.data_dir, "train"), load_mnist(run.mnist.data_dir, "test")};
+  RunFolder(run.out_dir).write_config(to_json(run.mnist));
+  run.budget_minutes = run.mnist.budget_minutes;
+  run.description = cat("pens train: ", run.mnist.model, " on ", run.mnist.data_dir, " for ", run.mnist.epochs,
+                        " epochs of ", run.mnist.steps_per_epoch, " steps", budget_text(run.budget_minutes), ", ",
+                        resolve_threads(run.mnist.threads), " threads; writing ", run.out_dir);
+  return run;
+}
+
+TrainSummary run_training(const PreparedRun& run, TrainObserver& observer) {
+  return run.trees ? train_trees(run.tree, run.tree_data, run.out_dir, observer, run.resume)
+                   : train(run.mnist, run.mnist_data, run.out_dir, observer, run.resume);
+}
+
+}  // namespace pens

@@ -1,0 +1,54 @@
+// A training run as `pens train` starts it, for the CLI and the Python package alike: a
+// config file (MNIST or sentiment trees: the config says which), the options that override
+// it, the data loaded and the output folder chosen, then the run itself.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "pens/train/observer.h"
+#include "pens/train/trainer.h"
+#include "pens/train/tree_trainer.h"
+
+namespace pens {
+
+// What overrides the config; unset: the config's value. Checked by prepare_run.
+struct RunOptions {
+  std::optional<std::string> out;          // default runs/<config's stem>
+  std::optional<std::string> init;         // a model file whose values start the run
+  std::optional<std::string> data_dir;
+  std::optional<uint64_t> seed;
+  std::optional<int64_t> epochs;
+  std::optional<double> budget_minutes;    // 0: none
+  std::optional<int> threads;              // 0: every CPU this process may use
+  std::optional<int64_t> labels;           // MNIST: labeled examples
+  std::optional<uint64_t> split_seed;      // MNIST: which examples are labeled
+  bool resume = false;                     // from the output folder's checkpoint
+  // Resume from this checkpoint: a path, or the name of one kept in the output folder.
+  std::optional<std::string> resume_from;
+};
+
+struct PreparedRun {
+  std::string config_path;
+  std::string out_dir;
+  bool resume = false;
+  bool trees = false;       // which of the two below is set
+  TrainConfig mnist;
+  TrainData mnist_data;
+  TreeConfig tree;
+  TreeData tree_data;
+  std::string description;  // "pens train: MODEL on DATA for N epochs ...; writing OUT"
+  double budget_minutes = 0;
+};
+
+// Reads and checks the config and the options, loads the data and writes the config into
+// the output folder; throws an Error naming what is wrong before anything trains.
+PreparedRun prepare_run(const std::string& config_path, const RunOptions& options = {});
+
+// Trains (or resumes) a prepared run, reporting to `observer`.
+TrainSummary run_training(const PreparedRun& run, TrainObserver& observer);
+
+// A path in a config, relative to the config's folder unless it is absolute.
+std::string relative_to_config(const std::string& config_path, const std::string& path);
+
+}  // namespace pens
