@@ -2,8 +2,9 @@
 # Installs the build in build/ into a temporary prefix (meson install with DESTDIR, the
 # pkg-config file pointed at it), then, against that prefix only: builds
 # examples/consumer (its own meson project, `dependency('pens')` through pkg-config) and
-# runs it, reads the model it wrote with the installed `pens fmt`, and imports the
-# installed Python package. Prints "install: ok" or what failed; exit status 1 on failure.
+# runs it, reads the model it wrote with the installed `pens fmt`, compiles and runs
+# docs/api.md's C++ examples, and imports the installed Python package. Prints
+# "install: ok" or what failed; exit status 1 on failure.
 #
 #   scripts/check-install.sh [BUILD_DIR]
 set -euo pipefail
@@ -33,6 +34,15 @@ LD_LIBRARY_PATH="$libdir" "$work/consumer/residual_pea" "$work/residual.json" 20
   { echo "install: examples/consumer failed"; exit 1; }
 LD_LIBRARY_PATH="$libdir" "$root/bin/pens" fmt "$work/residual.json" >/dev/null ||
   { echo "install: the installed pens does not read the consumer's model"; exit 1; }
+
+# docs/api.md's C++ examples: one program, compiled with the installed headers and
+# pkg-config's flags alone.
+python3 -c 'import re, sys; print("".join(re.findall(r"```cpp\n(.*?)```", open(sys.argv[1]).read(), re.S)))' \
+  docs/api.md >"$work/api.cpp"
+# shellcheck disable=SC2046
+g++ -std=c++20 -O1 "$work/api.cpp" -o "$work/api" $(pkg-config --cflags --libs pens) ||
+  { echo "install: docs/api.md's C++ examples do not compile against the installed pens"; exit 1; }
+LD_LIBRARY_PATH="$libdir" "$work/api" || { echo "install: docs/api.md's C++ examples failed"; exit 1; }
 
 module=$(find "$root" -name '_pens*.so' | head -n 1)
 if [ -n "$module" ]; then

@@ -6,11 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # gnuplot-nox draws pens train's learning-curve.png; without it the run says so and the
-# curve stays in curve.tsv. pybind11, numpy and pytest are for the Python package, built
-# for Debian's python3 (/usr/bin/python3).
+# curve stays in curve.tsv. OpenSSL's libcrypto computes SHA-256, libpng writes PNG.
+# pybind11, numpy and pytest are for the Python package, built for Debian's python3
+# (/usr/bin/python3); matplotlib draws the curve of examples/python/train_pea.py.
 scripts/ensure-packages.sh g++ meson ninja-build pkg-config libeigen3-dev libboost-graph-dev \
-  nlohmann-json3-dev doctest-dev gnuplot-nox python3-dev pybind11-dev python3-pybind11 python3-numpy \
-  python3-pytest
+  nlohmann-json3-dev libssl-dev libpng-dev doctest-dev gnuplot-nox \
+  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-matplotlib
 
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=release >/dev/null

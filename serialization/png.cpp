@@ -1,6 +1,8 @@
 #include "pens/serialization/png.h"
 
-#include <array>
+#include <png.h>
+
+#include <csetjmp>
 
 #include "pens/ops/ir/error.h"
 #include "pens/serialization/files.h"
@@ -9,77 +11,52 @@ namespace pens {
 
 namespace {
 
-uint32_t crc32(const std::string& bytes, size_t from) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t n = 0; n < 256; ++n) {
-      uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-      t[n] = c;
-    }
-    return t;
-  }();
-  uint32_t c = 0xffffffffu;
-  for (size_t i = from; i < bytes.size(); ++i) c = table[(c ^ static_cast<uint8_t>(bytes[i])) & 0xff] ^ (c >> 8);
-  return c ^ 0xffffffffu;
+void append(png_structp png, png_bytep data, png_size_t size) {
+  static_cast<std::string*>(png_get_io_ptr(png))->append(reinterpret_cast<const char*>(data), size);
 }
 
-void put_u32_be(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+// libpng reports errors by longjmp to the setjmp in encode(); between the two there are
+// only libpng's C frames, so no destructor is skipped. Its text is kept for the Error.
+void remember_error(png_structp png, png_const_charp message) {
+  *static_cast<std::string*>(png_get_error_ptr(png)) = message;
+  png_longjmp(png, 1);
 }
 
-void put_chunk(std::string& out, const char* type, const std::string& data) {
-  put_u32_be(out, static_cast<uint32_t>(data.size()));
-  const size_t start = out.size();
-  out += type;
-  out += data;
-  put_u32_be(out, crc32(out, start));
+// Fills `out`; returns false (with `error` set) when libpng failed.
+bool encode(int64_t width, int64_t height, const uint8_t* pixels, std::string& out, std::string& error) {
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &error, remember_error, nullptr);
+  if (!png) {
+    error = "out of memory";
+    return false;
+  }
+  png_infop info = png_create_info_struct(png);
+  if (!info || setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    if (error.empty()) error = "out of memory";
+    return false;
+  }
+  png_set_write_fn(png, &out, append, nullptr);
+  png_set_IHDR(png, info, static_cast<png_uint_32>(width), static_cast<png_uint_32>(height), 8, PNG_COLOR_TYPE_GRAY,
+               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, info);
+  for (int64_t y = 0; y < height; ++y) png_write_row(png, pixels + y * width);
+  png_write_end(png, nullptr);
+  png_destroy_write_struct(&png, &info);
+  return true;
 }
 
 }  // namespace
 
 std::string encode_png_gray(int64_t width, int64_t height, const std::vector<uint8_t>& pixels) {
-  if (width <= 0 || height <= 0 || width > (1 << 20) || height > (1 << 20)) {
+  if (width < 1 || height < 1 || width > (1 << 20) || height > (1 << 20)) {
     fail("PNG of ", width, " x ", height, " pixels: sizes must be in 1..2^20");
   }
   if (static_cast<int64_t>(pixels.size()) != width * height) {
     fail("PNG of ", width, " x ", height, " pixels given ", pixels.size(), " pixels");
   }
-  // Scanlines, each led by filter type 0 (none).
-  std::string raw;
-  raw.reserve(static_cast<size_t>((width + 1) * height));
-  for (int64_t r = 0; r < height; ++r) {
-    raw.push_back('\0');
-    raw.append(reinterpret_cast<const char*>(pixels.data() + r * width), static_cast<size_t>(width));
-  }
-  // zlib: header, stored deflate blocks of at most 65535 bytes, Adler-32 of the raw data.
-  std::string z = {'\x78', '\x01'};
-  constexpr size_t kBlock = 65535;
-  for (size_t at = 0; at < raw.size(); at += kBlock) {
-    const size_t n = std::min(kBlock, raw.size() - at);
-    z.push_back(at + n == raw.size() ? '\x01' : '\x00');
-    z.push_back(static_cast<char>(n & 0xff));
-    z.push_back(static_cast<char>(n >> 8));
-    z.push_back(static_cast<char>(~n & 0xff));
-    z.push_back(static_cast<char>((~n >> 8) & 0xff));
-    z.append(raw, at, n);
-  }
-  uint32_t a = 1, b = 0;
-  for (char c : raw) {
-    a = (a + static_cast<uint8_t>(c)) % 65521;
-    b = (b + a) % 65521;
-  }
-  put_u32_be(z, b << 16 | a);
-
-  std::string png = "\x89PNG\r\n\x1a\n";
-  std::string header;
-  put_u32_be(header, static_cast<uint32_t>(width));
-  put_u32_be(header, static_cast<uint32_t>(height));
-  header += {'\x08', '\x00', '\x00', '\x00', '\x00'};  // 8 bits, grayscale, deflate, filter 0, no interlace
-  put_chunk(png, "IHDR", header);
-  put_chunk(png, "IDAT", z);
-  put_chunk(png, "IEND", "");
-  return png;
+  std::string out, error;
+  if (!encode(width, height, pixels.data(), out, error)) fail("PNG of ", width, " x ", height, " pixels: ", error);
+  return out;
 }
 
 void write_png_gray(const std::string& path, int64_t width, int64_t height, const std::vector<uint8_t>& pixels) {

@@ -1,7 +1,6 @@
-// A minimal PNG writer for 8-bit grayscale images (filter mosaics of trained weights):
-// uncompressed deflate blocks inside a valid zlib stream, so pens needs no image library.
+// PNG files of 8-bit grayscale images (filter mosaics of trained weights), written with
+// libpng (docs/architecture.md says why).
 #pragma once
-
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -180,42 +180,33 @@ class ModelBuilder:
                 return entry
         raise Error(f"no node named {name!r}")
 
+    @staticmethod
+    def _with(entry, **optional):
+        """The entry with those optional fields that are given (not None)."""
+        entry.update({key: value for key, value in optional.items() if value is not None})
+        return entry
+
     def input(self, name, shape, dtype="real", layer=None, noise=None):
-        entry = {"name": self._name(name, "input"), "shape": self._shape(shape), "dtype": dtype}
-        if layer:
-            entry["layer"] = layer
-        if noise:
-            entry["noise"] = list(noise)
+        entry = self._with({"name": self._name(name, "input"), "shape": self._shape(shape), "dtype": dtype},
+                           layer=layer, noise=list(noise) if noise else None)
         self._inputs.append(entry)
         return entry["name"]
 
     def param(self, name, shape, init="normal", max_norm=None, frozen=False, layer=None, noise=None, **init_params):
         """init: "zeros", "constant" (value=v), "normal" (std=s) or "uniform" (limit=l)."""
-        entry = {"name": self._name(name, "param"), "shape": self._shape(shape), "dtype": "float32",
-                 "init": dict(kind=init, **init_params)}
-        if max_norm is not None:
-            entry["max_norm"] = max_norm
-        if frozen:
-            entry["flags"] = ["frozen"]
-        if layer:
-            entry["layer"] = layer
-        if noise:
-            entry["noise"] = list(noise)
+        entry = self._with({"name": self._name(name, "param"), "shape": self._shape(shape), "dtype": "float32",
+                            "init": dict(kind=init, **init_params)},
+                           max_norm=max_norm, flags=["frozen"] if frozen else None, layer=layer,
+                           noise=list(noise) if noise else None)
         self._params.append(entry)
         return entry["name"]
 
     def add(self, op, inputs, name=None, layer=None, noise=None, output=False, loss=False, **attrs):
         """A node applying `op` (pens ops lists them) to `inputs` (node names); attrs are
         the op's attributes."""
-        entry = {"name": self._name(name, op), "op": op, "inputs": list(inputs)}
-        if attrs:
-            entry["attrs"] = attrs
-        if layer:
-            entry["layer"] = layer
-        if noise:
-            entry["noise"] = list(noise)
-        if loss:
-            entry["flags"] = ["loss"]
+        entry = self._with({"name": self._name(name, op), "op": op, "inputs": list(inputs)},
+                           attrs=attrs or None, layer=layer, noise=list(noise) if noise else None,
+                           flags=["loss"] if loss else None)
         self._nodes.append(entry)
         if output:
             self._outputs.append(entry["name"])
