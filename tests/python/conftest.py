@@ -48,6 +48,16 @@ def small_mnist(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="session")
+def mnist_shaped(tmp_path_factory):
+    """A test set in MNIST's own shape: 300 random 28 x 28 images and labels."""
+    folder = tmp_path_factory.mktemp("mnist-shaped")
+    rng = np.random.default_rng(11)
+    write_idx(folder / "t10k-images-idx3-ubyte", rng.integers(0, 256, (300, 28, 28)))
+    write_idx(folder / "t10k-labels-idx1-ubyte", rng.integers(0, 10, 300))
+    return folder
+
+
 def small_model():
     """A 16-12-10 PEA model built in Python: mask noise on the input and the hidden
     layer, V^k (kl) on the output for unlabeled rows."""

@@ -1,6 +1,7 @@
 """The Python package against the library and the pens tool."""
 import json
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -21,22 +22,24 @@ def test_a_model_from_examples_loads_and_inspects():
     assert "children" not in model.inspect(parent=True)
 
 
-def test_forward_on_numpy_equals_pens_eval(tmp_path, small_mnist, pens_binary):
-    model = small_model()
+def test_forward_on_numpy_equals_pens_eval(tmp_path, mnist_shaped, pens_binary):
+    # The paper's network from examples/, given values, evaluated by pens eval and by
+    # pens.compile on the same images.
+    model = pens.load(ROOT / "examples" / "mnist" / "pea-xent.model.json")
     model.initialize(seed=5)
     model.save(str(tmp_path / "m.json"))
-    printed = run_pens(pens_binary, "eval", tmp_path / "m.json", "--data-dir", small_mnist)
+    printed = run_pens(pens_binary, "eval", tmp_path / "m.json", "--data-dir", mnist_shaped)
     wrong = int(re.search(r"\((\d+) wrong\)", printed).group(1))
 
-    images = np.fromfile(small_mnist / "t10k-images-idx3-ubyte", np.uint8, offset=16).reshape(200, 16)
-    labels = np.fromfile(small_mnist / "t10k-labels-idx1-ubyte", np.uint8, offset=8)
-    net = pens.compile(pens.load(tmp_path / "m.json"), batch=200)
+    images = np.fromfile(mnist_shaped / "t10k-images-idx3-ubyte", np.uint8, offset=16).reshape(300, 784)
+    labels = np.fromfile(mnist_shaped / "t10k-labels-idx1-ubyte", np.uint8, offset=8)
+    net = pens.compile(pens.load(tmp_path / "m.json"), batch=300)
     logits = net.forward(x=images / np.float32(255))["logits"]
-    assert logits.shape == (200, 10) and logits.dtype == np.float32
+    assert logits.shape == (300, 10) and logits.dtype == np.float32
     assert int((logits.argmax(axis=1) != labels).sum()) == wrong
     # float64 computes the same scores to float32 round-off.
-    net64 = pens.compile(pens.load(tmp_path / "m.json"), batch=200, dtype="float64")
-    np.testing.assert_allclose(net64.forward(x=images / 255.0)["logits"], logits, rtol=1e-5, atol=1e-5)
+    net64 = pens.compile(pens.load(tmp_path / "m.json"), batch=300, dtype="float64")
+    np.testing.assert_allclose(net64.forward(x=images / 255.0)["logits"], logits, rtol=1e-4, atol=1e-5)
 
 
 def test_training_from_python_gives_the_metrics_of_pens_train(tmp_path, small_config, pens_binary):
@@ -55,6 +58,20 @@ def test_training_from_python_gives_the_metrics_of_pens_train(tmp_path, small_co
     steps = [data for event, data in events if event == "step"]
     assert [s["step"] for s in steps] == list(range(1, 31))
     assert [data["epoch"] for event, data in events if event == "eval"] == [1, 2, 3]
+
+
+def test_training_releases_the_python_lock(tmp_path, small_config):
+    # While a run computes in another thread, this thread runs Python: it sees the run's
+    # first evaluation written and the run not yet finished. With the lock held for the
+    # whole run it could look only once the run had returned.
+    out = tmp_path / "run"
+    runner = threading.Thread(target=pens.train, args=(small_config,), kwargs={"out": out, "epochs": 30})
+    runner.start()
+    seen_mid_run = False
+    while runner.is_alive() and not seen_mid_run:
+        seen_mid_run = (out / "metrics.jsonl").exists() and not (out / "summary.json").exists()
+    runner.join()
+    assert seen_mid_run and (out / "summary.json").exists()
 
 
 def test_a_callback_that_raises_stops_the_run(tmp_path, small_config):
