@@ -6,9 +6,9 @@
 #include <map>
 #include <memory>
 
-#include "pens/autodiff/gradcheck.h"
 #include "cli/args.h"
 #include "cli/ensemble_args.h"
+#include "pens/autodiff/gradcheck.h"
 #include "pens/ops/parallel.h"
 #include "pens/ops/registry.h"
 #include "pens/serialization/model_file.h"

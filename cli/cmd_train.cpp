@@ -9,8 +9,8 @@
 #include <iomanip>
 #include <iostream>
 
-#include "pens/autodiff/tape.h"
 #include "cli/args.h"
+#include "pens/autodiff/tape.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mnist.h"
 #include "pens/ops/ir/error.h"
@@ -19,8 +19,8 @@
 #include "pens/serialization/json_text.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/evaluation.h"
-#include "pens/train/run_folder.h"
 #include "pens/train/run.h"
+#include "pens/train/run_folder.h"
 #include "pens/train/tree_model.h"
 #include "pens/train/tree_trainer.h"
 

@@ -10,11 +10,11 @@
 #include <regex>
 #include <sstream>
 
-#include "pens/autodiff/gradcheck.h"
 #include "examples/extending/adam_optimizer.h"
 #include "examples/extending/cosine_penalty.h"
 #include "examples/extending/multiplicative_noise.h"
 #include "examples/extending/softplus_op.h"
+#include "pens/autodiff/gradcheck.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mlp.h"
 #include "pens/ops/registry.h"

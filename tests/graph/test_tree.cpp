@@ -15,9 +15,9 @@
 #include "pens/graph/tree.h"
 #include "pens/models/ctn.h"
 #include "pens/models/sst.h"
+#include "pens/train/tree_model.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
-#include "pens/train/tree_model.h"
 
 using namespace pens;
 using pens::testing::Values;

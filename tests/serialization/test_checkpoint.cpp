@@ -12,10 +12,10 @@
 #include "pens/serialization/checkpoint.h"
 #include "pens/serialization/files.h"
 #include "pens/serialization/model_file.h"
-#include "tests/support/helpers.h"
-#include "tests/support/temp_dir.h"
 #include "pens/train/optimizer.h"
 #include "pens/train/step.h"
+#include "tests/support/helpers.h"
+#include "tests/support/temp_dir.h"
 
 using namespace pens;
 

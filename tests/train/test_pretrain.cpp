@@ -14,10 +14,10 @@
 #include "pens/models/mlp.h"
 #include "pens/models/synthetic.h"
 #include "pens/serialization/model_file.h"
-#include "tests/support/helpers.h"
-#include "tests/support/temp_dir.h"
 #include "pens/train/pretrain.h"
 #include "pens/train/trainer.h"
+#include "tests/support/helpers.h"
+#include "tests/support/temp_dir.h"
 
 using namespace pens;
 using nlohmann::json;

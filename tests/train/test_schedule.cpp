@@ -5,8 +5,8 @@
 #include "pens/autodiff/tape.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mlp.h"
-#include "tests/support/helpers.h"
 #include "pens/train/schedule.h"
+#include "tests/support/helpers.h"
 
 using namespace pens;
 

@@ -9,11 +9,11 @@
 #include "pens/models/mlp.h"
 #include "pens/models/synthetic.h"
 #include "pens/ops/parallel.h"
-#include "tests/support/alloc_counter.h"
-#include "tests/support/helpers.h"
 #include "pens/train/constraints.h"
 #include "pens/train/optimizer.h"
 #include "pens/train/step.h"
+#include "tests/support/alloc_counter.h"
+#include "tests/support/helpers.h"
 
 using namespace pens;
 

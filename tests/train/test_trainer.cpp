@@ -13,12 +13,12 @@
 #include "pens/serialization/checkpoint.h"
 #include "pens/serialization/files.h"
 #include "pens/serialization/model_file.h"
-#include "tests/support/helpers.h"
-#include "tests/support/temp_dir.h"
 #include "pens/train/optimizer.h"
 #include "pens/train/pretrain_config.h"
 #include "pens/train/run_folder.h"
 #include "pens/train/trainer.h"
+#include "tests/support/helpers.h"
+#include "tests/support/temp_dir.h"
 
 using namespace pens;
 using nlohmann::json;

@@ -9,10 +9,10 @@
 
 #include "pens/models/ctn.h"
 #include "pens/serialization/model_file.h"
-#include "tests/support/temp_dir.h"
-#include "pens/train/tree_model.h"
 #include "pens/train/skipgram.h"
+#include "pens/train/tree_model.h"
 #include "pens/train/tree_trainer.h"
+#include "tests/support/temp_dir.h"
 
 using namespace pens;
 using pens::testing::TempDir;
