@@ -2,11 +2,17 @@
 # pens against PyTorch (Debian's python3-torch on the OpenMP build of OpenBLAS) on the
 # same training steps: the three modes of bench/modes.cpp and bench/torch_peer.py (sde,
 # pea, pea-ss) at batch 100 and 256, on 1 and 2 threads. First checks that both compute
-# the same objective on the same parameters, inputs and noise (within 1e-4), then times
-# each case in its own processes (5 warm-up steps, median of --reps), alternating sides,
-# and prints one JSON line per case:
-#   {"mode", "batch", "threads", "pens_ms", "torch_ms", "ratio" (torch_ms / pens_ms),
-#    "pens_peak_rss_mb", "torch_peak_rss_mb"}
+# the same objective on the same parameters, inputs and noise (within 1e-4; the peer in
+# each of its variants), then times each case in its own processes (5 warm-up steps,
+# median of --reps): pens, then the peer in each variant (stacked and unstacked passes,
+# bench/torch_peer.py), and prints one JSON line per case:
+#   {"mode", "batch", "threads", "pens_ms", "torch_ms" (the faster variant's),
+#    "torch_variant", "torch_ms_by_variant", "ratio" (torch_ms / pens_ms),
+#    "pens_peak_rss_mb", "torch_peak_rss_mb" (of the faster variant),
+#    "useful_gflop" (the step's matrix products over the rows its objective needs: sde B,
+#    pea 2B, pea-ss 3B; forward, weight gradients, input gradients of layers 2 and 3),
+#    "pens_gflops" (useful_gflop over pens_ms), "peak_gflops" (the faster 1024³ product of
+#    bench/gemm.cpp and torch.mm on that many threads, measured first), "pens_of_peak"}
 #
 #   bench/compare-torch.sh [--reps N] [--modes LIST] [--batches LIST] [--threads LIST]
 set -euo pipefail
@@ -41,17 +47,43 @@ for mode in "${mode_list[@]}"; do
   "${peer[@]}" check "$dump/$mode" >&2
 done
 
+# The machine's limit: the faster 1024³ GEMM, pens' or the peer's, per thread count.
+declare -A peak
+for threads in "${thread_list[@]}"; do
+  peak[$threads]=$( { build/bench/gemm --threads "$threads" --reps 10
+                      OMP_NUM_THREADS="$threads" "${peer[@]}" gemm --threads "$threads" --reps 10; } |
+                    /usr/bin/python3 -c 'import json, sys
+print(max(json.loads(l)["gflops"] for l in sys.stdin if "1024" in json.loads(l)["case"]))')
+done
+
 for mode in "${mode_list[@]}"; do
   for batch in "${batch_list[@]}"; do
     for threads in "${thread_list[@]}"; do
       pens=$(OMP_NUM_THREADS="$threads" build/bench/modes --mode "$mode" --batch "$batch" --threads "$threads" --reps "$reps")
-      torch=$(OMP_NUM_THREADS="$threads" "${peer[@]}" time --mode "$mode" --batch "$batch" --threads "$threads" --reps "$reps")
-      /usr/bin/python3 - "$pens" "$torch" <<'EOF'
+      torch=()
+      variants=(stacked unstacked)
+      [ "$mode" = sde ] && variants=(stacked)  # one network: nothing to stack
+      for variant in "${variants[@]}"; do
+        torch+=("$(OMP_NUM_THREADS="$threads" "${peer[@]}" time --mode "$mode" --batch "$batch" \
+                   --threads "$threads" --reps "$reps" --variant "$variant")")
+      done
+      /usr/bin/python3 - "${peak[$threads]}" "$pens" "${torch[@]}" <<'EOF'
 import json, sys
-p, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+peak = float(sys.argv[1])
+p = json.loads(sys.argv[2])
+variants = [json.loads(a) for a in sys.argv[3:]]
+t = min(variants, key=lambda v: v["ms"])
+layers = [(784, 800), (800, 800), (800, 10)]
+rows = {"sde": 1, "pea": 2, "pea-ss": 3}[p["mode"]] * p["batch"]
+flop = 2 * rows * (2 * sum(i * o for i, o in layers) + sum(i * o for i, o in layers[1:]))
+gflops = flop / 1e9 / (p["ms"] / 1000)
 print(json.dumps({"mode": p["mode"], "batch": p["batch"], "threads": p["threads"],
-                  "pens_ms": p["ms"], "torch_ms": t["ms"], "ratio": round(t["ms"] / p["ms"], 2),
-                  "pens_peak_rss_mb": p["peak_rss_mb"], "torch_peak_rss_mb": t["peak_rss_mb"]}))
+                  "pens_ms": p["ms"], "torch_ms": t["ms"], "torch_variant": t["variant"],
+                  "torch_ms_by_variant": {v["variant"]: v["ms"] for v in variants},
+                  "ratio": round(t["ms"] / p["ms"], 2),
+                  "pens_peak_rss_mb": p["peak_rss_mb"], "torch_peak_rss_mb": t["peak_rss_mb"],
+                  "useful_gflop": round(flop / 1e9, 3), "pens_gflops": round(gflops, 1), "peak_gflops": peak,
+                  "pens_of_peak": round(gflops / peak, 2)}))
 EOF
     done
   done

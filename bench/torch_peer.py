@@ -1,18 +1,25 @@
 #!/usr/bin/env python3
 """The PyTorch peer of bench/modes.cpp: the same three pseudo-ensemble training steps
-of the 784-800-800-10 ReLU network, written as a PyTorch user would write them.
+of the 784-800-800-10 ReLU network, written as a careful PyTorch user writes them.
 
-  torch_peer.py time --mode M --batch B --threads T [--reps N]
-      one JSON line: {"side": "torch", "mode", "batch", "threads", "ms", "peak_rss_mb"}
+  torch_peer.py time --mode M --batch B --threads T [--variant V] [--foreach 0|1] [--reps N]
+      one JSON line: {"side": "torch", "mode", "variant", "foreach", "batch", "threads",
+      "ms", "peak_rss_mb"}
   torch_peer.py gemm [--batch B] [--threads T]
       torch.mm's rate at the shapes of bench/gemm.cpp, one JSON line per shape
   torch_peer.py check DIR
-      recomputes the objective of the step bench/modes.cpp dumped into DIR, with its
-      parameters, inputs and noise, and prints both objectives and their difference
+      recomputes, in each variant, the objective of the step bench/modes.cpp dumped into
+      DIR, with its parameters, inputs and noise, and prints both objectives and their
+      difference
 
-Modes (see bench/modes.cpp): sde, pea, pea-ss. Weights are [in, out] (x @ W + b) as in
-pens; SGD keeps m <- mu m + (1 - mu) g (dampening = mu) and the max-norm constraint
-bounds each unit's incoming weights (a column of W) at 3.5.
+Modes (see bench/modes.cpp): sde, pea, pea-ss. What a careful user does: weights in
+nn.Linear's layout ([out, in], F.linear), F.dropout for masks, the networks of a step
+stacked into one pass per layer where they share weights ("stacked"; "unstacked" runs
+them one by one, and bench/compare-torch.sh times both and keeps the faster), no rows
+that no term reads (child 2 of pea-ss runs on the unlabeled rows only), gradients
+set to None instead of zeroed, SGD's per-parameter loop (its foreach form, --foreach 1,
+measured slower here), max-norm as one renorm_ per weight. SGD keeps m <- mu m + (1 - mu) g (dampening = mu); the max-norm
+constraint bounds each unit's incoming weights at 3.5.
 """
 import argparse
 import json
@@ -29,110 +36,146 @@ import torch.nn.functional as F
 SIZES = [784, 800, 800, 10]
 MAX_NORM = 3.5
 SMOOTHING = 1e-4
+# The forms of each mode's step (see objective()); sde has one network, so one form.
+VARIANTS = {"sde": ["stacked"], "pea": ["stacked", "unstacked"], "pea-ss": ["stacked", "unstacked"]}
 
 
 class Noise:
-    """Draws noise as a training step does: Bernoulli keep-masks scaled by 1/(1-p), and
-    additive Gaussian noise."""
+    """Draws noise as a training step does, the way a PyTorch user draws it: F.dropout
+    (inverted: kept values scaled by 1/(1-p)) and additive Gaussian noise."""
 
-    def mask(self, child, site, v, p):
-        keep = torch.empty_like(v).bernoulli_(1.0 - p)
-        return v * keep * (1.0 / (1.0 - p))
+    def mask(self, child, site, v, p, rows=None):
+        return F.dropout(v, p, training=True)
 
-    def gaussian(self, child, site, v, sigma):
+    def gaussian(self, child, site, v, sigma, rows=None):
         return v + sigma * torch.randn_like(v)
 
 
 class ReplayedNoise:
     """The noise pens drew, recovered from each noise node's input and output: a mask
     factor out / in (any value where the input is 0 gives the same product), and the
-    Gaussian term out - in."""
+    Gaussian term out - in. `rows` picks the rows of pens' draw a pass uses (pens draws
+    child 2 of pea-ss for the whole batch; the peer runs it on the unlabeled rows only)."""
 
     def __init__(self, tensors, noise_nodes):
         self.t = tensors
         self.ops = {n["node"]: n["op"] for n in noise_nodes}
 
-    def _pair(self, child, site, kind):
+    def _pair(self, child, site, kind, rows):
         name = f"c{child}/{site}~{kind}"
         if name not in self.ops:
             raise KeyError(f"the dump has no noise node {name}")
-        return self.t[name + "/in"], self.t[name + "/out"]
+        x, y = self.t[name + "/in"], self.t[name + "/out"]
+        return (x, y) if rows is None else (x[rows], y[rows])
 
-    def mask(self, child, site, v, p):
-        x, y = self._pair(child, site, "mask")
+    def mask(self, child, site, v, p, rows=None):
+        x, y = self._pair(child, site, "mask", rows)
         factor = torch.where(x != 0, y / torch.where(x != 0, x, torch.ones_like(x)), torch.zeros_like(x))
         return v * factor
 
-    def gaussian(self, child, site, v, sigma):
-        x, y = self._pair(child, site, "gaussian")
+    def gaussian(self, child, site, v, sigma, rows=None):
+        x, y = self._pair(child, site, "gaussian", rows)
         return v + (y - x)
 
 
-def child_forward(params, x, child, noise, gaussian):
-    """One child: Gaussian input noise (pea-ss), input mask 0.2, then per layer the affine
-    map, Gaussian bias noise (pea-ss), ReLU, mask 0.5. Returns the logits and the
-    partial-noise taps of h1 and h2 (before their own masks)."""
+class Stacked:
+    """Noise for a stacked pass: the parts of the rows, each with its own source (a child
+    and its rows, or None for clean rows), drawn part by part and joined."""
+
+    def __init__(self, noise, parts):
+        self.noise, self.parts = noise, parts  # parts: [(child or None, rows, count)]
+
+    def _apply(self, draw, v):
+        if len(self.parts) == 1 and self.parts[0][0] is not None:
+            child, rows, _ = self.parts[0]
+            return draw(child, v, rows)
+        pieces, at = [], 0
+        for child, rows, count in self.parts:
+            piece = v[at:at + count]
+            pieces.append(piece if child is None else draw(child, piece, rows))
+            at += count
+        return torch.cat(pieces)
+
+    def mask(self, site, v, p):
+        return self._apply(lambda child, piece, rows: self.noise.mask(child, site, piece, p, rows), v)
+
+    def gaussian(self, site, v, sigma):
+        return self._apply(lambda child, piece, rows: self.noise.gaussian(child, site, piece, sigma, rows), v)
+
+
+def network(params, x, noise, gaussian):
+    """The 784-800-800-10 network over the rows of x with the noise of `noise` (a
+    Stacked): Gaussian input noise (pea-ss), input mask 0.2, then per layer the affine map
+    (nn.Linear's layout), Gaussian bias noise (pea-ss), ReLU, mask 0.5. Returns the logits
+    and the partial-noise taps of h1 and h2 (before their own masks)."""
     W1, b1, W2, b2, W3, b3 = params
-    v = x
-    if gaussian:
-        v = noise.gaussian(child, "x", v, 0.1)
-    v = noise.mask(child, "x", v, 0.2)
+    v = noise.gaussian("x", x, 0.1) if gaussian else x
+    v = noise.mask("x", v, 0.2)
     taps = []
     for i, (W, b) in enumerate(((W1, b1), (W2, b2)), start=1):
-        a = torch.addmm(b, v, W)
+        a = F.linear(v, W, b)
         if gaussian:
-            a = noise.gaussian(child, f"a{i}", a, 0.1)
+            a = noise.gaussian(f"a{i}", a, 0.1)
         h = F.relu(a)
         taps.append(h)
-        v = noise.mask(child, f"h{i}", h, 0.5)
-    return torch.addmm(b3, v, W3), taps
-
-
-def clean_forward(params, x):
-    W1, b1, W2, b2, W3, b3 = params
-    h = F.relu(torch.addmm(b1, x, W1))
-    h = F.relu(torch.addmm(b2, h, W2))
-    return torch.addmm(b3, h, W3)
+        v = noise.mask(f"h{i}", h, 0.5)
+    return F.linear(v, W3, b3), taps
 
 
 def smoothed(logits):
     return (F.softmax(logits, dim=1) + SMOOTHING) / (1.0 + SMOOTHING * logits.shape[1])
 
 
-def objective(mode, params, x, y, batch, noise):
+def direction(a, b):
+    na = a / torch.sqrt((a * a).sum(dim=1, keepdim=True) + 1e-6)
+    nb = b / torch.sqrt((b * b).sum(dim=1, keepdim=True) + 1e-6)
+    return ((na - nb) ** 2).sum(dim=1).mean()
+
+
+def objective(mode, variant, params, x, y, batch, noise):
+    """The step's objective. variant "stacked": the networks of one step share their
+    weights, so their rows go through each layer as one product (pea: clean and child
+    rows, 2B; pea-ss: child 1 on its 2B rows and child 2 on the B unlabeled rows, 3B);
+    "unstacked": a pass per network. Either way only the rows some term reads are
+    computed: child 2 of pea-ss runs on the unlabeled rows alone."""
+    B = batch
     if mode == "sde":
-        logits, _ = child_forward(params, x, 1, noise, gaussian=False)
+        logits, _ = network(params, x, Stacked(noise, [(1, None, B)]), gaussian=False)
         return F.cross_entropy(logits, y)
     if mode == "pea":
-        clean = clean_forward(params, x)
-        child, _ = child_forward(params, x, 1, noise, gaussian=False)
+        if variant == "stacked":
+            logits, _ = network(params, torch.cat([x, x]), Stacked(noise, [(None, None, B), (1, None, B)]), False)
+            clean, child = logits[:B], logits[B:]
+        else:
+            clean, _ = network(params, x, Stacked(noise, [(None, None, B)]), gaussian=False)
+            child, _ = network(params, x, Stacked(noise, [(1, None, B)]), gaussian=False)
         p, q = smoothed(clean), smoothed(child)
         kl = (p * (p.log() - q.log())).sum(dim=1).mean()
         return F.cross_entropy(clean, y) + kl
     if mode == "pea-ss":
-        # Child 1 over labeled and unlabeled rows; child 2 over the same rows, since its
-        # noise is drawn for the whole batch (rows [batch, 2 batch) are unlabeled).
-        l1, (h11, h12) = child_forward(params, x, 1, noise, gaussian=True)
-        l2, (h21, h22) = child_forward(params, x, 2, noise, gaussian=True)
-        u = slice(batch, 2 * batch)
-        loss = F.cross_entropy(l1[:batch], y)
-
-        def direction(a, b):
-            na = a / torch.sqrt((a * a).sum(dim=1, keepdim=True) + 1e-6)
-            nb = b / torch.sqrt((b * b).sum(dim=1, keepdim=True) + 1e-6)
-            return ((na - nb) ** 2).sum(dim=1).mean()
-
-        vc = direction(h11[u], h21[u]) + direction(h12[u], h22[u])
-        vt = ((torch.tanh(l1[u]) - torch.tanh(l2[u])) ** 2).sum(dim=1).mean()
+        unlabeled = slice(B, 2 * B)
+        if variant == "stacked":
+            both = Stacked(noise, [(1, None, 2 * B), (2, unlabeled, B)])
+            logits, (h1, h2) = network(params, torch.cat([x, x[unlabeled]]), both, gaussian=True)
+            l1, l2 = logits[:2 * B], logits[2 * B:]
+            h11, h12, h21, h22 = h1[B:2 * B], h2[B:2 * B], h1[2 * B:], h2[2 * B:]
+        else:
+            l1, (h11, h12) = network(params, x, Stacked(noise, [(1, None, 2 * B)]), gaussian=True)
+            l2, (h21, h22) = network(params, x[unlabeled], Stacked(noise, [(2, unlabeled, B)]), gaussian=True)
+            h11, h12 = h11[unlabeled], h12[unlabeled]
+        loss = F.cross_entropy(l1[:B], y)
+        vc = direction(h11, h21) + direction(h12, h22)
+        vt = ((torch.tanh(l1[unlabeled]) - torch.tanh(l2)) ** 2).sum(dim=1).mean()
         return loss + vc + vt
     raise SystemExit(f"torch_peer: unknown mode {mode}")
 
 
 def initial_params():
+    """Weights in nn.Linear's layout, [out, in] (F.linear computes x Wᵀ + b)."""
     g = torch.Generator().manual_seed(1)
     params = []
     for i, (n_in, n_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
-        W = torch.randn(n_in, n_out, generator=g) * 0.01
+        W = torch.randn(n_out, n_in, generator=g) * 0.01
         b = torch.full((n_out,), 0.1 if i < 2 else 0.0)
         params += [W.requires_grad_(), b.requires_grad_()]
     return params
@@ -148,22 +191,22 @@ def inputs(mode, batch):
 
 
 def max_norm_(params):
+    """Each unit's incoming weights (a row of W) within an L2 norm of 3.5: one renorm_."""
     with torch.no_grad():
         for W in params[0::2]:
-            norms = W.norm(dim=0)
-            W.mul_(torch.clamp(MAX_NORM / norms, max=1.0))
+            W.renorm_(2, 0, MAX_NORM)
 
 
 def time_steps(args):
     torch.set_num_threads(args.threads)
     params = initial_params()
-    opt = torch.optim.SGD(params, lr=0.01, momentum=0.5, dampening=0.5)
+    opt = torch.optim.SGD(params, lr=0.01, momentum=0.5, dampening=0.5, foreach=bool(args.foreach))
     x, y = inputs(args.mode, args.batch)
     noise = Noise()
 
     def step():
-        opt.zero_grad(set_to_none=False)
-        objective(args.mode, params, x, y, args.batch, noise).backward()
+        opt.zero_grad(set_to_none=True)
+        objective(args.mode, args.variant, params, x, y, args.batch, noise).backward()
         opt.step()
         max_norm_(params)
 
@@ -175,8 +218,9 @@ def time_steps(args):
         step()
         ms.append(1000.0 * (time.perf_counter() - t0))
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(json.dumps({"side": "torch", "mode": args.mode, "batch": args.batch, "threads": args.threads,
-                      "ms": round(statistics.median(ms), 3), "peak_rss_mb": round(rss_mb, 1)}))
+    print(json.dumps({"side": "torch", "mode": args.mode, "variant": args.variant, "foreach": args.foreach,
+                      "batch": args.batch, "threads": args.threads, "ms": round(statistics.median(ms), 3),
+                      "peak_rss_mb": round(rss_mb, 1)}))
 
 
 def check(args):
@@ -186,15 +230,20 @@ def check(args):
     for name, t in manifest["tensors"].items():
         a = np.fromfile(os.path.join(args.dir, t["file"]), dtype=np.float32).reshape(t["shape"])
         tensors[name] = torch.from_numpy(a)
-    params = [tensors[n] for n in ("W1", "b1", "W2", "b2", "W3", "b3")]
+    # pens' weights are [in, out]; the peer's [out, in], as nn.Linear keeps them.
+    params = [tensors[n].t().contiguous() if n.startswith("W") else tensors[n]
+              for n in ("W1", "b1", "W2", "b2", "W3", "b3")]
     x, y = tensors["x"], tensors["y"].long()
     noise = ReplayedNoise(tensors, manifest["noise"])
-    with torch.no_grad():
-        ours = float(objective(manifest["mode"], params, x, y, manifest["batch"], noise))
     theirs = manifest["objective"]
-    print(json.dumps({"check": manifest["mode"], "batch": manifest["batch"], "pens_objective": theirs,
-                      "torch_objective": ours, "abs_difference": abs(ours - theirs)}))
-    return abs(ours - theirs) <= 1e-4
+    ok = True
+    for variant in VARIANTS[manifest["mode"]]:
+        with torch.no_grad():
+            ours = float(objective(manifest["mode"], variant, params, x, y, manifest["batch"], noise))
+        print(json.dumps({"check": manifest["mode"], "variant": variant, "batch": manifest["batch"],
+                          "pens_objective": theirs, "torch_objective": ours, "abs_difference": abs(ours - theirs)}))
+        ok = ok and abs(ours - theirs) <= 1e-4
+    return ok
 
 
 def gemm(args):
@@ -227,6 +276,11 @@ def main():
     t.add_argument("--batch", type=int, default=100)
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--reps", type=int, default=30)
+    t.add_argument("--variant", choices=["stacked", "unstacked"], default="stacked")
+    # The loop measured faster here (pea, batch 100, 2 threads: 12.3-12.4 ms against
+    # 13.0-13.3 ms with foreach), so it is the default.
+    t.add_argument("--foreach", type=int, choices=[0, 1], default=0,
+                   help="SGD over all parameters in one foreach kernel (1) or a loop (0)")
     c = sub.add_parser("check")
     c.add_argument("dir")
     g = sub.add_parser("gemm")
