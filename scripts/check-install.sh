@@ -2,8 +2,9 @@
 # Installs the build in build/ into a temporary prefix (meson install with DESTDIR, the
 # pkg-config file pointed at it), then, against that prefix only: builds
 # examples/consumer (its own meson project, `dependency('pens')` through pkg-config) and
-# runs it, reads the model it wrote with the installed `pens fmt`, compiles and runs
-# docs/api.md's C++ examples, and imports the installed Python package. Prints
+# runs it, reads the model it wrote with the installed `pens fmt`, compiles every
+# installed header, compiles and runs docs/api.md's C++ examples, and imports the
+# installed Python package. Prints
 # "install: ok" or what failed; exit status 1 on failure.
 #
 #   scripts/check-install.sh [BUILD_DIR]
@@ -34,6 +35,12 @@ LD_LIBRARY_PATH="$libdir" "$work/consumer/residual_pea" "$work/residual.json" 20
   { echo "install: examples/consumer failed"; exit 1; }
 LD_LIBRARY_PATH="$libdir" "$root/bin/pens" fmt "$work/residual.json" >/dev/null ||
   { echo "install: the installed pens does not read the consumer's model"; exit 1; }
+
+# Every installed header, in one translation unit: none includes a header that was not
+# installed.
+(cd "$root/include" && find pens -name '*.h' | sort | sed 's|.*|#include <&>|') >"$work/all_headers.cpp"
+g++ -std=c++20 -fsyntax-only "$work/all_headers.cpp" $(pkg-config --cflags pens) ||
+  { echo "install: the installed headers do not compile on their own"; exit 1; }
 
 # docs/api.md's C++ examples: one program, compiled with the installed headers and
 # pkg-config's flags alone.
