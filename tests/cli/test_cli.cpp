@@ -376,6 +376,14 @@ TEST_CASE("tree models from the command line: new, inspect one tree, train on a 
   // With it (scripts/setup.sh installs it), the picture is listed exactly when it exists.
   CHECK((trained.out.find("learning-curve.png\n") != std::string::npos) ==
         std::filesystem::exists(dir / "run/learning-curve.png"));
+  CHECK(trained.out.find("Warning") == std::string::npos);  // nothing of gnuplot's on the terminal
+
+  // One evaluation (a one-epoch run) is drawn as a point, without gnuplot's warning about
+  // an empty x range.
+  const Run once = pens_cli("train " + (dir / "config.json") + " --epochs 1 --out " + (dir / "once"));
+  INFO(once.out);
+  REQUIRE(once.status == 0);
+  CHECK(once.out.find("Warning") == std::string::npos);
   const Run eval = pens_cli("eval " + (dir / "run/model.json") + " --data dev --samples 4 --data-dir " + dir.path());
   INFO(eval.out);
   REQUIRE(eval.status == 0);
