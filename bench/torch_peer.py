@@ -54,8 +54,9 @@ class Noise:
 class ReplayedNoise:
     """The noise pens drew, recovered from each noise node's input and output: a mask
     factor out / in (any value where the input is 0 gives the same product), and the
-    Gaussian term out - in. `rows` picks the rows of pens' draw a pass uses (pens draws
-    child 2 of pea-ss for the whole batch; the peer runs it on the unlabeled rows only)."""
+    Gaussian term out - in. `rows` picks the rows of the batch a pass uses (the peer runs
+    child 2 of pea-ss on the unlabeled rows only, as pens does; a dump whose noise covers
+    the whole batch is sliced)."""
 
     def __init__(self, tensors, noise_nodes):
         self.t = tensors
@@ -66,7 +67,8 @@ class ReplayedNoise:
         if name not in self.ops:
             raise KeyError(f"the dump has no noise node {name}")
         x, y = self.t[name + "/in"], self.t[name + "/out"]
-        return (x, y) if rows is None else (x[rows], y[rows])
+        whole_batch = rows is not None and x.shape[0] > rows.stop - rows.start
+        return (x[rows], y[rows]) if whole_batch else (x, y)
 
     def mask(self, child, site, v, p, rows=None):
         x, y = self._pair(child, site, "mask", rows)

@@ -55,4 +55,16 @@ class LookupFirst : public Pass {
   Graph run(const Graph& in) const override;
 };
 
+// Computes each child on the rows of a batch that something reads: a node whose every
+// reader, through row-wise ops (OpDef::row_wise), is a row slice of rows [lo, hi) is
+// computed on those rows alone (its batched inputs are sliced; noise ops draw from row lo
+// of the whole batch's draw, attribute row_offset), and the slices reading it count from
+// lo. Child 2 of a semi-supervised pseudo-ensemble whose penalties read the unlabeled
+// rows then costs half. Values and gradients are those of the unrestricted graph (test).
+class RestrictRows : public Pass {
+ public:
+  std::string_view name() const override { return "restrict-rows"; }
+  Graph run(const Graph& in) const override;
+};
+
 }  // namespace pens

@@ -59,6 +59,9 @@ struct PseudoEnsembleSpec {
 // What a pseudo-ensemble is built for, beyond the model itself.
 struct EnsembleOptions {
   int64_t labeled_rows = -1;  // batch rows [0, L) carry labels, [L, B) do not; -1: all do
+  // Compute each child on the rows its loss and penalties read (RestrictRows,
+  // graph/pass.h); false computes every child on the whole batch (the same values).
+  bool restrict_rows = true;
 };
 
 // What the perturb pass made: the graph (the parent's leaves and network, K children, the

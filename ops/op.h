@@ -6,6 +6,10 @@
 //   attrs()          (opt.)  its attribute schema
 //   kVariadic        (opt.)  the last input slot repeats (concat)
 //   kStochastic      (opt.)  draws noise from its NoiseStream; replays exactly per key
+//   kRowWise         (opt.)  row i of the output depends on row i of the inputs that have
+//                            a batch dimension alone (elementwise ops, affine, noise with
+//                            a row_offset): graph/passes/restrict_rows.cpp may compute it
+//                            on some rows of a batch only
 //   kLeaf            (opt.)  input / parameter / constant: the tape fills its value
 //   infer(ctx)               shape and type inference; ctx.fail() names the node
 //   scratch(ctx, out)(opt.)  elements of scratch memory kept from forward to backward
@@ -89,6 +93,7 @@ struct OpDef {
   bool variadic = false;
   std::vector<AttrSpec> attrs;
   bool stochastic = false;
+  bool row_wise = false;
   bool leaf = false;
   ValueInfo (*infer)(const InferCtx&) = nullptr;
   int64_t (*scratch)(const InferCtx&, const ValueInfo&) = nullptr;
@@ -124,6 +129,7 @@ OpDef define_op() {
   if constexpr (requires { Op::attrs(); }) d.attrs = Op::attrs();
   if constexpr (requires { Op::kVariadic; }) d.variadic = Op::kVariadic;
   if constexpr (requires { Op::kStochastic; }) d.stochastic = Op::kStochastic;
+  if constexpr (requires { Op::kRowWise; }) d.row_wise = Op::kRowWise;
   if constexpr (requires { Op::kLeaf; }) d.leaf = Op::kLeaf;
   d.infer = &Op::infer;
   if constexpr (requires { &Op::scratch; }) d.scratch = &Op::scratch;

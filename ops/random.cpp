@@ -16,18 +16,24 @@ constexpr uint32_t kWeyl0 = 0x9E3779B9u;
 constexpr uint32_t kWeyl1 = 0xBB67AE85u;
 // Elements per chunk of NoiseStream::blocks().
 constexpr int64_t kSpan = 4 * NoiseStream::kChunk;
-// Runs body(base) for the chunks of a draw of n elements, base = 0, kSpan, 2 kSpan, ...
-// Chunks depend only on their counters, so the result does not depend on the thread
-// count. Below kParallelElements a draw stays on the calling thread; above it, the pool
+// Runs body(base, lo, hi) for the spans of a draw that elements first .. first + n - 1
+// fall in: base = a multiple of kSpan, lo .. hi - 1 the elements of the range within
+// [base, base + kSpan). Spans depend only on their counters, so the result does not
+// depend on the thread count, and a range of a draw equals those elements of the whole
+// draw. Below kParallelElements a draw stays on the calling thread; above it, the pool
 // (ops/parallel.h) takes kParallelElements at a time.
 constexpr int64_t kParallelElements = 16384;
 
 template <class Body>
-void for_each_chunk(int64_t n, const Body& body) {
-  const int64_t chunks = (n + kSpan - 1) / kSpan;
+void for_each_span(int64_t first, int64_t n, const Body& body) {
+  const int64_t start = first - first % kSpan, end = first + n;
+  const int64_t spans = (end - start + kSpan - 1) / kSpan;
   constexpr int64_t kPerTask = kParallelElements / kSpan;
-  parallel_for((chunks + kPerTask - 1) / kPerTask, [&](int64_t task) {
-    for (int64_t k = task * kPerTask; k < std::min(chunks, (task + 1) * kPerTask); ++k) body(k * kSpan);
+  parallel_for((spans + kPerTask - 1) / kPerTask, [&](int64_t task) {
+    for (int64_t k = task * kPerTask; k < std::min(spans, (task + 1) * kPerTask); ++k) {
+      const int64_t base = start + k * kSpan;
+      body(base, std::max(base, first), std::min(base + kSpan, end));
+    }
   });
 }
 
@@ -118,19 +124,19 @@ void NoiseStream::blocks(uint64_t first, uint32_t (&words)[4][kChunk]) const {
 }
 
 template <class T>
-void NoiseStream::bernoulli(T* out, int64_t n, double keep, T scale) const {
+void NoiseStream::bernoulli(T* out, int64_t n, double keep, T scale, int64_t first) const {
   // keep * 2^32 as a 64-bit threshold: keep = 1 keeps every element, keep = 0 none.
   const uint64_t threshold = static_cast<uint64_t>(std::ldexp(keep, 32));
-  for_each_chunk(n, [&](int64_t base) {
+  for_each_span(first, n, [&](int64_t base, int64_t lo, int64_t hi) {
     uint32_t w[4][kChunk];
     blocks(static_cast<uint64_t>(base) / 4, w);
-    T* o = out + base;
-    if (n - base >= kSpan) {
+    T* o = out + (base - first);
+    if (lo == base && hi == base + kSpan) {
       for (int i = 0; i < kChunk; ++i) {
         for (int j = 0; j < 4; ++j) o[4 * i + j] = w[j][i] < threshold ? scale : T(0);
       }
     } else {
-      for (int64_t e = 0; e < n - base; ++e) o[e] = w[e % 4][e / 4] < threshold ? scale : T(0);
+      for (int64_t e = lo - base; e < hi - base; ++e) o[e] = w[e % 4][e / 4] < threshold ? scale : T(0);
     }
   });
 }
@@ -168,12 +174,11 @@ void normal_span(const NoiseStream& stream, int64_t base, T (&z)[kSpan]) {
 }  // namespace
 
 template <class T>
-void NoiseStream::normal(T* out, int64_t n, T sigma) const {
-  for_each_chunk(n, [&](int64_t base) {
+void NoiseStream::normal(T* out, int64_t n, T sigma, int64_t first) const {
+  for_each_span(first, n, [&](int64_t base, int64_t lo, int64_t hi) {
     T z[kSpan];
     normal_span(*this, base, z);
-    const int64_t m = std::min(kSpan, n - base);
-    for (int64_t e = 0; e < m; ++e) out[base + e] = sigma * z[e];
+    for (int64_t e = lo; e < hi; ++e) out[e - first] = sigma * z[e - base];
   });
 }
 
@@ -195,10 +200,10 @@ double NoiseStream::uniform(uint64_t i) const {
   return word_to_unit(block(i / 4)[i % 4]);
 }
 
-template void NoiseStream::bernoulli<float>(float*, int64_t, double, float) const;
-template void NoiseStream::bernoulli<double>(double*, int64_t, double, double) const;
-template void NoiseStream::normal<float>(float*, int64_t, float) const;
-template void NoiseStream::normal<double>(double*, int64_t, double) const;
+template void NoiseStream::bernoulli<float>(float*, int64_t, double, float, int64_t) const;
+template void NoiseStream::bernoulli<double>(double*, int64_t, double, double, int64_t) const;
+template void NoiseStream::normal<float>(float*, int64_t, float, int64_t) const;
+template void NoiseStream::normal<double>(double*, int64_t, double, int64_t) const;
 template void NoiseStream::normal_at<float>(float*, int64_t, int64_t, float) const;
 template void NoiseStream::normal_at<double>(double*, int64_t, int64_t, double) const;
 

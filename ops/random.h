@@ -57,13 +57,15 @@ class NoiseStream {
   static constexpr int kChunk = 64;
   void blocks(uint64_t first, uint32_t (&words)[4][kChunk]) const;
 
-  // out[i] = scale where the i-th uniform word falls under keep, else 0.
+  // out[i] = scale where uniform word first + i falls under keep, else 0: elements
+  // first .. first + n - 1 of the draw, equal to those of a draw from 0.
   template <class T>
-  void bernoulli(T* out, int64_t n, double keep, T scale) const;
-  // out[i] = sigma * N(0, 1), Box-Muller on pairs of words.
+  void bernoulli(T* out, int64_t n, double keep, T scale, int64_t first = 0) const;
+  // out[i] = sigma * N(0, 1) of element first + i, Box-Muller on pairs of words.
   template <class T>
-  void normal(T* out, int64_t n, T sigma) const;
-  // Elements first .. first + n - 1 of the same draw, made without the ones before.
+  void normal(T* out, int64_t n, T sigma, int64_t first = 0) const;
+  // The same as normal(out, n, sigma, first), on the calling thread (for the many small
+  // draws of lookup noise).
   template <class T>
   void normal_at(T* out, int64_t first, int64_t n, T sigma) const;
   // A uniform double in (0, 1) from element i.

@@ -51,7 +51,9 @@ Graph LookupFirst::run(const Graph& in) const {
       const Node n = g[step];  // a copy: adding nodes moves the graph's vertices
       NodeId next;
       if (n.op->name == "gaussian_noise") {
-        next = g.add("lookup_noise", {rows, ids}, n.attrs, n.name + "/rows");
+        // The fuzz of a parameter (no batch, so no row offset): its sigma and stream.
+        next = g.add("lookup_noise", {rows, ids},
+                     {{"sigma", n.attrs.get_float("sigma")}, {"stream", n.attrs.get_int("stream")}}, n.name + "/rows");
       } else {
         next = g.add("gather", {rows, g.inputs(step)[1]}, n.attrs, n.name + "/rows");
       }

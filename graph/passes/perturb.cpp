@@ -226,6 +226,7 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
   std::vector<std::unique_ptr<Pass>> passes;
   passes.push_back(std::make_unique<LookupFirst>());
   passes.push_back(std::make_unique<PruneDeadNodes>());
+  if (options.restrict_rows) passes.push_back(std::make_unique<RestrictRows>());
   out.graph = run_passes(perturbed.graph, passes, batch);
   for (PenaltyHandle& h : out.penalties) {
     if (auto p = out.graph.find(h.term.node); p && out.graph[*p].role == "parent") h.parent = h.term.node;

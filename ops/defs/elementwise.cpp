@@ -13,6 +13,7 @@ namespace {
 // Shared body of add, sub, mul. Op supplies f(a, b) and its partial derivatives.
 template <class Op>
 struct BinaryOp {
+  static constexpr bool kRowWise = true;  // broadcasting aligns rows of the batch
   static std::vector<InputSlot> inputs() { return {{"a"}, {"b"}}; }
   static ValueInfo infer(const InferCtx& ctx) {
     infer::expect(ctx, 0, -1);
@@ -64,6 +65,7 @@ struct BinaryOp {
 // from kinks.
 template <class Op>
 struct UnaryOp {
+  static constexpr bool kRowWise = true;
   static std::vector<InputSlot> inputs() { return {{"x"}}; }
   static ValueInfo infer(const InferCtx& ctx) {
     infer::expect(ctx, 0, -1);
@@ -113,6 +115,7 @@ struct Mul : BinaryOp<Mul> {
 struct Scale {
   static constexpr const char* kName = "scale";
   static constexpr const char* kSummary = "factor * x, factor an attribute";
+  static constexpr bool kRowWise = true;
   static std::vector<InputSlot> inputs() { return {{"x"}}; }
   static std::vector<AttrSpec> attrs() {
     return {{"factor", AttrType::Float, true, {}, "the multiplier"}};

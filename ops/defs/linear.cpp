@@ -82,6 +82,7 @@ struct Matmul {
 struct Affine {
   static constexpr const char* kName = "affine";
   static constexpr const char* kSummary = "x·W + b, the bias added to every row";
+  static constexpr bool kRowWise = true;
   static std::vector<InputSlot> inputs() { return {{"x"}, {"W"}, {"b"}}; }
   static ValueInfo infer(const InferCtx& ctx) {
     infer::expect(ctx, 0, 2);

@@ -14,6 +14,20 @@ AttrSpec stream_attr() {
   return {"stream", AttrType::Int, false, {},
           "noise stream id; default: a hash of the node name"};
 }
+
+// Noise on rows b.. of a batch (graph/passes/restrict_rows.cpp computes a child on the
+// rows its penalties read) draws what the whole batch's draw has there.
+AttrSpec row_offset_attr() {
+  return {"row_offset", AttrType::Int, false, AttrValue(int64_t{0}),
+          "the input's first row is this row of the batch the draw is made for", AttrRange::at_least(0)};
+}
+
+// The element of the whole batch's draw where this input's draw starts.
+template <class T>
+int64_t first_element(const KernelArgs<T>& args) {
+  const int64_t rows = args.in[0].shape.rank > 0 ? args.in[0].shape[0] : 1;
+  return rows > 0 ? args.attr().get_int("row_offset") * (args.in[0].size() / rows) : 0;
+}
 }  // namespace
 
 // dropout: y = x ∘ m, m_i = s with probability 1 − p and 0 otherwise, s = 1/(1 − p)
@@ -23,12 +37,13 @@ struct Dropout {
   static constexpr const char* kName = "dropout";
   static constexpr const char* kSummary = "Bernoulli keep-mask (keep 1-p), kept values scaled by 1/(1-p)";
   static constexpr bool kStochastic = true;
+  static constexpr bool kRowWise = true;  // with row_offset, rows draw as in the whole batch
   static std::vector<InputSlot> inputs() { return {{"x"}}; }
   static std::vector<AttrSpec> attrs() {
     return {{"p", AttrType::Float, false, AttrValue(0.5), "drop probability", AttrRange::from_below(0, 1)},
             {"rescale", AttrType::Int, false, AttrValue(int64_t{1}), "1: scale kept values by 1/(1-p); 0: leave them",
              AttrRange::from_to(0, 1)},
-            stream_attr()};
+            stream_attr(), row_offset_attr()};
   }
   static ValueInfo infer(const InferCtx& ctx) {
     infer::expect(ctx, 0, -1);  // p's range is checked with the attributes
@@ -39,7 +54,7 @@ struct Dropout {
   static void forward(const KernelArgs<T>& args) {
     const double p = args.attr().get_float("p");
     const T scale = args.attr().get_int("rescale") ? static_cast<T>(1.0 / (1.0 - p)) : T(1);
-    args.noise.bernoulli(args.scratch.data, args.scratch.size(), 1.0 - p, scale);
+    args.noise.bernoulli(args.scratch.data, args.scratch.size(), 1.0 - p, scale, first_element(args));
     args.out.arr() = args.in[0].arr() * args.scratch.arr();
   }
   template <class T>
@@ -49,6 +64,7 @@ struct Dropout {
   static void check(CheckBuilder& b) {
     b.check({b.real({4, 6})}, {{"p", 0.5}}, "p=0.5");
     b.check({b.real({3, 5})}, {{"p", 0.2}, {"rescale", int64_t{0}}}, "p=0.2, no rescale");
+    b.check({b.real({3, 5})}, {{"p", 0.5}, {"row_offset", int64_t{7}}}, "rows 7.. of a batch");
   }
 };
 
@@ -58,10 +74,11 @@ struct GaussianNoise {
   static constexpr const char* kName = "gaussian_noise";
   static constexpr const char* kSummary = "additive Gaussian noise sigma*N(0,1)";
   static constexpr bool kStochastic = true;
+  static constexpr bool kRowWise = true;  // with row_offset, rows draw as in the whole batch
   static std::vector<InputSlot> inputs() { return {{"x"}}; }
   static std::vector<AttrSpec> attrs() {
     return {{"sigma", AttrType::Float, false, AttrValue(0.1), "standard deviation", AttrRange::at_least(0)},
-            stream_attr()};
+            stream_attr(), row_offset_attr()};
   }
   static ValueInfo infer(const InferCtx& ctx) {
     infer::expect(ctx, 0, -1);  // sigma's range is checked with the attributes
@@ -69,14 +86,18 @@ struct GaussianNoise {
   }
   template <class T>
   static void forward(const KernelArgs<T>& args) {
-    args.noise.normal(args.out.data, args.out.size(), static_cast<T>(args.attr().get_float("sigma")));
+    args.noise.normal(args.out.data, args.out.size(), static_cast<T>(args.attr().get_float("sigma")),
+                      first_element(args));
     args.out.arr() += args.in[0].arr();
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
     args.gin[0].arr() += args.gout.arr();
   }
-  static void check(CheckBuilder& b) { b.check({b.real({3, 4})}, {{"sigma", 0.3}}); }
+  static void check(CheckBuilder& b) {
+    b.check({b.real({3, 4})}, {{"sigma", 0.3}});
+    b.check({b.real({3, 4})}, {{"sigma", 0.3}, {"row_offset", int64_t{5}}}, "rows 5.. of a batch");
+  }
 };
 
 // lookup_noise: y[p, :] = x[p, :] + σ ε[ids[p]·W .. ids[p]·W + W − 1], with ε the stream's

@@ -83,7 +83,10 @@ TEST_CASE("perturb: the parent is untouched, children share its parameters, taps
   // mask; a1, a2: gaussian; h1, h2: mask). The clean parent network is pruned: neither
   // the loss (on child 1) nor the child-child penalties read it.
   CHECK(count_role(g, "child:1") == 5 + 3);  // + the loss head: slice, xent, mean
-  CHECK(count_role(g, "child:2") == 5);
+  // Child 2 is read on the unlabeled rows alone: it computes those (graph/pass.h,
+  // RestrictRows), from a slice of x.
+  CHECK(count_role(g, "child:2") == 5 + 1);
+  CHECK(g["x[rows 64..]"].role == "child:2");
   CHECK(count_role(g, "noise") == 12);
   CHECK(count_role(g, "parent") == 8);  // x, y and the six parameters
   CHECK_FALSE(g.find("h1").has_value());

@@ -155,3 +155,27 @@ TEST_CASE("normal_at draws any range of a stream's normal draw, as the whole dra
     for (int64_t i = 0; i < n; ++i) REQUIRE(part[static_cast<size_t>(i)] == all[static_cast<size_t>(first + i)]);
   }
 }
+
+TEST_CASE("a range of a draw equals those elements of the whole draw, at any offset and thread count") {
+  const NoiseStream s(NoiseKey{3, 9}, 77);
+  const int64_t n = 80000;  // several parallel tasks
+  const int saved = threads();
+  std::vector<float> mask(n), normal(n);
+  s.bernoulli(mask.data(), n, 0.6, 2.5f);
+  s.normal(normal.data(), n, 0.5f);
+  for (int threads : {1, 2}) {
+    set_threads(threads);
+    for (int64_t first : {int64_t{0}, int64_t{1}, int64_t{255}, int64_t{256}, int64_t{4100}, int64_t{40000}}) {
+      for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{300}, n - first - 7}) {
+        CAPTURE(first);
+        CAPTURE(count);
+        std::vector<float> part_mask(count), part_normal(count);
+        s.bernoulli(part_mask.data(), count, 0.6, 2.5f, first);
+        s.normal(part_normal.data(), count, 0.5f, first);
+        CHECK(std::equal(part_mask.begin(), part_mask.end(), mask.begin() + first));
+        CHECK(std::equal(part_normal.begin(), part_normal.end(), normal.begin() + first));
+      }
+    }
+  }
+  set_threads(saved);
+}
