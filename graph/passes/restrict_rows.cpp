@@ -96,6 +96,16 @@ Graph RestrictRows::run(const Graph& in) const {
     return n.op->row_wise && !n.op->leaf && batched(v) && rows[v].read && !rows[v].all();
   };
 
+  // Row slices reading a restricted node will count from its first row: found before
+  // slices are added below, which must keep their own bounds.
+  std::vector<std::pair<NodeId, int64_t>> shifted;  // (slice, rows to subtract)
+  for (NodeId v : order) {
+    if (!restricted(v)) continue;
+    for (NodeId c : g.consumers(v)) {
+      if (!restricted(c) && is_row_slice(g[c])) shifted.emplace_back(c, rows[v].lo);
+    }
+  }
+
   // Restricted nodes read their batched inputs' rows through slices (one per input and
   // range); noise draws from where those rows are in the whole batch's draw.
   std::map<std::tuple<NodeId, int64_t, int64_t>, NodeId> slices;
@@ -123,15 +133,10 @@ Graph RestrictRows::run(const Graph& in) const {
     g.set_inputs(v, inputs);
     if (g[v].attrs.has("row_offset")) g.node(v).attrs.set("row_offset", g[v].attrs.get_int("row_offset") + want.lo);
   }
-  // Row slices reading a restricted node count from its first row.
-  for (NodeId v : order) {
-    if (!restricted(v)) continue;
-    for (NodeId c : g.consumers(v)) {
-      if (restricted(c) || !is_row_slice(g[c])) continue;
-      Node& n = g.node(c);
-      const int64_t end = slice_end(n);
-      n.attrs = row_slice(n.attrs.get_int("begin") - rows[v].lo, end == kToEnd ? kToEnd : end - rows[v].lo);
-    }
+  for (const auto& [c, by] : shifted) {
+    Node& n = g.node(c);
+    const int64_t end = slice_end(n);
+    n.attrs = row_slice(n.attrs.get_int("begin") - by, end == kToEnd ? kToEnd : end - by);
   }
   return g;
 }

@@ -84,3 +84,36 @@ TEST_CASE("a child whose loss or penalties read every row is left whole") {
   CHECK(values[built.graph.at("c1/logits")].shape[0] == 11);
   for (NodeId v : built.graph.nodes()) CHECK(built.graph[v].name.find("[rows") == std::string::npos);
 }
+
+TEST_CASE("nested row ranges: a restricted node read by a narrower restricted one keeps both right") {
+  // a = relu(x) is read on rows 2.. (a slice) and through b = tanh(a) on rows 5.. only.
+  Graph g;
+  const NodeId x = g.input("x", {kBatch, 3});
+  const NodeId a = g.add("relu", {x}, {}, "a");
+  const NodeId b = g.add("tanh", {a}, {}, "b");
+  const NodeId wide = g.add("slice", {a}, {{"axis", int64_t{0}}, {"begin", int64_t{2}}}, "wide");
+  const NodeId narrow = g.add("slice", {b}, {{"axis", int64_t{0}}, {"begin", int64_t{5}}}, "narrow");
+  g.set_flag(g.add("sum", {wide}, {}, "sum_wide"), kLoss);
+  g.set_flag(g.add("sum", {g.add("square", {narrow})}, {}, "sum_narrow"), kLoss);
+  const Graph r = RestrictRows().run(g);
+  const int64_t batch = 9;
+  const std::vector<ValueInfo> values = infer_values(r, batch);
+  CHECK(values[r.at("a")].shape[0] == batch - 2);
+  CHECK(values[r.at("b")].shape[0] == batch - 5);
+
+  const auto objective = [&](const Graph& graph) {
+    ParamStore<double> params(graph);
+    Tape<double> tape(graph, params, {.batch = batch, .grad_inputs = true});
+    auto in = tape.input("x");
+    for (int64_t i = 0; i < in.size(); ++i) in[i] = std::sin(0.7 * static_cast<double>(i)) + 0.2;
+    tape.forward();
+    tape.backward();
+    const auto grad = tape.grad("x");
+    return std::make_pair(tape.objective(), std::vector<double>(grad.data, grad.data + grad.size()));
+  };
+  const auto [restricted_value, restricted_grad] = objective(r);
+  const auto [whole_value, whole_grad] = objective(g);
+  CHECK(restricted_value == doctest::Approx(whole_value).epsilon(1e-12));
+  REQUIRE(restricted_grad.size() == whole_grad.size());
+  for (size_t i = 0; i < whole_grad.size(); ++i) CHECK(restricted_grad[i] == doctest::Approx(whole_grad[i]).epsilon(1e-12));
+}
