@@ -95,6 +95,16 @@ int64_t Args::option_int(const std::string& name, int64_t fallback, int64_t lo, 
   return v;
 }
 
+std::optional<int64_t> Args::given_int(const std::string& name, int64_t lo, int64_t hi) const {
+  if (!option(name)) return std::nullopt;
+  return option_int(name, 0, lo, hi);
+}
+
+std::optional<double> Args::given_double(const std::string& name, const AttrRange& range) const {
+  if (!option(name)) return std::nullopt;
+  return option_double(name, 0, range);
+}
+
 double Args::option_double(const std::string& name, double fallback, const AttrRange& range) const {
   const double v = parse_double(name, fallback);
   if (!std::isfinite(v) || !range.contains(v)) {

@@ -26,6 +26,9 @@ class Args {
   int64_t option_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
   // A finite number in `range` (NaN and infinities refused), the message naming both.
   double option_double(const std::string& name, double fallback, const AttrRange& range) const;
+  // The same for options that override something only when given: nullopt when absent.
+  std::optional<int64_t> given_int(const std::string& name, int64_t lo, int64_t hi) const;
+  std::optional<double> given_double(const std::string& name, const AttrRange& range) const;
   const std::vector<std::string>& positional() const { return positional_; }
   // The single positional argument a command takes (a model file).
   const std::string& one_positional(const char* what) const;

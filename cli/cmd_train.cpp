@@ -14,13 +14,9 @@
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mnist.h"
 #include "pens/ops/ir/error.h"
-#include "pens/ops/parallel.h"
-#include "pens/serialization/files.h"
-#include "pens/serialization/json_text.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/evaluation.h"
 #include "pens/train/run.h"
-#include "pens/train/run_folder.h"
 #include "pens/train/tree_model.h"
 #include "pens/train/tree_trainer.h"
 
@@ -198,20 +194,16 @@ int run_train(const std::vector<std::string>& argv) {
   options.out = args.option("out");
   options.init = args.option("init");
   options.data_dir = args.option("data-dir");
-  if (args.option("seed")) options.seed = static_cast<uint64_t>(args.option_int("seed", 0, 0, kMaxSeed));
-  if (args.option("epochs")) options.epochs = args.option_int("epochs", 0, 1, kMaxCount);
-  if (args.option("budget-minutes")) {
-    options.budget_minutes = args.option_double("budget-minutes", 0, AttrRange::at_least(0));
-  }
-  if (args.option("threads")) options.threads = static_cast<int>(args.option_int("threads", 0, 0, 1024));
-  if (args.option("labels")) options.labels = args.option_int("labels", 0, 0, kMaxCount);
-  if (args.option("split-seed")) {
-    options.split_seed = static_cast<uint64_t>(args.option_int("split-seed", 0, 0, kMaxSeed));
-  }
+  options.seed = args.given_int("seed", 0, kMaxSeed);
+  options.epochs = args.given_int("epochs", 1, kMaxCount);
+  options.budget_minutes = args.given_double("budget-minutes", AttrRange::at_least(0));
+  options.threads = args.given_int("threads", 0, 1024);
+  options.labels = args.given_int("labels", 0, kMaxCount);
+  options.split_seed = args.given_int("split-seed", 0, kMaxSeed);
   options.resume = args.flag("resume");
   options.resume_from = args.option("resume-from");
   const PreparedRun run = prepare_run(config_path, options);
-  Progress progress(run.budget_minutes, run.description);
+  Progress progress(run.budget_minutes(), run.description);
   const TrainSummary summary = run_training(run, progress);
   progress.finish();
   if (!ended_well(summary)) return 1;

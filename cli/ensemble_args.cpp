@@ -8,11 +8,11 @@ BuiltGraph build_for_cli(const Model& model, const Args& args) {
   options.tree = args.option("tree");
   options.tree_source = "--tree";
   options.parent = args.flag("parent");
-  if (args.option("children")) options.children = args.option_int("children", 0, 1, kMaxChildren);
+  options.children = args.given_int("children", 1, kMaxChildren);
   options.pairing = args.option("pairing");
   options.penalty_kind = args.option("kind");
   // At least one row of a batch stays unlabeled.
-  if (args.option("labeled")) options.labeled_rows = args.option_int("labeled", -1, -1, options.batch - 1);
+  options.labeled_rows = args.given_int("labeled", -1, options.batch - 1);
   return build_graph(model, options);
 }
 

@@ -75,9 +75,8 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
     run.resume = resume_of(options, run.out_dir);
     run.tree_data = load_tree_data(run.tree.data_dir, run.tree.min_count);
     RunFolder(run.out_dir).write_config(to_json(run.tree));
-    run.budget_minutes = run.tree.budget_minutes;
     run.description = cat("pens train: ", run.tree.model, " on ", run.tree.data_dir, " (", run.tree.task, ") for ",
-                          run.tree.epochs, " epochs", budget_text(run.budget_minutes), ", ",
+                          run.tree.epochs, " epochs", budget_text(run.budget_minutes()), ", ",
                           resolve_threads(run.tree.threads), " threads; writing ", run.out_dir);
     return run;
   }
@@ -91,9 +90,8 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
   run.resume = resume_of(options, run.out_dir);
   run.mnist_data = TrainData{load_mnist(run.mnist.data_dir, "train"), load_mnist(run.mnist.data_dir, "test")};
   RunFolder(run.out_dir).write_config(to_json(run.mnist));
-  run.budget_minutes = run.mnist.budget_minutes;
   run.description = cat("pens train: ", run.mnist.model, " on ", run.mnist.data_dir, " for ", run.mnist.epochs,
-                        " epochs of ", run.mnist.steps_per_epoch, " steps", budget_text(run.budget_minutes), ", ",
+                        " epochs of ", run.mnist.steps_per_epoch, " steps", budget_text(run.budget_minutes()), ", ",
                         resolve_threads(run.mnist.threads), " threads; writing ", run.out_dir);
   return run;
 }

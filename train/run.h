@@ -38,7 +38,8 @@ struct PreparedRun {
   TreeConfig tree;
   TreeData tree_data;
   std::string description;  // "pens train: MODEL on DATA for N epochs ...; writing OUT"
-  double budget_minutes = 0;
+
+  double budget_minutes() const { return trees ? tree.budget_minutes : mnist.budget_minutes; }
 };
 
 // Reads and checks the config and the options, loads the data and writes the config into

@@ -50,7 +50,7 @@ std::vector<py::ssize_t> dims(const Shape& shape) {
 template <class T>
 py::array_t<T> view(T* data, const Shape& shape, py::handle owner, bool writable) {
   py::array_t<T> a(dims(shape), data, owner);
-  if (!writable) py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  if (!writable) a.attr("setflags")("write"_a = false);
   return a;
 }
 
@@ -118,7 +118,7 @@ class CompiledAs final : public Compiled {
     }
     const bool index = tape_->info(name).dtype == DType::Index;
     if (index) {
-      if (!py::isinstance<py::array_t<int64_t>>(a) && a.dtype().kind() != 'i' && a.dtype().kind() != 'u') {
+      if (a.dtype().kind() != 'i' && a.dtype().kind() != 'u') {
         fail("input '", name, "' holds class indices: give an integer array, got dtype ",
              py::str(a.dtype()).cast<std::string>());
       }
