@@ -44,65 +44,62 @@ class Noise:
     """Draws noise as a training step does, the way a PyTorch user draws it: F.dropout
     (inverted: kept values scaled by 1/(1-p)) and additive Gaussian noise."""
 
-    def mask(self, child, site, v, p, rows=None):
+    def mask(self, child, site, v, p):
         return F.dropout(v, p, training=True)
 
-    def gaussian(self, child, site, v, sigma, rows=None):
+    def gaussian(self, child, site, v, sigma):
         return v + sigma * torch.randn_like(v)
 
 
 class ReplayedNoise:
     """The noise pens drew, recovered from each noise node's input and output: a mask
     factor out / in (any value where the input is 0 gives the same product), and the
-    Gaussian term out - in. `rows` picks the rows of the batch a pass uses (the peer runs
-    child 2 of pea-ss on the unlabeled rows only, as pens does; a dump whose noise covers
-    the whole batch is sliced)."""
+    Gaussian term out - in. pens computes each child on the rows the peer does (child 2
+    of pea-ss on the unlabeled rows), so each dumped draw covers the rows of its pass."""
 
     def __init__(self, tensors, noise_nodes):
         self.t = tensors
         self.ops = {n["node"]: n["op"] for n in noise_nodes}
 
-    def _pair(self, child, site, kind, rows):
+    def _pair(self, child, site, kind):
         name = f"c{child}/{site}~{kind}"
         if name not in self.ops:
             raise KeyError(f"the dump has no noise node {name}")
-        x, y = self.t[name + "/in"], self.t[name + "/out"]
-        whole_batch = rows is not None and x.shape[0] > rows.stop - rows.start
-        return (x[rows], y[rows]) if whole_batch else (x, y)
+        return self.t[name + "/in"], self.t[name + "/out"]
 
-    def mask(self, child, site, v, p, rows=None):
-        x, y = self._pair(child, site, "mask", rows)
+    def mask(self, child, site, v, p):
+        x, y = self._pair(child, site, "mask")
         factor = torch.where(x != 0, y / torch.where(x != 0, x, torch.ones_like(x)), torch.zeros_like(x))
         return v * factor
 
-    def gaussian(self, child, site, v, sigma, rows=None):
-        x, y = self._pair(child, site, "gaussian", rows)
+    def gaussian(self, child, site, v, sigma):
+        x, y = self._pair(child, site, "gaussian")
         return v + (y - x)
 
 
 class Stacked:
-    """Noise for a stacked pass: the parts of the rows, each with its own source (a child
-    and its rows, or None for clean rows), drawn part by part and joined."""
+    """Noise for a stacked pass: the parts of the rows, each with its own source (a child,
+    or None for clean rows), drawn part by part and joined."""
 
     def __init__(self, noise, parts):
-        self.noise, self.parts = noise, parts  # parts: [(child or None, rows, count)]
+        self.noise, self.parts = noise, parts  # parts: [(child or None, count)]
 
     def _apply(self, draw, v):
-        if len(self.parts) == 1 and self.parts[0][0] is not None:
-            child, rows, _ = self.parts[0]
-            return draw(child, v, rows)
+        if len(self.parts) == 1:  # one network: no copies
+            child = self.parts[0][0]
+            return v if child is None else draw(child, v)
         pieces, at = [], 0
-        for child, rows, count in self.parts:
+        for child, count in self.parts:
             piece = v[at:at + count]
-            pieces.append(piece if child is None else draw(child, piece, rows))
+            pieces.append(piece if child is None else draw(child, piece))
             at += count
         return torch.cat(pieces)
 
     def mask(self, site, v, p):
-        return self._apply(lambda child, piece, rows: self.noise.mask(child, site, piece, p, rows), v)
+        return self._apply(lambda child, piece: self.noise.mask(child, site, piece, p), v)
 
     def gaussian(self, site, v, sigma):
-        return self._apply(lambda child, piece, rows: self.noise.gaussian(child, site, piece, sigma, rows), v)
+        return self._apply(lambda child, piece: self.noise.gaussian(child, site, piece, sigma), v)
 
 
 def network(params, x, noise, gaussian):
@@ -142,28 +139,28 @@ def objective(mode, variant, params, x, y, batch, noise):
     computed: child 2 of pea-ss runs on the unlabeled rows alone."""
     B = batch
     if mode == "sde":
-        logits, _ = network(params, x, Stacked(noise, [(1, None, B)]), gaussian=False)
+        logits, _ = network(params, x, Stacked(noise, [(1, B)]), gaussian=False)
         return F.cross_entropy(logits, y)
     if mode == "pea":
         if variant == "stacked":
-            logits, _ = network(params, torch.cat([x, x]), Stacked(noise, [(None, None, B), (1, None, B)]), False)
+            logits, _ = network(params, torch.cat([x, x]), Stacked(noise, [(None, B), (1, B)]), False)
             clean, child = logits[:B], logits[B:]
         else:
-            clean, _ = network(params, x, Stacked(noise, [(None, None, B)]), gaussian=False)
-            child, _ = network(params, x, Stacked(noise, [(1, None, B)]), gaussian=False)
+            clean, _ = network(params, x, Stacked(noise, [(None, B)]), gaussian=False)
+            child, _ = network(params, x, Stacked(noise, [(1, B)]), gaussian=False)
         p, q = smoothed(clean), smoothed(child)
         kl = (p * (p.log() - q.log())).sum(dim=1).mean()
         return F.cross_entropy(clean, y) + kl
     if mode == "pea-ss":
         unlabeled = slice(B, 2 * B)
         if variant == "stacked":
-            both = Stacked(noise, [(1, None, 2 * B), (2, unlabeled, B)])
+            both = Stacked(noise, [(1, 2 * B), (2, B)])
             logits, (h1, h2) = network(params, torch.cat([x, x[unlabeled]]), both, gaussian=True)
             l1, l2 = logits[:2 * B], logits[2 * B:]
             h11, h12, h21, h22 = h1[B:2 * B], h2[B:2 * B], h1[2 * B:], h2[2 * B:]
         else:
-            l1, (h11, h12) = network(params, x, Stacked(noise, [(1, None, 2 * B)]), gaussian=True)
-            l2, (h21, h22) = network(params, x[unlabeled], Stacked(noise, [(2, unlabeled, B)]), gaussian=True)
+            l1, (h11, h12) = network(params, x, Stacked(noise, [(1, 2 * B)]), gaussian=True)
+            l2, (h21, h22) = network(params, x[unlabeled], Stacked(noise, [(2, B)]), gaussian=True)
             h11, h12 = h11[unlabeled], h12[unlabeled]
         loss = F.cross_entropy(l1[:B], y)
         vc = direction(h11, h21) + direction(h12, h22)

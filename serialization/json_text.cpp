@@ -148,57 +148,63 @@ bool all_scalars(const nlohmann::json& a) {
   return std::all_of(a.begin(), a.end(), [](const nlohmann::json& e) { return e.is_primitive(); });
 }
 
+// `n` elements between `open` and `close`, one per line at indent + 2, each written by
+// item(i, column) with the column it starts at.
+template <class Item>
+void one_per_line(char open, char close, size_t n, size_t indent, std::string& out, const Item& item) {
+  const std::string pad(indent + 2, ' ');
+  out += open;
+  out += '\n';
+  for (size_t i = 0; i < n; ++i) {
+    out += pad;
+    item(i, pad.size());
+    out += i + 1 < n ? ",\n" : "\n";
+  }
+  out += std::string(indent, ' ') + close;
+}
+
 // `out` is at column `column` (the indentation plus what precedes the value on its line).
 void format_value(const nlohmann::json& j, size_t indent, size_t column, std::string& out) {
-  const std::string pad(indent + 2, ' ');
   if (j.is_object() && !j.empty()) {
-    out += "{\n";
-    size_t i = 0;
-    for (auto it = j.begin(); it != j.end(); ++it, ++i) {
+    auto it = j.begin();
+    one_per_line('{', '}', j.size(), indent, out, [&](size_t, size_t at) {
       const std::string key = nlohmann::json(it.key()).dump() + ": ";
-      out += pad + key;
-      format_value(it.value(), indent + 2, pad.size() + key.size(), out);
-      out += i + 1 < j.size() ? ",\n" : "\n";
-    }
-    out += std::string(indent, ' ') + "}";
-  } else if (j.is_array() && !j.empty() && all_scalars(j)) {
+      out += key;
+      format_value(it.value(), indent + 2, at + key.size(), out);
+      ++it;
+    });
+  } else if (j.is_array() && !j.empty() && !all_scalars(j)) {
+    one_per_line('[', ']', j.size(), indent, out,
+                 [&](size_t i, size_t at) { format_value(j[i], indent + 2, at, out); });
+  } else if (j.is_array() && !j.empty()) {
     std::vector<std::string> items;
-    size_t one_line = 2;  // the brackets
+    size_t width = 2;  // the one-line form: brackets, items, ", " between them
     for (const nlohmann::json& e : j) {
       items.push_back(e.dump());
-      one_line += items.back().size() + 2;
+      width += items.back().size() + (items.size() > 1 ? 2 : 0);
     }
-    if (column + one_line - 2 <= kLineWidth) {
+    if (column + width <= kLineWidth) {
       out += "[";
       for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
       out += "]";
       return;
     }
     // Wrapped: as many elements per line as fit.
+    const std::string pad(indent + 2, ' ');
     out += "[\n" + pad;
     size_t at = pad.size();
     for (size_t i = 0; i < items.size(); ++i) {
-      const std::string& item = items[i];
-      const bool last = i + 1 == items.size();
-      if (at > pad.size() && at + item.size() + 1 > kLineWidth) {
+      if (at > pad.size() && at + items[i].size() + 1 > kLineWidth) {
         out += "\n" + pad;
         at = pad.size();
       } else if (at > pad.size()) {
         out += " ";
         ++at;
       }
-      out += item + (last ? "" : ",");
-      at += item.size() + 1;
+      out += items[i] + (i + 1 == items.size() ? "" : ",");
+      at += items[i].size() + 1;
     }
     out += "\n" + std::string(indent, ' ') + "]";
-  } else if (j.is_array() && !j.empty()) {
-    out += "[\n";
-    for (size_t i = 0; i < j.size(); ++i) {
-      out += pad;
-      format_value(j[i], indent + 2, pad.size(), out);
-      out += i + 1 < j.size() ? ",\n" : "\n";
-    }
-    out += std::string(indent, ' ') + "]";
   } else {
     out += j.dump();
   }

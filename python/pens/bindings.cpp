@@ -78,9 +78,9 @@ class Compiled {
   virtual py::array grad(const std::string& name, py::handle owner) = 0;
   virtual py::dict parameters(py::handle owner, bool grads) = 0;
   virtual void set_noise_key(uint64_t seed, uint64_t step) = 0;
+  virtual std::string dtype() const = 0;
+  virtual int64_t batch() const = 0;
   std::vector<std::string> inputs, outputs;
-  std::string dtype;
-  int64_t batch = 0;
 };
 
 template <class T>
@@ -104,8 +104,6 @@ class CompiledAs final : public Compiled {
       if (is_input(graph_[v])) inputs.push_back(graph_[v].name);
       if (graph_[v].has(kOutput)) outputs.push_back(graph_[v].name);
     }
-    dtype = std::is_same_v<T, float> ? "float32" : "float64";
-    batch = batch_size;
   }
 
   void feed(const std::string& name, py::array a) override {
@@ -160,6 +158,8 @@ class CompiledAs final : public Compiled {
     return out;
   }
   void set_noise_key(uint64_t seed, uint64_t step) override { tape_->set_noise_key({seed, step}); }
+  std::string dtype() const override { return std::is_same_v<T, float> ? "float32" : "float64"; }
+  int64_t batch() const override { return tape_->batch(); }
 
  private:
   Graph graph_;
@@ -240,8 +240,8 @@ PYBIND11_MODULE(_pens, m) {
   py::class_<Compiled>(m, "Compiled")
       .def_readonly("inputs", &Compiled::inputs)
       .def_readonly("outputs", &Compiled::outputs)
-      .def_readonly("dtype", &Compiled::dtype)
-      .def_readonly("batch", &Compiled::batch)
+      .def_property_readonly("dtype", &Compiled::dtype)
+      .def_property_readonly("batch", &Compiled::batch)
       .def("feed", &Compiled::feed, "name"_a, "array"_a)
       .def("run_forward", &Compiled::forward)
       .def("run_backward", &Compiled::backward)
