@@ -138,6 +138,32 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
     ins.args.attrs = &ins.attrs;
     ins.args.node_name = &slots_[ins.slot].name;
   }
+
+  // Row-wise draws over batch rows: those a row placement applies to (noise on a
+  // parameter draws the same in every process). A second inference, so only for graphs
+  // that have such ops.
+  const auto row_draw = [](const Instr& i) { return i.op->stochastic && i.op->row_wise; };
+  if (std::any_of(program_.begin(), program_.end(), row_draw)) {
+    const std::vector<char> batched = batch_rows(g, options.batch);
+    for (Instr& ins : program_) ins.batch_draw = row_draw(ins) && batched[ins.slot];
+  }
+
+  // When each parameter's gradient is complete: after the backward of the first
+  // instruction (in program order) that adds to it, the last to run.
+  std::vector<char> written(slots_.size(), 0);
+  for (Instr& ins : program_) {
+    const std::vector<NodeId> inputs = g.inputs(ins.slot);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const NodeId u = inputs[i];
+      if (ins.runs_backward && slots_[u].is_param && ins.gin[i].data && !written[u]) {
+        written[u] = 1;
+        ins.grads_done.push_back(u);
+      }
+    }
+  }
+  for (size_t v = 0; v < slots_.size(); ++v) {
+    if (slots_[v].is_param && slots_[v].grad && !written[v]) grads_unwritten_.push_back(v);
+  }
 }
 
 template <class T>
@@ -179,9 +205,27 @@ void Tape<T>::set_constant(std::string_view name, T value) {
 }
 
 template <class T>
+void Tape<T>::set_row_placement(std::vector<RowRun> runs) {
+  int64_t next = 0;
+  for (const RowRun& r : runs) {
+    if (r.local != next || r.count < 1 || r.global < 0) {
+      fail("a row placement must cover the tape's rows 0..", options_.batch - 1,
+           " once, in order, with runs of at least one row; a run {local ", r.local, ", global ", r.global,
+           ", count ", r.count, "} follows row ", next - 1);
+    }
+    next += r.count;
+  }
+  if (next != options_.batch) fail("a row placement covers ", next, " rows; the tape's batch is ", options_.batch);
+  placement_ = std::move(runs);
+}
+
+template <class T>
 void Tape<T>::forward() {
   for (Instr& ins : program_) {
-    if (ins.op->stochastic) ins.args.noise = NoiseStream(key_, ins.stream);
+    if (ins.op->stochastic) {
+      ins.args.noise = NoiseStream(key_, ins.stream, ins.batch_draw ? std::span<const RowRun>(placement_)
+                                                                    : std::span<const RowRun>());
+    }
     ins.op->template kernels<T>().forward(ins.args);
   }
 }
@@ -194,9 +238,20 @@ T Tape<T>::objective() const {
 }
 
 template <class T>
+void Tape<T>::report_gradients(const std::vector<size_t>& slots) const {
+  for (const size_t v : slots) {
+    const Slot& s = slots_[v];
+    gradient_ready_(std::span<T>(s.grad, static_cast<size_t>(s.info.shape.numel())));
+  }
+}
+
+template <class T>
 void Tape<T>::run_backward() {
+  if (gradient_ready_) report_gradients(grads_unwritten_);
   for (auto it = program_.rbegin(); it != program_.rend(); ++it) {
-    if (it->runs_backward) it->op->template kernels<T>().backward(it->args);
+    if (!it->runs_backward) continue;
+    it->op->template kernels<T>().backward(it->args);
+    if (gradient_ready_) report_gradients(it->grads_done);
   }
 }
 

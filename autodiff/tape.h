@@ -9,6 +9,7 @@
 // one minibatch gradient.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -40,6 +41,19 @@ class Tape {
   // every mask and every Gaussian draw exactly. Each op draws at its own site (its
   // `stream` attribute, or its name), so one key serves the whole graph.
   void set_noise_key(NoiseKey key) { key_ = key; }
+  // Places this tape's batch rows in a global batch, for the draws over batch rows: a
+  // process of a data-parallel run computing a shard draws what a one-process run draws
+  // for those rows. It applies to the row-wise stochastic ops (kRowWise: dropout,
+  // gaussian_noise) on values with batch rows. The runs must cover rows 0 .. batch - 1
+  // once, in order.
+  void set_row_placement(std::vector<RowRun> runs);
+
+  // Called during backward() as soon as a parameter's gradient in the store is complete
+  // (no instruction left adds to it): a data-parallel step starts summing it across
+  // processes while the layers below are still being differentiated. Every parameter
+  // with a gradient is reported once per backward(); unset: nothing is called.
+  using GradientReady = std::function<void(std::span<T> grad)>;
+  void set_gradient_ready(GradientReady ready) { gradient_ready_ = std::move(ready); }
 
   // Write an input here before forward(). Index inputs hold integers as T.
   TensorView<T> input(std::string_view name);
@@ -93,10 +107,13 @@ class Tape {
     std::vector<TensorView<T>> gin;
     KernelArgs<T> args;
     bool runs_backward = false;
+    bool batch_draw = false;          // a row-wise stochastic op drawing over batch rows
+    std::vector<size_t> grads_done;   // parameter slots whose gradient is complete after its backward
   };
 
   size_t slot_of(std::string_view name) const;
   void run_backward();
+  void report_gradients(const std::vector<size_t>& slots) const;
 
   CompileOptions options_;
   NoiseKey key_;
@@ -104,6 +121,9 @@ class Tape {
   std::unordered_map<std::string, size_t> by_name_;
   std::vector<Instr> program_;  // non-leaf nodes, topological order
   std::vector<size_t> loss_slots_;
+  std::vector<RowRun> placement_;         // empty: the batch is the global batch
+  std::vector<size_t> grads_unwritten_;   // parameter slots with a gradient no instruction adds to
+  GradientReady gradient_ready_;
   MemoryCharge memory_;  // the arena against pens' memory limit (ops/ir/memory.h)
   std::vector<T, Eigen::aligned_allocator<T>> arena_;
   T* grad_begin_ = nullptr;  // the arena's gradient region, zeroed before each backward

@@ -73,4 +73,17 @@ std::vector<ValueInfo> verify(const Graph& g, int64_t batch, std::vector<NodeId>
   return values;
 }
 
+std::vector<char> batch_rows(const Graph& g, int64_t batch) {
+  const std::vector<ValueInfo> small = infer_values(g, batch), large = infer_values(g, batch + 1);
+  std::vector<char> out(g.size(), 0);
+  for (NodeId v : g.nodes()) {
+    const Shape &a = small[v].shape, &b = large[v].shape;
+    if (a.rank == 0 || a[0] + 1 != b[0]) continue;
+    bool rest_equal = true;
+    for (int d = 1; d < a.rank; ++d) rest_equal = rest_equal && a[d] == b[d];
+    out[v] = rest_equal;
+  }
+  return out;
+}
+
 }  // namespace pens

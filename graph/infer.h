@@ -16,6 +16,10 @@ inline constexpr int64_t kVerifyBatch = 2;
 // to `batch`. Throws an Error naming the first node whose inputs do not fit its op.
 std::vector<ValueInfo> infer_values(const Graph& g, int64_t batch);
 
+// 1 for each node (by NodeId) whose value has the batch as its first dimension: the
+// first dimension follows the batch from `batch` to batch + 1 while the others stay.
+std::vector<char> batch_rows(const Graph& g, int64_t batch);
+
 // Checks everything a graph must satisfy before it can be compiled: no cycles, the
 // right number of inputs on every node with no gaps in the slots, attributes that fit
 // the op's schema, consistent shapes and types, scalar real loss nodes, parameters

@@ -9,7 +9,10 @@
 //   kRowWise         (opt.)  row i of the output depends on row i of the inputs that have
 //                            a batch dimension alone (elementwise ops, affine, noise with
 //                            a row_offset): graph/passes/restrict_rows.cpp may compute it
-//                            on some rows of a batch only
+//                            on some rows of a batch only. A stochastic op whose draws
+//                            depend on a row's place in the batch must be one, and draw
+//                            through NoiseStream::for_rows (a data-parallel process
+//                            draws its shard's rows as the whole batch has them)
 //   kLeaf            (opt.)  input / parameter / constant: the tape fills its value
 //   infer(ctx)               shape and type inference; ctx.fail() names the node
 //   scratch(ctx, out)(opt.)  elements of scratch memory kept from forward to backward

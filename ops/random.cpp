@@ -74,12 +74,10 @@ uint64_t hash_name(std::string_view name) {
 
 uint64_t fold_in(uint64_t key, uint64_t data) { return mix64(key ^ mix64(data)); }
 
-NoiseStream::NoiseStream(NoiseKey key, uint64_t site) : step_(key.step) {
-  // Distinct constants keep "graph 5" and "process 5" apart.
-  constexpr uint64_t kExample = 0x6578616D706C6521ull, kRank = 0x72616E6B2D2D2D21ull;
+NoiseStream::NoiseStream(NoiseKey key, uint64_t site, std::span<const RowRun> rows) : step_(key.step), rows_(rows) {
+  constexpr uint64_t kExample = 0x6578616D706C6521ull;
   uint64_t k = fold_in(key.seed, site);
   if (key.example != 0) k = fold_in(k, key.example ^ kExample);
-  if (key.rank != 0) k = fold_in(k, key.rank ^ kRank);
   key_ = {static_cast<uint32_t>(k), static_cast<uint32_t>(k >> 32)};
 }
 

@@ -5,19 +5,25 @@
 //
 // A draw is keyed by its site (the stochastic node, in its child: the op's `stream`
 // attribute) and by the NoiseKey of the forward pass that makes it: the run's seed, the
-// step, which graph of the step draws (one batch, or one of many sentence trees) and
-// which process. Seed, site, graph and process are folded into Philox's 64-bit key, one
-// after the other (as JAX's fold_in does); the counter holds the element block and the
-// step. Replaying a key reproduces every mask and every Gaussian draw bit for bit, which
-// is what makes stochastic ops gradient-checkable and resumed runs exact.
+// step and which graph of the step draws (one batch, or one of many sentence trees).
+// Seed, site and graph are folded into Philox's 64-bit key, one after the other (as JAX's
+// fold_in does); the counter holds the element block and the step. Replaying a key
+// reproduces every mask and every Gaussian draw bit for bit, which is what makes
+// stochastic ops gradient-checkable and resumed runs exact.
 //
-// The graph and the process are folded in only when they are not 0, so a key {seed,
-// step} draws what it drew before keys had them: parameter initialization, data order
-// and the synthetic tasks, which use the generator too, did not change.
+// The process of a data-parallel run is not part of the key: a process computing rows
+// of a global batch draws, through its RowRuns, what those rows draw in a one-process
+// run, so the noise does not depend on how many processes share the batch.
+//
+// The graph is folded in only when it is not 0, so a key {seed, step} draws what it drew
+// before keys had it: parameter initialization, data order and the synthetic tasks,
+// which use the generator too, did not change.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace pens {
@@ -36,7 +42,14 @@ struct NoiseKey {
   uint64_t seed = 0;     // the run's
   uint64_t step = 0;     // the training step (or evaluation batch)
   uint64_t example = 0;  // which graph of the step: a tree's index; 0 for a step's one batch
-  uint64_t rank = 0;     // which process of a data-parallel run
+};
+
+// Where rows of a tape's batch sit in the batch whose noise they draw: rows
+// [local, local + count) are rows [global, global + count) of the global batch. A process
+// of a data-parallel run computes a shard of each global batch (its labeled rows and its
+// unlabeled rows: two runs) and draws for it what the one-process run draws there.
+struct RowRun {
+  int64_t local = 0, global = 0, count = 0;
 };
 
 // JAX's fold_in: a key derived from a key and an integer, a bijection of each for the
@@ -46,8 +59,25 @@ uint64_t fold_in(uint64_t key, uint64_t data);
 class NoiseStream {
  public:
   NoiseStream() = default;
-  // `site` identifies the stochastic node (and child) within its graph.
-  NoiseStream(NoiseKey key, uint64_t site);
+  // `site` identifies the stochastic node (and child) within its graph. `rows`, when not
+  // empty, places the batch's rows in a global batch (for a draw over batch rows; it must
+  // outlive the stream).
+  NoiseStream(NoiseKey key, uint64_t site, std::span<const RowRun> rows = {});
+
+  // Calls f(row, global_row, n) for each stretch of rows first .. first + count - 1 of the
+  // batch that lies contiguously in the global batch, `row` counted from `first`: what a
+  // row-wise draw makes one draw each. Without a placement, one call f(0, first, count).
+  template <class F>
+  void for_rows(int64_t first, int64_t count, F&& f) const {
+    if (rows_.empty()) {
+      f(int64_t{0}, first, count);
+      return;
+    }
+    for (const RowRun& r : rows_) {
+      const int64_t lo = std::max(first, r.local), hi = std::min(first + count, r.local + r.count);
+      if (lo < hi) f(lo - first, r.global + (lo - r.local), hi - lo);
+    }
+  }
 
   // The four 32-bit words of block `i` (elements 4i .. 4i+3 of a draw).
   Block block(uint64_t i) const;
@@ -74,6 +104,7 @@ class NoiseStream {
  private:
   std::array<uint32_t, 2> key_{};
   uint64_t step_ = 0;
+  std::span<const RowRun> rows_;
 };
 
 // A uniform value in (0, 1) from a 32-bit word: 24 bits, centred in its bucket, so the

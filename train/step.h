@@ -4,6 +4,13 @@
 //   feed -> noise key -> forward -> finiteness check -> backward -> gradient hook
 //        -> optimizer -> constraints
 //
+// In a data-parallel run (set_communicator) the step's graph computes this process's
+// shard of a global batch: the processes agree on the objective after the forward pass
+// (a NaN or an error on one stops all of them at the same step), sum the parameters'
+// gradients while the backward pass goes on, and divide by the number of processes. With
+// every loss term a mean over its rows (or free of the batch), shards of equal size give
+// the one-process gradient, up to the order of the sums.
+//
 // A step runs one or more graphs over one parameter store: one batch graph, or one graph
 // per sentence tree. Their gradients add up in the store (Tape::backward adds), then one
 // update follows. Nothing here allocates once the objects exist.
@@ -16,6 +23,7 @@
 #include <vector>
 
 #include "pens/autodiff/tape.h"
+#include "pens/train/communicator.h"
 #include "pens/train/constraints.h"
 #include "pens/train/optimizer.h"
 
@@ -32,6 +40,9 @@ struct StepResult {
   bool finite = true;     // false: a graph's objective was NaN or infinite; no update was made
   double objective = 0;   // the sum of the graphs' objectives
   std::string problem;    // when not finite: the objective and every loss term, by name
+  // The graphs' loss terms (Tape::loss_value) in a one-graph step; in a data-parallel
+  // step, their means over the processes: the global batch's.
+  std::span<const double> losses;
 };
 
 class Step {
@@ -42,12 +53,17 @@ class Step {
   // them across processes here).
   using GradientHook = std::function<void(ParamStore<float>& params)>;
 
-  // Draws are keyed {seed, step, graph's example, rank}. The store and the optimizer must
+  // Draws are keyed {seed, step, graph's example}. The store and the optimizer must
   // outlive the Step.
   Step(ParamStore<float>& params, Optimizer& optimizer, std::vector<std::unique_ptr<Constraint>> constraints = {},
-       uint64_t seed = 0, uint64_t rank = 0);
+       uint64_t seed = 0);
 
   void set_gradient_hook(GradientHook hook) { hook_ = std::move(hook); }
+  // Makes the step data-parallel over `communicator`'s processes (null: one process). Its
+  // steps then run one graph each, whose tape's rows are placed in the global batch
+  // (Tape::set_row_placement). An error in one process's step is thrown on every process
+  // as a CollectiveError.
+  void set_communicator(Communicator* communicator) { communicator_ = communicator; }
 
   // One update, numbered update.step, with the schedule's learning rate and momentum.
   StepResult run(const OptimizerStep& update, std::span<const StepGraph> graphs, const Feed& feed);
@@ -55,12 +71,16 @@ class Step {
   StepResult run(const OptimizerStep& update, Tape<float>& tape, const Feed& feed);
 
  private:
+  StepResult run_shard(const OptimizerStep& update, const StepGraph& graph, const Feed& feed);
+  void apply_update(const OptimizerStep& update);
+
   ParamStore<float>& params_;
   Optimizer& optimizer_;
   std::vector<std::unique_ptr<Constraint>> constraints_;
   uint64_t seed_;
-  uint64_t rank_;
   GradientHook hook_;
+  Communicator* communicator_ = nullptr;
+  std::vector<double> totals_;  // what the processes sum after the forward pass
 };
 
 }  // namespace pens

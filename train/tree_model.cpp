@@ -110,7 +110,7 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<
     const int64_t rows = f.nodes.size();
     probs.assign(static_cast<size_t>(rows * classes_), 0.0);
     for (int64_t draw = 0; draw < (sampled ? samples : 1); ++draw) {
-      tape.set_noise_key({.seed = seed, .step = static_cast<uint64_t>(draw), .example = first + 1, .rank = 0});
+      tape.set_noise_key({.seed = seed, .step = static_cast<uint64_t>(draw), .example = first + 1});
       tape.forward();
       const TensorView<const float> v = tape.value(out);
       for (int64_t k = 0; k < rows * classes_; ++k) {

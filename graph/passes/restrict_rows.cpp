@@ -3,6 +3,7 @@
 #include <map>
 #include <tuple>
 
+#include "pens/graph/infer.h"
 #include "pens/graph/pass.h"
 #include "pens/ops/op.h"
 
@@ -60,15 +61,8 @@ Graph RestrictRows::run(const Graph& in) const {
     bound = std::max(bound, g[v].attrs.get_int("begin") + 1);
     if (g[v].attrs.has("end")) bound = std::max(bound, g[v].attrs.get_int("end") + 1);
   }
-  const std::vector<ValueInfo> small = infer_values(g, bound), large = infer_values(g, bound + 1);
-  const auto batched = [&](NodeId v) {
-    const Shape &a = small[v].shape, &b = large[v].shape;
-    if (a.rank == 0 || a[0] + 1 != b[0]) return false;
-    for (int d = 1; d < a.rank; ++d) {
-      if (a[d] != b[d]) return false;
-    }
-    return true;
-  };
+  const std::vector<char> batched_rows = batch_rows(g, bound);
+  const auto batched = [&](NodeId v) { return batched_rows[v] != 0; };
 
   // The rows each node's readers read, readers first.
   const std::vector<NodeId> order = g.topological_order();

@@ -22,11 +22,18 @@ AttrSpec row_offset_attr() {
           "the input's first row is this row of the batch the draw is made for", AttrRange::at_least(0)};
 }
 
-// The element of the whole batch's draw where this input's draw starts.
-template <class T>
-int64_t first_element(const KernelArgs<T>& args) {
+// Runs draw(offset, n, first) for the stretches of the input's elements that lie
+// contiguously in the draw of the whole (global) batch: n elements at `offset` of the
+// input, element `first` of that draw onwards. The input's rows start at row_offset of
+// the tape's batch, which the tape may place in a global batch (ops/random.h, RowRun).
+template <class T, class Draw>
+void draw_rows(const KernelArgs<T>& args, const Draw& draw) {
   const int64_t rows = args.in[0].shape.rank > 0 ? args.in[0].shape[0] : 1;
-  return rows > 0 ? args.attr().get_int("row_offset") * (args.in[0].size() / rows) : 0;
+  if (rows == 0) return;
+  const int64_t width = args.in[0].size() / rows;
+  args.noise.for_rows(args.attr().get_int("row_offset"), rows, [&](int64_t row, int64_t global, int64_t n) {
+    draw(row * width, n * width, global * width);
+  });
 }
 }  // namespace
 
@@ -54,7 +61,9 @@ struct Dropout {
   static void forward(const KernelArgs<T>& args) {
     const double p = args.attr().get_float("p");
     const T scale = args.attr().get_int("rescale") ? static_cast<T>(1.0 / (1.0 - p)) : T(1);
-    args.noise.bernoulli(args.scratch.data, args.scratch.size(), 1.0 - p, scale, first_element(args));
+    draw_rows(args, [&](int64_t at, int64_t n, int64_t first) {
+      args.noise.bernoulli(args.scratch.data + at, n, 1.0 - p, scale, first);
+    });
     args.out.arr() = args.in[0].arr() * args.scratch.arr();
   }
   template <class T>
@@ -86,8 +95,8 @@ struct GaussianNoise {
   }
   template <class T>
   static void forward(const KernelArgs<T>& args) {
-    args.noise.normal(args.out.data, args.out.size(), static_cast<T>(args.attr().get_float("sigma")),
-                      first_element(args));
+    const auto sigma = static_cast<T>(args.attr().get_float("sigma"));
+    draw_rows(args, [&](int64_t at, int64_t n, int64_t first) { args.noise.normal(args.out.data + at, n, sigma, first); });
     args.out.arr() += args.in[0].arr();
   }
   template <class T>

@@ -231,3 +231,100 @@ TEST_CASE("first_non_finite names the op that made the first bad value, after a 
   tape.forward();
   CHECK(tape.first_non_finite() == "'x' (input)");
 }
+
+TEST_CASE("a tape whose rows are placed in a global batch draws what the global batch draws there") {
+  Graph g;
+  const NodeId x = g.input("x", {kBatch, 6});
+  const NodeId dropped = g.add("dropout", {x}, {{"p", 0.5}}, "dropped");
+  g.add("gaussian_noise", {dropped}, {{"sigma", 0.3}}, "noisy");
+  // Rows 2.. only, as graph/passes/restrict_rows.cpp computes a child on unlabeled rows.
+  const NodeId tail = g.add("slice", {x}, {{"axis", int64_t{0}}, {"begin", int64_t{2}}}, "tail");
+  g.add("dropout", {tail}, {{"p", 0.5}, {"row_offset", int64_t{2}}}, "tail_dropped");
+  // Noise on a parameter has no batch rows: every process draws all of it.
+  g.add("gaussian_noise", {g.param("W", {3, 6}, {{"init", std::string("constant")}, {"value", 1.0}})},
+        {{"sigma", 0.3}}, "fuzzed");
+  ParamStore<float> params(g);
+  params.initialize(g, 1);
+  const auto row_value = [](int64_t row, int64_t col) { return 1.0f + static_cast<float>(row * 6 + col); };
+
+  Tape<float> whole(g, params, {.batch = 8});
+  for (int64_t r = 0; r < 8; ++r) {
+    for (int64_t c = 0; c < 6; ++c) whole.input("x")[r * 6 + c] = row_value(r, c);
+  }
+  // A shard of rows 2, 3 (two labeled rows, say) and 6, 7 (two unlabeled rows).
+  Tape<float> shard(g, params, {.batch = 4});
+  shard.set_row_placement({{.local = 0, .global = 2, .count = 2}, {.local = 2, .global = 6, .count = 2}});
+  const std::vector<int64_t> global_row{2, 3, 6, 7};
+  for (int64_t r = 0; r < 4; ++r) {
+    for (int64_t c = 0; c < 6; ++c) shard.input("x")[r * 6 + c] = row_value(global_row[static_cast<size_t>(r)], c);
+  }
+  for (uint64_t step : {1, 2}) {
+    whole.set_noise_key({5, step});
+    shard.set_noise_key({5, step});
+    whole.forward();
+    shard.forward();
+    for (int64_t r = 0; r < 4; ++r) {
+      const int64_t gr = global_row[static_cast<size_t>(r)];
+      for (int64_t c = 0; c < 6; ++c) {
+        REQUIRE(shard.value("dropped")[r * 6 + c] == whole.value("dropped")[gr * 6 + c]);
+        REQUIRE(shard.value("noisy")[r * 6 + c] == whole.value("noisy")[gr * 6 + c]);
+      }
+    }
+    // The shard's tail is its rows 2, 3: global rows 6, 7, the whole tail's rows 4, 5.
+    for (int64_t i = 0; i < 12; ++i) REQUIRE(shard.value("tail_dropped")[i] == whole.value("tail_dropped")[24 + i]);
+    for (int64_t i = 0; i < 18; ++i) REQUIRE(shard.value("fuzzed")[i] == whole.value("fuzzed")[i]);
+  }
+  // Without the placement the shard draws rows 0..3 of the global draw: different noise.
+  Tape<float> unplaced(g, params, {.batch = 4});
+  for (int64_t i = 0; i < 24; ++i) unplaced.input("x")[i] = shard.input("x")[i];
+  unplaced.set_noise_key({5, 2});
+  unplaced.forward();
+  bool differs = false;
+  for (int64_t i = 0; i < 24; ++i) differs = differs || unplaced.value("noisy")[i] != shard.value("noisy")[i];
+  CHECK(differs);
+}
+
+TEST_CASE("a row placement must cover the tape's rows once, in order") {
+  const Graph g = tiny_mlp(0.5);
+  ParamStore<float> params(g);
+  Tape<float> tape(g, params, {.batch = 4});
+  CHECK_THROWS_WITH(tape.set_row_placement({{.local = 0, .global = 0, .count = 3}}),
+                    "a row placement covers 3 rows; the tape's batch is 4");
+  CHECK_THROWS_WITH(tape.set_row_placement({{.local = 0, .global = 0, .count = 2}, {.local = 3, .global = 9, .count = 1}}),
+                    doctest::Contains("a run {local 3, global 9, count 1} follows row 1"));
+  CHECK_THROWS_WITH(tape.set_row_placement({{.local = 0, .global = -1, .count = 4}}),
+                    doctest::Contains("cover the tape's rows 0..3 once"));
+  tape.set_row_placement({{.local = 0, .global = 10, .count = 1}, {.local = 1, .global = 0, .count = 3}});
+}
+
+TEST_CASE("backward reports each parameter's gradient once, as soon as it is complete") {
+  const Graph g = tiny_mlp();
+  ParamStore<float> params(g);
+  params.initialize(g, 2);
+  Tape<float> tape(g, params, {.batch = 4});
+  fill_inputs(tape);
+  tape.forward();
+  std::vector<std::string> order;
+  std::vector<std::vector<float>> at_report;
+  tape.set_gradient_ready([&](std::span<float> grad) {
+    for (const ParamEntry& e : params.entries()) {
+      if (params.grad(e).data == grad.data()) {
+        CHECK(static_cast<int64_t>(grad.size()) == e.shape.numel());
+        order.push_back(e.name);
+      }
+    }
+    at_report.emplace_back(grad.begin(), grad.end());
+  });
+  tape.backward();
+  // Every parameter once, the output layer's before the first layer's.
+  REQUIRE(order.size() == params.entries().size());
+  const auto position = [&](const std::string& n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+  for (const ParamEntry& e : params.entries()) CHECK(std::count(order.begin(), order.end(), e.name) == 1);
+  CHECK(position("W3") < position("W2"));
+  CHECK(position("W2") < position("W1"));
+  // What was reported is the final gradient: nothing added to it afterwards.
+  for (size_t i = 0; i < order.size(); ++i) {
+    const TensorView<float> final_grad = params.grad(order[i]);
+    CHECK(std::equal(at_report[i].begin(), at_report[i].end(), final_grad.data));
+  }
+}

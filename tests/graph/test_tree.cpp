@@ -128,7 +128,7 @@ TEST_CASE("the whole tree objective's gradient matches finite differences, with 
     values.insert(feed.begin(), feed.end());
     GradcheckOptions options;
     options.inputs = false;
-    options.key = {.seed = 9, .step = 2, .example = 4, .rank = 0};
+    options.key = {.seed = 9, .step = 2, .example = 4};
     const GradcheckResult r = gradcheck(g, values, options);
     INFO(r.worst);
     CHECK(r.passed);
@@ -147,7 +147,7 @@ TEST_CASE("a sampled subspace computes what the full model computes with the oth
   Values values = random_params(model.graph, 7);
   const Values feed = feed_values(u, tree, SentimentTask::Fine, false);
   values.insert(feed.begin(), feed.end());
-  const NoiseKey key{.seed = 3, .step = 1, .example = 2, .rank = 0};
+  const NoiseKey key{.seed = 3, .step = 1, .example = 2};
   const std::vector<double> kept = testing::evaluate(child, values, "c1/subspace:latent", 1, key);
   const std::vector<double> sampled = testing::evaluate(child, values, "c1/" + u.scores, 1, key);
   REQUIRE(kept.size() == 2);
@@ -186,7 +186,7 @@ TEST_CASE("lookup-first: looking up rows of a fuzzed, sliced table equals fuzzin
   CHECK(!rewritten.find("fuzzed"));  // the table-sized draw is gone
   const Values values{{"ids", {6, 0, 6, 2}}};
   for (uint64_t step : {1, 2}) {
-    const NoiseKey key{.seed = 5, .step = step, .example = 0, .rank = 0};
+    const NoiseKey key{.seed = 5, .step = step, .example = 0};
     const std::vector<double> before = testing::evaluate(g, values, "rows", 1, key);
     const std::vector<double> after = testing::evaluate(rewritten, values, "rows", 1, key);
     REQUIRE(before.size() == after.size());
