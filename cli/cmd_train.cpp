@@ -16,6 +16,7 @@
 #include "pens/ops/ir/error.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/evaluation.h"
+#include "pens/train/mpi_communicator.h"
 #include "pens/train/run.h"
 #include "pens/train/tree_model.h"
 #include "pens/train/tree_trainer.h"
@@ -184,6 +185,38 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
   return 0;
 }
 
+// One process of a data-parallel `pens train`. Process 0 reports and writes; a problem
+// the processes agreed on (a setup error in any of them, a step's error or NaN) ends all
+// of them normally, process 0 printing it; an error one process met alone ends the run
+// through MPI_Abort, since the others wait for it in a collective call.
+int run_data_parallel(const std::string& config_path, RunOptions options, Communicator& world) {
+  const bool reporter = world.rank() == 0;
+  options.writes = false;  // until every process is ready
+  try {
+    PreparedRun run;
+    together(world, [&] { run = prepare_run(config_path, options); });
+    // Process 0 writes the folder once every process is ready; the others read it (a
+    // checkpoint to resume from) after that.
+    together(world, [&] {
+      if (reporter) start_run_folder(run);
+    });
+    TrainObserver quiet;
+    Progress progress(run.budget_minutes(), cat(run.description, "; ", world.size(), " processes"));
+    const TrainSummary summary = run_training(run, reporter ? static_cast<TrainObserver&>(progress) : quiet, &world);
+    if (!reporter) return summary.diverged ? 1 : 0;
+    progress.finish();
+    if (!ended_well(summary)) return 1;
+    print_results(run, summary);
+    return 0;
+  } catch (const CollectiveError&) {
+    if (reporter) throw;
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "pens train: error: process " << world.rank() << ": " << e.what() << "\n";
+    mpi_abort(1);
+  }
+}
+
 }  // namespace
 
 int run_train(const std::vector<std::string>& argv) {
@@ -202,6 +235,9 @@ int run_train(const std::vector<std::string>& argv) {
   options.split_seed = args.given_int("split-seed", 0, kMaxSeed);
   options.resume = args.flag("resume");
   options.resume_from = args.option("resume-from");
+  // Started by mpirun: one process of a data-parallel run (docs/distributed.md).
+  const std::unique_ptr<Communicator> world = mpi_world();
+  if (world && world->size() > 1) return run_data_parallel(config_path, options, *world);
   const PreparedRun run = prepare_run(config_path, options);
   Progress progress(run.budget_minutes(), run.description);
   const TrainSummary summary = run_training(run, progress);

@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.."
 # curve stays in curve.tsv. OpenSSL's libcrypto computes SHA-256, libpng writes PNG.
 # pybind11, numpy and pytest are for the Python package, built for Debian's python3
 # (/usr/bin/python3); matplotlib draws the curve of examples/python/train_pea.py.
+# Open MPI runs data-parallel training (mpirun -np P pens train; docs/distributed.md).
 scripts/ensure-packages.sh g++ meson ninja-build pkg-config libeigen3-dev libboost-graph-dev \
   nlohmann-json3-dev libssl-dev libpng-dev doctest-dev gnuplot-nox \
-  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-matplotlib
+  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-matplotlib \
+  libopenmpi-dev openmpi-bin
 
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=release >/dev/null

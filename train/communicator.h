@@ -46,4 +46,18 @@ class CollectiveError : public Error {
   using Error::Error;
 };
 
+// Runs `part` on this process, then has every process learn whether any of them failed:
+// a pens::Error in one is thrown on all as a CollectiveError naming that process. For the
+// stages of a run that may fail on one process alone (reading its data, setting up).
+template <class Part>
+void together(Communicator& communicator, const Part& part) {
+  std::string problem;
+  try {
+    part();
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+  if (std::string first = communicator.first_problem(problem); !first.empty()) throw CollectiveError(first);
+}
+
 }  // namespace pens

@@ -40,16 +40,17 @@ void apply(const RunOptions& o, const std::string& config_path, Config& config) 
   }
 }
 
-// --resume needs a checkpoint; --resume-from first makes the named one the folder's.
-bool resume_of(const RunOptions& o, const std::string& out_dir) {
+// --resume needs a checkpoint; --resume-from names one (a path, or a checkpoint kept in
+// the output folder) that start_run_folder makes the folder's.
+bool resume_of(const RunOptions& o, PreparedRun& run) {
   if (!o.resume_from) {
-    const fs::path checkpoint = fs::path(out_dir) / "checkpoint.pens";
+    const fs::path checkpoint = fs::path(run.out_dir) / "checkpoint.pens";
     if (o.resume && !fs::exists(checkpoint)) fail(checkpoint.string(), ": no checkpoint to resume from");
     return o.resume;
   }
-  const fs::path in_folder = fs::path(out_dir) / *o.resume_from;
-  RunFolder(out_dir).roll_back_to(!fs::exists(*o.resume_from) && fs::exists(in_folder) ? in_folder.string()
-                                                                                        : *o.resume_from);
+  const fs::path in_folder = fs::path(run.out_dir) / *o.resume_from;
+  run.roll_back_to = !fs::exists(*o.resume_from) && fs::exists(in_folder) ? in_folder.string() : *o.resume_from;
+  if (!fs::is_regular_file(run.roll_back_to)) fail(run.roll_back_to, ": no such checkpoint file");
   return true;
 }
 
@@ -72,9 +73,9 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
     if (options.split_seed) fail("split_seed is for MNIST configs; ", config_path, " is a tree config");
     run.tree = parse_tree_config(j, config_path);
     apply(options, config_path, run.tree);
-    run.resume = resume_of(options, run.out_dir);
+    run.resume = resume_of(options, run);
     run.tree_data = load_tree_data(run.tree.data_dir, run.tree.min_count);
-    RunFolder(run.out_dir).write_config(to_json(run.tree));
+    if (options.writes) start_run_folder(run);
     run.description = cat("pens train: ", run.tree.model, " on ", run.tree.data_dir, " (", run.tree.task, ") for ",
                           run.tree.epochs, " epochs", budget_text(run.budget_minutes()), ", ",
                           resolve_threads(run.tree.threads), " threads; writing ", run.out_dir);
@@ -87,18 +88,29 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
     run.mnist.labeled = *options.labels;
   }
   if (options.split_seed) run.mnist.split_seed = *options.split_seed;
-  run.resume = resume_of(options, run.out_dir);
+  run.resume = resume_of(options, run);
   run.mnist_data = TrainData{load_mnist(run.mnist.data_dir, "train"), load_mnist(run.mnist.data_dir, "test")};
-  RunFolder(run.out_dir).write_config(to_json(run.mnist));
+  if (options.writes) start_run_folder(run);
   run.description = cat("pens train: ", run.mnist.model, " on ", run.mnist.data_dir, " for ", run.mnist.epochs,
                         " epochs of ", run.mnist.steps_per_epoch, " steps", budget_text(run.budget_minutes()), ", ",
                         resolve_threads(run.mnist.threads), " threads; writing ", run.out_dir);
   return run;
 }
 
-TrainSummary run_training(const PreparedRun& run, TrainObserver& observer) {
-  return run.trees ? train_trees(run.tree, run.tree_data, run.out_dir, observer, run.resume)
-                   : train(run.mnist, run.mnist_data, run.out_dir, observer, run.resume);
+void start_run_folder(const PreparedRun& run) {
+  RunFolder folder(run.out_dir);
+  if (!run.roll_back_to.empty()) folder.roll_back_to(run.roll_back_to);
+  folder.write_config(run.trees ? to_json(run.tree) : to_json(run.mnist));
+}
+
+TrainSummary run_training(const PreparedRun& run, TrainObserver& observer, Communicator* communicator) {
+  if (run.trees) {
+    if (communicator && communicator->size() > 1) {
+      fail(run.config_path, ": sentiment-tree runs train in one process; data-parallel runs are for MNIST configs");
+    }
+    return train_trees(run.tree, run.tree_data, run.out_dir, observer, run.resume);
+  }
+  return train(run.mnist, run.mnist_data, run.out_dir, observer, run.resume, communicator);
 }
 
 }  // namespace pens

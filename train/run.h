@@ -26,12 +26,16 @@ struct RunOptions {
   bool resume = false;                     // from the output folder's checkpoint
   // Resume from this checkpoint: a path, or the name of one kept in the output folder.
   std::optional<std::string> resume_from;
+  // Whether prepare_run starts the output folder (start_run_folder). A data-parallel run
+  // prepares every process without, then process 0 starts it once all are ready.
+  bool writes = true;
 };
 
 struct PreparedRun {
   std::string config_path;
   std::string out_dir;
   bool resume = false;
+  std::string roll_back_to;  // --resume-from: the checkpoint that becomes the folder's
   bool trees = false;       // which of the two below is set
   TrainConfig mnist;
   TrainData mnist_data;
@@ -42,12 +46,16 @@ struct PreparedRun {
   double budget_minutes() const { return trees ? tree.budget_minutes : mnist.budget_minutes; }
 };
 
-// Reads and checks the config and the options, loads the data and writes the config into
-// the output folder; throws an Error naming what is wrong before anything trains.
+// Reads and checks the config and the options, loads the data and starts the output
+// folder; throws an Error naming what is wrong before anything trains or is written.
 PreparedRun prepare_run(const std::string& config_path, const RunOptions& options = {});
 
-// Trains (or resumes) a prepared run, reporting to `observer`.
-TrainSummary run_training(const PreparedRun& run, TrainObserver& observer);
+// Writes the config into the output folder and makes --resume-from's checkpoint its own.
+void start_run_folder(const PreparedRun& run);
+
+// Trains (or resumes) a prepared run, reporting to `observer`; data-parallel over
+// `communicator`'s processes when it has more than one (MNIST configs; train()).
+TrainSummary run_training(const PreparedRun& run, TrainObserver& observer, Communicator* communicator = nullptr);
 
 // A path in a config, relative to the config's folder unless it is absolute.
 std::string relative_to_config(const std::string& config_path, const std::string& path);

@@ -12,22 +12,26 @@
 
 namespace pens {
 
-RunFolder::RunFolder(std::string dir, int64_t keep_checkpoints)
-    : dir_(std::move(dir)), keep_checkpoints_(keep_checkpoints) {
-  std::filesystem::create_directories(dir_);
+RunFolder::RunFolder(std::string dir, int64_t keep_checkpoints, bool writes)
+    : dir_(std::move(dir)), keep_checkpoints_(keep_checkpoints), writes_(writes) {
+  if (writes_) std::filesystem::create_directories(dir_);
 }
 
 std::string RunFolder::path(const std::string& name) const { return (std::filesystem::path(dir_) / name).string(); }
 
 void RunFolder::write_config(const nlohmann::json& config) const {
+  if (!writes_) return;
   write_file_atomically(path("config.json"), format_json(config) + "\n");
 }
 
 void RunFolder::write_summary(const nlohmann::json& summary) const {
+  if (!writes_) return;
   write_file_atomically(path("summary.json"), format_json(summary) + "\n");
 }
 
-void RunFolder::save_model(const Model& model, const std::string& name) const { pens::save_model(model, path(name)); }
+void RunFolder::save_model(const Model& model, const std::string& name) const {
+  if (writes_) pens::save_model(model, path(name));
+}
 
 std::vector<nlohmann::json> RunFolder::start_metrics(int64_t resumed_step) {
   std::vector<nlohmann::json> kept;
@@ -43,6 +47,7 @@ std::vector<nlohmann::json> RunFolder::start_metrics(int64_t resumed_step) {
       kept.push_back(m);
     }
   }
+  if (!writes_) return kept;
   write_file_atomically(path("metrics.jsonl"), text);
   metrics_ = std::ofstream(path("metrics.jsonl"), std::ios::app);
   if (!metrics_) fail(path("metrics.jsonl"), ": cannot write");
@@ -50,6 +55,7 @@ std::vector<nlohmann::json> RunFolder::start_metrics(int64_t resumed_step) {
 }
 
 void RunFolder::append_metrics(const nlohmann::json& line) {
+  if (!writes_) return;
   metrics_ << line.dump() << "\n" << std::flush;
   if (!metrics_) fail(path("metrics.jsonl"), ": cannot write");
 }
@@ -62,8 +68,9 @@ bool RunFolder::save_checkpoint(const TrainingState& state, const ParamStore<flo
   for (const StateBuffer& b : optimizer.buffers) {
     if (!all_finite(b.values)) return false;
   }
-  pens::save_checkpoint(checkpoint_path(), state, params, optimizer);
   last_checkpoint_step_ = state.step;
+  if (!writes_) return true;
+  pens::save_checkpoint(checkpoint_path(), state, params, optimizer);
   // With keep 1 the latest is checkpoint.pens alone, and kept ones from a run that kept
   // more are removed.
   const size_t keep = keep_checkpoints_ > 1 ? static_cast<size_t>(keep_checkpoints_) : 0;
@@ -97,9 +104,10 @@ void RunFolder::roll_back_to(const std::string& checkpoint) {
 
 TrainingState RunFolder::load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer) {
   if (!has_checkpoint()) fail(checkpoint_path(), ": no checkpoint to resume from");
-  remove_interrupted_writes(dir_);  // what a killed run's last write left behind
+  if (writes_) remove_interrupted_writes(dir_);  // what a killed run's last write left behind
   TrainingState state = pens::load_checkpoint(checkpoint_path(), params, optimizer);
   last_checkpoint_step_ = state.step;
+  if (!writes_) return state;
   std::error_code ignored;
   for (const auto& [step, file] : kept_checkpoints()) {
     if (step > state.step) std::filesystem::remove(file, ignored);

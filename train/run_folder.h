@@ -24,10 +24,13 @@ namespace pens {
 class RunFolder {
  public:
   // Creates the folder when needed. `keep_checkpoints` is how many of the latest
-  // checkpoints stay on disk (1: checkpoint.pens alone).
-  explicit RunFolder(std::string dir, int64_t keep_checkpoints = 1);
+  // checkpoints stay on disk (1: checkpoint.pens alone). With `writes` false the folder is
+  // only read: every write is skipped (the processes of a data-parallel run other than
+  // process 0, which writes for all).
+  explicit RunFolder(std::string dir, int64_t keep_checkpoints = 1, bool writes = true);
 
   const std::string& dir() const { return dir_; }
+  bool writes() const { return writes_; }
   std::string path(const std::string& name) const;
 
   void write_config(const nlohmann::json& config) const;
@@ -73,6 +76,7 @@ class RunFolder {
  private:
   std::string dir_;
   int64_t keep_checkpoints_;
+  bool writes_;
   std::ofstream metrics_;
   int64_t last_checkpoint_step_ = -1;
   nlohmann::json resume_changes_;

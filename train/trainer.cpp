@@ -1,6 +1,8 @@
 #include "pens/train/trainer.h"
 
 #include <algorithm>
+#include <bit>
+#include <functional>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "pens/autodiff/tape.h"
+#include "pens/graph/infer.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
@@ -48,14 +51,74 @@ Split training_split(const TrainConfig& config, const Dataset& train_set) {
   return split;
 }
 
+// Refuses a data-parallel run of an objective whose gradient, averaged over the
+// processes, would not be the one-process gradient: each loss term must be a mean over
+// batch rows (a `mean`, possibly times a factor free of the batch, as penalties are
+// weighted) or free of the batch (a term on the parameters alone).
+void check_shardable(const Graph& g, int64_t batch, const std::string& source) {
+  const std::vector<char> batched = batch_rows(g, batch);
+  std::vector<char> reads_batch(g.size(), 0);
+  for (NodeId v : g.topological_order()) {
+    reads_batch[v] = batched[v];
+    for (NodeId u : g.inputs(v)) reads_batch[v] = reads_batch[v] || reads_batch[u];
+  }
+  const std::function<bool(NodeId)> mean_of_rows = [&](NodeId v) {
+    const Node& n = g[v];
+    if (!reads_batch[v] || n.op->name == "mean") return true;
+    if (n.op->name != "mul") return false;
+    const std::vector<NodeId> in = g.inputs(v);
+    return in.size() == 2 && ((!reads_batch[in[0]] && mean_of_rows(in[1])) || (!reads_batch[in[1]] && mean_of_rows(in[0])));
+  };
+  for (NodeId v : g.nodes()) {
+    if (g[v].has(kLoss) && !mean_of_rows(v)) {
+      fail(source, ": loss term '", g[v].name, "' (", g[v].op->name, ") is not a mean over the batch's rows: averaged "
+           "over processes, its gradient would not be the one-process gradient (a data-parallel run needs each loss "
+           "term to be a mean, or free of the batch)");
+    }
+  }
+}
+
+// Rows [n * rank / P, n * (rank + 1) / P) of n: a process's share of an evaluation set.
+std::vector<int64_t> share_of(const std::vector<int64_t>& rows, int rank, int processes) {
+  const auto n = static_cast<int64_t>(rows.size());
+  return {rows.begin() + n * rank / processes, rows.begin() + n * (rank + 1) / processes};
+}
+
+std::vector<int64_t> all_rows(int64_t n) {
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) rows[static_cast<size_t>(i)] = i;
+  return rows;
+}
+
+// FNV-1a over the values' bits: what every process's parameters must agree on.
+uint64_t fingerprint(std::span<const float> values) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (const float v : values) {
+    h ^= std::bit_cast<uint32_t>(v);
+    h *= 0x100000001B3ull;
+  }
+  return h;
+}
 
 // One training run of a classifier, stage by stage: the constructor loads the model and
 // splits the data; start() begins or resumes; run_steps() trains until the run's length,
 // its budget or a divergence ends it; finish() evaluates, saves and summarizes.
+//
+// Data-parallel (a communicator of P > 1 processes): each process computes its share of
+// every global batch (labeled rows r * B_l / P .., unlabeled rows r * B_u / P ..), with the
+// noise those rows draw in a one-process run; evaluations are shared out and their counts
+// summed; process 0 alone writes the run folder.
 class ClassifierRun {
  public:
-  ClassifierRun(const TrainConfig& config, const TrainData& data, const std::string& out_dir, TrainObserver& observer)
-      : config_(config), data_(data), folder_(out_dir, config.checkpoint_keep), observer_(observer) {
+  ClassifierRun(const TrainConfig& config, const TrainData& data, const std::string& out_dir, TrainObserver& observer,
+                Communicator* communicator)
+      : config_(config),
+        data_(data),
+        comm_(communicator && communicator->size() > 1 ? communicator : nullptr),
+        rank_(comm_ ? comm_->rank() : 0),
+        processes_(comm_ ? comm_->size() : 1),
+        folder_(out_dir, config.checkpoint_keep, rank_ == 0),
+        observer_(observer) {
     set_threads(config.threads);
     load_model_and_graphs();
     make_optimizer_and_step();
@@ -71,6 +134,8 @@ class ClassifierRun {
   void make_optimizer_and_step();
   void split_data();
   void feed(Tape<float>& tape);
+  double error_over(const Dataset& share, int64_t total);
+  bool out_of_budget() const;
   void evaluate(int64_t done);
   bool checkpoint(int64_t done);
   double epoch_of(int64_t step) const {
@@ -85,6 +150,8 @@ class ClassifierRun {
 
   const TrainConfig& config_;
   const TrainData& data_;
+  Communicator* comm_;  // null: one process
+  int rank_, processes_;
   RunFolder folder_;
   TrainObserver& observer_;
   const Clock::time_point start_ = Clock::now();
@@ -98,9 +165,11 @@ class ClassifierRun {
   std::unique_ptr<Tape<float>> step_tape_, eval_tape_;
   std::unique_ptr<PenaltyWeights> weights_;
 
-  // The data.
+  // The data: this process's rows of each batch, and its shares of the evaluation sets.
+  int64_t local_labeled_ = 0, local_unlabeled_ = 0;
   Split split_;
-  Dataset validation_, train_eval_;
+  Dataset validation_, train_eval_, test_;
+  int64_t validation_total_ = 0, train_eval_total_ = 0;
   std::unique_ptr<Cycler> labeled_rows_, unlabeled_rows_;
   std::vector<int64_t> rows_;
 
@@ -119,13 +188,19 @@ void ClassifierRun::load_model_and_graphs() {
   io_ = classifier_io(model_.graph, config_.model);
   check_data_fits(model_.graph, io_, data_.train, config_.model, config_.data_dir);
   const bool semi_supervised = config_.batch_unlabeled > 0;
+  if (config_.batch_labeled % processes_ != 0 || config_.batch_unlabeled % processes_ != 0) {
+    fail("batch.labeled = ", config_.batch_labeled, " and batch.unlabeled = ", config_.batch_unlabeled,
+         " must each divide evenly among the ", processes_, " processes");
+  }
+  local_labeled_ = config_.batch_labeled / processes_;
+  local_unlabeled_ = config_.batch_unlabeled / processes_;
   schedule_ = config_.schedule;
   // The model as it is, or its pseudo-ensemble.
   PseudoEnsemble training{.graph = model_.graph};
   if (model_.ensemble) {
     PseudoEnsembleSpec spec = *model_.ensemble;
     if (config_.lambda_schedule) spec.lambda_schedule = *config_.lambda_schedule;
-    training = build_pseudo_ensemble(model_.graph, spec, {.labeled_rows = semi_supervised ? config_.batch_labeled : -1});
+    training = build_pseudo_ensemble(model_.graph, spec, {.labeled_rows = semi_supervised ? local_labeled_ : -1});
     schedule_.lambda_stages = spec.lambda_schedule;
   } else if (semi_supervised) {
     fail(config_.model, ": batch.unlabeled = ", config_.batch_unlabeled,
@@ -136,8 +211,18 @@ void ClassifierRun::load_model_and_graphs() {
     model_.values->initialize(model_.graph, config_.init_seed);
   }
   if (!config_.init_from.empty()) observer_.on_message(initialize_from(*model_.values, config_.init_from));
-  const int64_t batch = config_.batch_labeled + config_.batch_unlabeled;
+  const int64_t batch = local_labeled_ + local_unlabeled_;
   step_tape_ = std::make_unique<Tape<float>>(training.graph, *model_.values, CompileOptions{.batch = batch});
+  if (comm_) {
+    check_shardable(training.graph, batch, config_.model);
+    // This process's labeled rows, then its unlabeled rows, where they sit in the global batch.
+    std::vector<RowRun> placement{{.local = 0, .global = rank_ * local_labeled_, .count = local_labeled_}};
+    if (local_unlabeled_ > 0) {
+      placement.push_back({.local = local_labeled_, .global = config_.batch_labeled + rank_ * local_unlabeled_,
+                           .count = local_unlabeled_});
+    }
+    step_tape_->set_row_placement(std::move(placement));
+  }
   eval_tape_ = std::make_unique<Tape<float>>(build_inference(model_.graph), *model_.values,
                                              CompileOptions{.batch = config_.eval_batch});
   weights_ = std::make_unique<PenaltyWeights>(std::move(training.penalties));
@@ -150,6 +235,7 @@ void ClassifierRun::make_optimizer_and_step() {
   step_ = std::make_unique<Step>(params, *optimizer_,
                                  model_constraints(model_.graph, params, parse_max_norm_rule(config_.max_norm_rule)),
                                  config_.seed);
+  step_->set_communicator(comm_);
 }
 
 void ClassifierRun::split_data() {
@@ -160,10 +246,13 @@ void ClassifierRun::split_data() {
   }
   split_ = training_split(config_, train_set);
   const auto labeled = static_cast<int64_t>(split_.labeled.size());
-  validation_ = subset(train_set, split_.validation);
   const std::vector<int64_t> train_eval_rows(
       split_.labeled.begin(), split_.labeled.begin() + std::min<int64_t>(config_.train_error_examples, labeled));
-  train_eval_ = subset(train_set, train_eval_rows);
+  validation_ = subset(train_set, share_of(split_.validation, rank_, processes_));
+  train_eval_ = subset(train_set, share_of(train_eval_rows, rank_, processes_));
+  test_ = processes_ > 1 ? subset(data_.test, share_of(all_rows(data_.test.size), rank_, processes_)) : data_.test;
+  validation_total_ = static_cast<int64_t>(split_.validation.size());
+  train_eval_total_ = static_cast<int64_t>(train_eval_rows.size());
   // The unlabeled pool: every training example outside the validation set, the labeled
   // ones included (their labels unused).
   std::vector<int64_t> pool = split_.unlabeled;
@@ -176,7 +265,10 @@ void ClassifierRun::split_data() {
                            split_.unlabeled.size(), " unlabeled, ", split_.validation.size(), " validation, ",
                            data_.test.size, " test; ", model_.values->numel(), " parameters; batch ",
                            config_.batch_labeled, " labeled + ", config_.batch_unlabeled, " unlabeled; optimizer ",
-                           config_.optimizer));
+                           config_.optimizer,
+                           processes_ > 1 ? cat("; ", processes_, " processes, each computing ", local_labeled_,
+                                                " labeled + ", local_unlabeled_, " unlabeled rows of every batch")
+                                          : ""));
 }
 
 void ClassifierRun::note(const json& m) {
@@ -209,14 +301,30 @@ void ClassifierRun::start(bool resume) {
   }
 }
 
+// This process's rows of the step's global batch: the same batch order as a one-process
+// run's, whatever the number of processes.
 void ClassifierRun::feed(Tape<float>& tape) {
   const Dataset& train_set = data_.train;
-  labeled_rows_->take(step_count_ * config_.batch_labeled, config_.batch_labeled, rows_);
+  labeled_rows_->take(step_count_ * config_.batch_labeled + rank_ * local_labeled_, local_labeled_, rows_);
   gather_rows(train_set, rows_, 0, tape.input(io_.x), tape.input(io_.y));
-  if (config_.batch_unlabeled > 0) {
-    unlabeled_rows_->take(step_count_ * config_.batch_unlabeled, config_.batch_unlabeled, rows_);
-    gather_rows(train_set, rows_, config_.batch_labeled, tape.input(io_.x), {});
+  if (local_unlabeled_ > 0) {
+    unlabeled_rows_->take(step_count_ * config_.batch_unlabeled + rank_ * local_unlabeled_, local_unlabeled_, rows_);
+    gather_rows(train_set, rows_, local_labeled_, tape.input(io_.x), {});
   }
+}
+
+// The error over a whole evaluation set of `total` examples, this process holding `share`.
+double ClassifierRun::error_over(const Dataset& share, int64_t total) {
+  double wrong = share.size > 0 ? std::round(classification_error(*eval_tape_, io_, share) * static_cast<double>(share.size)) : 0.0;
+  if (comm_) comm_->sum({&wrong, 1});
+  return wrong / static_cast<double>(total);
+}
+
+// Process 0's clock decides for all: the processes stop at the same step.
+bool ClassifierRun::out_of_budget() const {
+  if (config_.budget_minutes <= 0) return false;
+  const bool out = seconds_since(start_) > 60.0 * config_.budget_minutes;
+  return comm_ ? comm_->broadcast(out ? 1 : 0) != 0 : out;
 }
 
 void ClassifierRun::run_steps() {
@@ -227,7 +335,7 @@ void ClassifierRun::run_steps() {
   Tape<float>& tape = *step_tape_;
   for (; step_count_ < total_steps_; ++step_count_) {
     const double epoch = epoch_of(step_count_);
-    if (config_.budget_minutes > 0 && seconds_since(start_) > 60.0 * config_.budget_minutes) {
+    if (out_of_budget()) {
       observer_.on_message(cat("wall-clock budget of ", config_.budget_minutes, " minutes reached at step ", step_count_,
                                " (epoch ", epoch, ")"));
       return;
@@ -239,7 +347,7 @@ void ClassifierRun::run_steps() {
       return;
     }
     objective_sum_ += r.objective;
-    for (size_t i = 0; i < loss_sums_.size(); ++i) loss_sums_[i] += tape.loss_value(i);
+    for (size_t i = 0; i < loss_sums_.size(); ++i) loss_sums_[i] += r.losses[i];
     ++window_steps_;
     const int64_t done = step_count_ + 1;
     observer_.on_step(done, total_steps_, epoch, r.objective, seconds_since(start_));
@@ -262,9 +370,9 @@ void ClassifierRun::evaluate(int64_t done) {
   for (size_t i = 0; i < loss_sums_.size(); ++i) losses[step_tape_->loss_name(i)] = loss_sums_[i] / steps;
   m["losses"] = losses;
   m["objective"] = objective_sum_ / steps;
-  m["train_error"] = classification_error(*eval_tape_, io_, train_eval_);
-  m["validation_error"] = validation_.size > 0 ? json(classification_error(*eval_tape_, io_, validation_)) : json(nullptr);
-  m["test_error"] = classification_error(*eval_tape_, io_, data_.test);
+  m["train_error"] = error_over(train_eval_, train_eval_total_);
+  m["validation_error"] = validation_total_ > 0 ? json(error_over(validation_, validation_total_)) : json(nullptr);
+  m["test_error"] = error_over(test_, data_.test.size);
   const int64_t batch = config_.batch_labeled + config_.batch_unlabeled;
   m["examples_per_second"] = static_cast<double>(window_steps_ * batch) / std::max(1e-9, elapsed - window_start_);
   m["elapsed_seconds"] = elapsed;
@@ -280,6 +388,14 @@ void ClassifierRun::evaluate(int64_t done) {
 }
 
 bool ClassifierRun::checkpoint(int64_t done) {
+  if (comm_) {
+    // Every process applied the same updates to the same parameters; a sum that differed
+    // between processes would show here.
+    const uint64_t mine = fingerprint(model_.values->values());
+    const std::string problem = comm_->first_problem(
+        comm_->broadcast(mine) == mine ? "" : cat("the parameters differ from process 0's at step ", done));
+    if (!problem.empty()) throw CollectiveError(problem);
+  }
   const TrainingState state{.step = done, .seed = config_.seed, .config = to_json(config_)};
   return folder_.save_checkpoint(state, *model_.values, optimizer_->checkpoint_state());
 }
@@ -300,6 +416,7 @@ TrainSummary ClassifierRun::finish() {
   s["unlabeled"] = split_.unlabeled.size();
   s["validation"] = split_.validation.size();
   s["parameters"] = model_.values->numel();
+  s["processes"] = processes_;
   if (summary.diverged) s["message"] = diverged_;
   if (!folder_.resume_changes().is_null()) s["changed_on_resume"] = folder_.resume_changes();
   if (!last_.is_null()) {
@@ -310,7 +427,9 @@ TrainSummary ClassifierRun::finish() {
     s["test_error"] = best_["test_error"];
   }
   folder_.write_summary(s);
-  for (const std::string& problem : write_reports(folder_.dir(), model_)) observer_.on_message(problem);
+  if (folder_.writes()) {
+    for (const std::string& problem : write_reports(folder_.dir(), model_)) observer_.on_message(problem);
+  }
   return summary;
 }
 
@@ -328,11 +447,19 @@ std::string initialize_from(ParamStore<float>& params, const std::string& path) 
 }
 
 TrainSummary train(const TrainConfig& config, const TrainData& data, const std::string& out_dir,
-                   TrainObserver& observer, bool resume) {
-  ClassifierRun run(config, data, out_dir, observer);
-  run.start(resume);
-  run.run_steps();
-  return run.finish();
+                   TrainObserver& observer, bool resume, Communicator* communicator) {
+  std::unique_ptr<ClassifierRun> run;
+  const auto set_up = [&] {
+    run = std::make_unique<ClassifierRun>(config, data, out_dir, observer, communicator);
+    run->start(resume);
+  };
+  if (communicator && communicator->size() > 1) {
+    together(*communicator, set_up);
+  } else {
+    set_up();
+  }
+  run->run_steps();
+  return run->finish();
 }
 
 }  // namespace pens

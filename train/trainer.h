@@ -8,6 +8,7 @@
 
 #include "pens/autodiff/param_store.h"
 #include "pens/models/dataset.h"
+#include "pens/train/communicator.h"
 #include "pens/train/observer.h"
 #include "pens/train/train_config.h"
 
@@ -29,8 +30,13 @@ struct TrainData {
 // would: batches and noise are functions of (seed, step). Evaluations logged after the
 // checkpoint are dropped from metrics.jsonl and made again; the budget counts from the
 // resumption.
+//
+// With a `communicator` of more than one process the run is data-parallel: each process
+// calls train() with the same config and data; each computes its share of every batch and
+// of every evaluation, and process 0 alone writes out_dir (docs/distributed.md). An error
+// in one process's step is thrown on all as a CollectiveError.
 TrainSummary train(const TrainConfig& config, const TrainData& data, const std::string& out_dir,
-                   TrainObserver& observer, bool resume = false);
+                   TrainObserver& observer, bool resume = false, Communicator* communicator = nullptr);
 
 // Copies into `params` the values of the parameters of the model file at `path` that
 // share a name (shapes must agree); returns a line naming what was copied. Throws when
