@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <bit>
-#include <functional>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -168,7 +168,7 @@ class ClassifierRun {
   // The data: this process's rows of each batch, and its shares of the evaluation sets.
   int64_t local_labeled_ = 0, local_unlabeled_ = 0;
   Split split_;
-  Dataset validation_, train_eval_, test_;
+  Dataset validation_, train_eval_, test_share_;
   int64_t validation_total_ = 0, train_eval_total_ = 0;
   std::unique_ptr<Cycler> labeled_rows_, unlabeled_rows_;
   std::vector<int64_t> rows_;
@@ -250,7 +250,7 @@ void ClassifierRun::split_data() {
       split_.labeled.begin(), split_.labeled.begin() + std::min<int64_t>(config_.train_error_examples, labeled));
   validation_ = subset(train_set, share_of(split_.validation, rank_, processes_));
   train_eval_ = subset(train_set, share_of(train_eval_rows, rank_, processes_));
-  test_ = processes_ > 1 ? subset(data_.test, share_of(all_rows(data_.test.size), rank_, processes_)) : data_.test;
+  if (processes_ > 1) test_share_ = subset(data_.test, share_of(all_rows(data_.test.size), rank_, processes_));
   validation_total_ = static_cast<int64_t>(split_.validation.size());
   train_eval_total_ = static_cast<int64_t>(train_eval_rows.size());
   // The unlabeled pool: every training example outside the validation set, the labeled
@@ -372,7 +372,7 @@ void ClassifierRun::evaluate(int64_t done) {
   m["objective"] = objective_sum_ / steps;
   m["train_error"] = error_over(train_eval_, train_eval_total_);
   m["validation_error"] = validation_total_ > 0 ? json(error_over(validation_, validation_total_)) : json(nullptr);
-  m["test_error"] = error_over(test_, data_.test.size);
+  m["test_error"] = error_over(processes_ > 1 ? test_share_ : data_.test, data_.test.size);
   const int64_t batch = config_.batch_labeled + config_.batch_unlabeled;
   m["examples_per_second"] = static_cast<double>(window_steps_ * batch) / std::max(1e-9, elapsed - window_start_);
   m["elapsed_seconds"] = elapsed;
