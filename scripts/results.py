@@ -93,7 +93,8 @@ def main():
     rows = cells(sys.argv[1])
     # Records of other tables (tree runs carry a "task") are kept as they are.
     json_path = Path(sys.argv[3])
-    others = [r for r in json.loads(json_path.read_text()) if "task" in r] if json_path.exists() else []
+    # Records of other kinds (tree cells, data-parallel runs) are kept.
+    others = [r for r in json.loads(json_path.read_text()) if "task" in r or "kind" in r] if json_path.exists() else []
     json_path.write_text(json.dumps(rows + others, indent=2) + "\n")
     md_path = Path(sys.argv[2])
     # Hand-written notes below the marker survive regeneration.

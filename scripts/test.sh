@@ -22,6 +22,8 @@ if [ "${1:-}" = "--sanitize" ]; then
   # The tests run the tool and the extending example as programs.
   ninja -C "$dir" tests/pens_tests pens examples/extending >/dev/null
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  # Open MPI keeps what MPI_Init allocated past MPI_Finalize (the mpirun tests).
+  export LSAN_OPTIONS="suppressions=$PWD/tests/support/lsan-mpi.supp"
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 fi
 
