@@ -14,6 +14,7 @@
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mnist.h"
 #include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/evaluation.h"
 #include "pens/train/mpi_communicator.h"
@@ -192,6 +193,8 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
 int run_data_parallel(const std::string& config_path, RunOptions options, Communicator& world) {
   const bool reporter = world.rank() == 0;
   options.writes = false;  // until every process is ready
+  // Threads beyond the CPUs mpirun bound this process to would only take turns on them.
+  options.max_threads = usable_cpus();
   try {
     PreparedRun run;
     together(world, [&] { run = prepare_run(config_path, options); });
@@ -201,7 +204,7 @@ int run_data_parallel(const std::string& config_path, RunOptions options, Commun
       if (reporter) start_run_folder(run);
     });
     TrainObserver quiet;
-    Progress progress(run.budget_minutes(), cat(run.description, "; ", world.size(), " processes"));
+    Progress progress(run.budget_minutes(), cat(run.description, "; ", world.size(), " processes (threads are per process)"));
     const TrainSummary summary = run_training(run, reporter ? static_cast<TrainObserver&>(progress) : quiet, &world);
     if (!reporter) return summary.diverged ? 1 : 0;
     progress.finish();

@@ -1,5 +1,6 @@
 #include "pens/train/run.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -38,6 +39,7 @@ void apply(const RunOptions& o, const std::string& config_path, Config& config) 
     if (*o.threads < 0) fail("threads must be at least 0 (0: every CPU), got ", *o.threads);
     config.threads = *o.threads;
   }
+  if (o.max_threads) config.threads = std::min(resolve_threads(config.threads), *o.max_threads);
 }
 
 // --resume needs a checkpoint; --resume-from names one (a path, or a checkpoint kept in

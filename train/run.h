@@ -21,6 +21,7 @@ struct RunOptions {
   std::optional<int64_t> epochs;
   std::optional<double> budget_minutes;    // 0: none
   std::optional<int> threads;              // 0: every CPU this process may use
+  std::optional<int> max_threads;          // caps the threads (a data-parallel process: its CPUs)
   std::optional<int64_t> labels;           // MNIST: labeled examples
   std::optional<uint64_t> split_seed;      // MNIST: which examples are labeled
   bool resume = false;                     // from the output folder's checkpoint
