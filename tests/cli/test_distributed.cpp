@@ -33,8 +33,10 @@ constexpr double kParameterTolerance = 1e-5;
 
 bool mpi_runs() { return mpi_available() && std::string(PENS_MPIRUN).size() > 0; }
 
+// Copies through shared memory without cross-memory attach, which containers often forbid.
 std::string mpirun(int processes) {
-  return std::string(PENS_MPIRUN) + " --allow-run-as-root --oversubscribe -np " + std::to_string(processes) + " ";
+  return std::string(PENS_MPIRUN) + " --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none -np " +
+         std::to_string(processes) + " ";
 }
 
 void write_idx(const std::string& path, const std::vector<int32_t>& dims, const std::vector<uint8_t>& data) {
@@ -204,4 +206,22 @@ TEST_CASE("a batch that does not divide among the processes is refused by all of
                    "among the 3 processes") != std::string::npos);
   CHECK(occurrences(r.out, "pens train: error") == 1);
   CHECK_FALSE(std::filesystem::exists(dir / "run/metrics.jsonl"));
+}
+
+TEST_CASE("a NaN stops every process at the same step, with one message" * doctest::skip(!mpi_runs())) {
+  testing::TempDir dir;
+  const std::string config = write_run(dir);
+  // Weights of standard deviation 1e18: the first forward pass overflows.
+  Model m = load_model(dir / "model.json");
+  m.graph = build_mlp({.layers = {64, 32, 32, 10}, .weight_std = 1e18, .mask_input = 0.2, .mask_hidden = 0.5});
+  save_model(m, dir / "model.json", ValueStorage::None);
+  const Run two = train(mpirun(2), config + " --out " + (dir / "two"));
+  INFO(two.out);
+  CHECK(two.status != 0);
+  // Once, by process 0, naming the process that met it.
+  CHECK(occurrences(two.out, "pens train: training diverged at step 0 (epoch 0): process 0: the objective is") == 1);
+  const json summary = json::parse(read_file(dir / "two/summary.json", 1 << 20));
+  CHECK(summary["status"] == "diverged");
+  CHECK(summary["processes"] == 2);
+  CHECK(summary["steps"] == 0);
 }
