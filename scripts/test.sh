@@ -22,8 +22,10 @@ if [ "${1:-}" = "--sanitize" ]; then
   # The tests run the tool and the extending example as programs.
   ninja -C "$dir" tests/pens_tests pens examples/extending >/dev/null
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-  # Open MPI keeps what MPI_Init allocated past MPI_Finalize (the mpirun tests).
-  export LSAN_OPTIONS="suppressions=$PWD/tests/support/lsan-mpi.supp"
+  # Open MPI keeps what MPI_Init allocated past MPI_Finalize (the mpirun tests): suppressed
+  # by library, which needs whole stacks (the slow unwinder) in the processes mpirun starts.
+  export LSAN_OPTIONS="suppressions=$PWD/tests/support/lsan-mpi.supp:print_suppressions=0"
+  export PENS_TEST_MPIRUN_ARGS="-x ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0"
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 fi
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -34,9 +35,12 @@ constexpr double kParameterTolerance = 1e-5;
 bool mpi_runs() { return mpi_available() && std::string(PENS_MPIRUN).size() > 0; }
 
 // Copies through shared memory without cross-memory attach, which containers often forbid.
+// PENS_TEST_MPIRUN_ARGS adds options (scripts/test.sh --sanitize passes the sanitizer's
+// settings to the processes with -x).
 std::string mpirun(int processes) {
-  return std::string(PENS_MPIRUN) + " --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none -np " +
-         std::to_string(processes) + " ";
+  const char* extra = std::getenv("PENS_TEST_MPIRUN_ARGS");
+  return std::string(PENS_MPIRUN) + " --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none " +
+         (extra ? std::string(extra) + " " : std::string()) + "-np " + std::to_string(processes) + " ";
 }
 
 void write_idx(const std::string& path, const std::vector<int32_t>& dims, const std::vector<uint8_t>& data) {
