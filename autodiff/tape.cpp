@@ -205,7 +205,7 @@ void Tape<T>::set_constant(std::string_view name, T value) {
 }
 
 template <class T>
-void Tape<T>::set_row_placement(std::vector<RowRun> runs) {
+void Tape<T>::set_row_placement(const std::vector<RowRun>& runs) {
   int64_t next = 0;
   for (const RowRun& r : runs) {
     if (r.local != next || r.count < 1 || r.global < 0) {
@@ -216,7 +216,7 @@ void Tape<T>::set_row_placement(std::vector<RowRun> runs) {
     next += r.count;
   }
   if (next != options_.batch) fail("a row placement covers ", next, " rows; the tape's batch is ", options_.batch);
-  placement_ = std::move(runs);
+  placement_.assign(runs.begin(), runs.end());  // no allocation once it has the capacity
 }
 
 template <class T>

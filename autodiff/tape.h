@@ -46,7 +46,7 @@ class Tape {
   // for those rows. It applies to the row-wise stochastic ops (kRowWise: dropout,
   // gaussian_noise) on values with batch rows. The runs must cover rows 0 .. batch - 1
   // once, in order.
-  void set_row_placement(std::vector<RowRun> runs);
+  void set_row_placement(const std::vector<RowRun>& runs);
 
   // Called during backward() as soon as a parameter's gradient in the store is complete
   // (no instruction left adds to it): a data-parallel step starts summing it across

@@ -44,6 +44,7 @@ class AfterBackward : public Communicator {
     held_.clear();
     inner_.finish_sums();
   }
+  void gather(std::span<const float> mine, std::span<float> all) override { inner_.gather(mine, all); }
   uint64_t broadcast(uint64_t value) override { return inner_.broadcast(value); }
   std::string first_problem(const std::string& problem) override { return inner_.first_problem(problem); }
 

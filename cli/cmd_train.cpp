@@ -224,7 +224,8 @@ int run_data_parallel(const std::string& config_path, RunOptions options, Commun
 
 int run_train(const std::vector<std::string>& argv) {
   const Args args(argv, {"resume"},
-                  {"out", "labels", "split-seed", "seed", "epochs", "budget-minutes", "data-dir", "threads", "init", "resume-from"});
+                  {"out", "labels", "split-seed", "seed", "epochs", "budget-minutes", "data-dir", "threads", "init", "resume-from",
+                   "shards"});
   const std::string& config_path = args.one_positional("a training config");
   RunOptions options;
   options.out = args.option("out");
@@ -236,6 +237,7 @@ int run_train(const std::vector<std::string>& argv) {
   options.threads = args.given_int("threads", 0, 1024);
   options.labels = args.given_int("labels", 0, kMaxCount);
   options.split_seed = args.given_int("split-seed", 0, kMaxSeed);
+  options.shards = args.given_int("shards", 1, 1024);
   options.resume = args.flag("resume");
   options.resume_from = args.option("resume-from");
   // Started by mpirun: one process of a data-parallel run (docs/distributed.md).

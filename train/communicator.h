@@ -30,6 +30,9 @@ class Communicator {
   virtual void start_sum(std::span<float> values) = 0;
   virtual void progress() = 0;
   virtual void finish_sums() = 0;
+  // Every process's `mine` (all of one size), in process order, into `all` (size() times
+  // as long), on every process.
+  virtual void gather(std::span<const float> mine, std::span<float> all) = 0;
   // Process 0's value, on every process.
   virtual uint64_t broadcast(uint64_t value) = 0;
   // The problem of the lowest-numbered process whose `problem` is not empty, prefixed with

@@ -72,6 +72,12 @@ class MpiCommunicator : public Communicator {
     check(MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
     pending_.clear();
   }
+  void gather(std::span<const float> mine, std::span<float> all) override {
+    if (all.size() != mine.size() * static_cast<size_t>(size_)) fail("gather: ", all.size(), " places for ", size_, " x ", mine.size());
+    check(MPI_Allgather(mine.data(), count(mine.size()), MPI_FLOAT, all.data(), count(mine.size()), MPI_FLOAT,
+                        MPI_COMM_WORLD),
+          "MPI_Allgather");
+  }
   uint64_t broadcast(uint64_t value) override { return broadcast_from(0, value); }
   std::string first_problem(const std::string& problem) override {
     int from = problem.empty() ? size_ : rank_;

@@ -73,6 +73,7 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
   if (run.trees) {
     if (options.labels) fail("labels is for MNIST configs; ", config_path, " is a tree config");
     if (options.split_seed) fail("split_seed is for MNIST configs; ", config_path, " is a tree config");
+    if (options.shards) fail("shards is for MNIST configs; ", config_path, " is a tree config");
     run.tree = parse_tree_config(j, config_path);
     apply(options, config_path, run.tree);
     run.resume = resume_of(options, run);
@@ -90,6 +91,7 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
     run.mnist.labeled = *options.labels;
   }
   if (options.split_seed) run.mnist.split_seed = *options.split_seed;
+  if (options.shards) run.mnist.batch_shards = *options.shards;
   run.resume = resume_of(options, run);
   run.mnist_data = TrainData{load_mnist(run.mnist.data_dir, "train"), load_mnist(run.mnist.data_dir, "test")};
   if (options.writes) start_run_folder(run);

@@ -24,6 +24,7 @@ struct RunOptions {
   std::optional<int> max_threads;          // caps the threads (a data-parallel process: its CPUs)
   std::optional<int64_t> labels;           // MNIST: labeled examples
   std::optional<uint64_t> split_seed;      // MNIST: which examples are labeled
+  std::optional<int64_t> shards;           // MNIST: batch.shards
   bool resume = false;                     // from the output folder's checkpoint
   // Resume from this checkpoint: a path, or the name of one kept in the output folder.
   std::optional<std::string> resume_from;

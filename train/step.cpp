@@ -16,6 +16,26 @@ std::string describe_objective(const Tape<float>& tape) {
   return out;
 }
 
+// Adds `g` into a sum taken in the order of a complete binary tree over the vectors
+// pushed: ((g0 + g1) + (g2 + g3)) + ... `levels` holds the pending partial sums (reused
+// from step to step), `level_of` the tree level of each; after 2^k pushes the sum is
+// levels[0].
+void push_pairwise(std::vector<std::vector<float>>& levels, std::vector<int>& level_of, std::span<const float> g) {
+  size_t slot = level_of.size();
+  if (levels.size() <= slot) levels.emplace_back();
+  levels[slot].assign(g.begin(), g.end());
+  int level = 0;
+  while (slot > 0 && level_of.back() == level) {
+    std::vector<float>& left = levels[slot - 1];
+    const std::vector<float>& right = levels[slot];
+    for (size_t i = 0; i < left.size(); ++i) left[i] += right[i];
+    level_of.pop_back();
+    --slot;
+    ++level;
+  }
+  level_of.push_back(level);
+}
+
 }  // namespace
 
 Step::Step(ParamStore<float>& params, Optimizer& optimizer, std::vector<std::unique_ptr<Constraint>> constraints,
@@ -114,6 +134,71 @@ StepResult Step::run_shard(const OptimizerStep& update, const StepGraph& graph, 
 StepResult Step::run(const OptimizerStep& update, Tape<float>& tape, const Feed& feed) {
   const StepGraph one{&tape, 0};
   return run(update, {&one, 1}, feed);
+}
+
+StepResult Step::run_shards(const OptimizerStep& update, Tape<float>& tape, int64_t shards, int64_t first,
+                            int64_t count, const Feed& feed) {
+  const bool power_of_two = shards > 0 && (shards & (shards - 1)) == 0 && count > 0 && (count & (count - 1)) == 0;
+  if (!power_of_two || first < 0 || first + count > shards || first % count != 0) {
+    fail("a sharded step computes a power of two of shards, a whole subtree of a power of two; got shards ", first,
+         "..", first + count - 1, " of ", shards);
+  }
+  StepResult result;
+  const size_t terms = tape.loss_count();
+  totals_.assign(terms + 3, 0.0);
+  level_of_.clear();
+  // This process's shards, each gradient on its own, summed pairwise. A shard that fails
+  // ends the process's work; the others learn of it below.
+  std::string error, problem;
+  for (int64_t k = first; k < first + count; ++k) {
+    params_.zero_grad();
+    try {
+      feed(tape, static_cast<size_t>(k));
+      tape.set_noise_key({seed_, static_cast<uint64_t>(update.step), 0});
+      tape.forward();
+    } catch (const Error& e) {
+      error = cat(e.what(), " (shard ", k, ")");
+      break;
+    }
+    if (!std::isfinite(static_cast<double>(tape.objective()))) {
+      problem = cat(describe_objective(tape), " (shard ", k, ")");
+      break;
+    }
+    for (size_t i = 0; i < terms; ++i) totals_[i] += tape.loss_value(i);
+    totals_[terms] += tape.objective();
+    tape.backward();
+    push_pairwise(levels_, level_of_, params_.grads());
+  }
+  totals_[terms + 1] = problem.empty() ? 0 : 1;
+  totals_[terms + 2] = error.empty() ? 0 : 1;
+  Communicator* comm = communicator_ && communicator_->size() > 1 ? communicator_ : nullptr;
+  if (comm) comm->sum(totals_);
+  if (totals_[terms + 2] > 0) {
+    if (!comm) throw Error(error);
+    throw CollectiveError(comm->first_problem(error));
+  }
+  if (totals_[terms + 1] > 0) {
+    result.finite = false;
+    result.problem = comm ? comm->first_problem(problem) : problem;
+    return result;
+  }
+  for (size_t i = 0; i <= terms; ++i) totals_[i] /= static_cast<double>(shards);
+  result.objective = totals_[terms];
+  result.losses = std::span<const double>(totals_).first(terms);
+
+  // The processes' partial sums (whole subtrees, in process order) complete the tree.
+  if (comm) {
+    const size_t n = params_.grads().size();
+    gathered_.resize(n * static_cast<size_t>(comm->size()));
+    comm->gather(levels_[0], gathered_);
+    level_of_.clear();
+    for (int r = 0; r < comm->size(); ++r) push_pairwise(levels_, level_of_, std::span<const float>(gathered_).subspan(r * n, n));
+  }
+  const auto scale = static_cast<float>(1.0 / static_cast<double>(shards));
+  std::span<float> grads = params_.grads();
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = levels_[0][i] * scale;
+  apply_update(update);
+  return result;
 }
 
 }  // namespace pens

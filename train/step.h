@@ -70,6 +70,16 @@ class Step {
   // The same for a step of one graph (example 0).
   StepResult run(const OptimizerStep& update, Tape<float>& tape, const Feed& feed);
 
+  // One update over a global batch computed as `shards` equal shards (a power of two),
+  // this process computing shards first .. first + count - 1 on `tape` (feed(tape, k)
+  // writes shard k's rows and places them in the global batch): each shard's gradient is
+  // computed on its own, and the gradients are added in one fixed pairwise order over the
+  // shards, across processes too (each gathers the others' partial sums), then averaged.
+  // The update is then the same, bit for bit, whatever the number of processes sharing
+  // the shards. The sums wait for the backward passes (no overlap).
+  StepResult run_shards(const OptimizerStep& update, Tape<float>& tape, int64_t shards, int64_t first, int64_t count,
+                        const Feed& feed);
+
  private:
   StepResult run_shard(const OptimizerStep& update, const StepGraph& graph, const Feed& feed);
   void apply_update(const OptimizerStep& update);
@@ -81,6 +91,10 @@ class Step {
   GradientHook hook_;
   Communicator* communicator_ = nullptr;
   std::vector<double> totals_;  // what the processes sum after the forward pass
+  // The pairwise sum of run_shards: partial sums by level, and the processes' partial sums.
+  std::vector<std::vector<float>> levels_;
+  std::vector<int> level_of_;
+  std::vector<float> gathered_;
 };
 
 }  // namespace pens

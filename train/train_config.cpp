@@ -26,6 +26,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
     ConfigSection s(*b, "batch", source);
     s.number("labeled", c.batch_labeled, 1, 1e6);
     s.number("unlabeled", c.batch_unlabeled, 0, 1e6);
+    s.number("shards", c.batch_shards, 1, 1024);
   }
   if (const json* o = top.child("optimizer")) {
     ConfigSection s(*o, "optimizer", source);
@@ -98,7 +99,7 @@ json to_json(const TrainConfig& c) {
       {"model", c.model},
       {"init_from", c.init_from},
       {"data", {{"dir", c.data_dir}, {"labeled", c.labeled}, {"validation", c.validation}, {"split_seed", c.split_seed}}},
-      {"batch", {{"labeled", c.batch_labeled}, {"unlabeled", c.batch_unlabeled}}},
+      {"batch", {{"labeled", c.batch_labeled}, {"unlabeled", c.batch_unlabeled}, {"shards", c.batch_shards}}},
       {"optimizer", optimizer},
       {"run",
        {{"epochs", c.epochs}, {"steps_per_epoch", c.steps_per_epoch}, {"budget_minutes", c.budget_minutes},

@@ -30,6 +30,10 @@ struct TrainConfig {
   // loss reads them), the next `batch_unlabeled` do not (only penalties read them).
   int64_t batch_labeled = 100;
   int64_t batch_unlabeled = 0;
+  // Computed as this many equal shards (a power of two), each shard's gradient on its own,
+  // added in a fixed pairwise order: the run is then the same, bit for bit, on any number
+  // of processes that divides it (docs/distributed.md). 1: the batch at once.
+  int64_t batch_shards = 1;
   // The optimizer: a registered kind (train/optimizer.h) and its own settings.
   std::string optimizer = "sgd";
   Attributes optimizer_settings;

@@ -104,10 +104,14 @@ uint64_t fingerprint(std::span<const float> values) {
 // splits the data; start() begins or resumes; run_steps() trains until the run's length,
 // its budget or a divergence ends it; finish() evaluates, saves and summarizes.
 //
-// Data-parallel (a communicator of P > 1 processes): each process computes its share of
-// every global batch (labeled rows r * B_l / P .., unlabeled rows r * B_u / P ..), with the
-// noise those rows draw in a one-process run; evaluations are shared out and their counts
-// summed; process 0 alone writes the run folder.
+// A global batch is computed in parts ("units") of equal labeled and unlabeled rows: unit
+// u holds labeled rows u * B_l / U .. and unlabeled rows u * B_u / U .., with the noise those
+// rows draw in the whole batch. With batch.shards = K > 1 the units are the K shards, whose
+// gradients the Step adds in a fixed order (Step::run_shards); otherwise a data-parallel
+// run's units are its P processes (Step::set_communicator), and a one-process run's one
+// unit is the whole batch. Data-parallel (a communicator of P > 1 processes): each process
+// computes its units; evaluations are shared out and their counts summed; process 0 alone
+// writes the run folder.
 class ClassifierRun {
  public:
   ClassifierRun(const TrainConfig& config, const TrainData& data, const std::string& out_dir, TrainObserver& observer,
@@ -133,7 +137,8 @@ class ClassifierRun {
   void load_model_and_graphs();
   void make_optimizer_and_step();
   void split_data();
-  void feed(Tape<float>& tape);
+  void feed(Tape<float>& tape, int64_t unit);
+  std::string sharing() const;
   double error_over(const Dataset& share, int64_t total);
   bool out_of_budget() const;
   void evaluate(int64_t done);
@@ -166,7 +171,10 @@ class ClassifierRun {
   std::unique_ptr<PenaltyWeights> weights_;
 
   // The data: this process's rows of each batch, and its shares of the evaluation sets.
-  int64_t local_labeled_ = 0, local_unlabeled_ = 0;
+  // Units of each batch: this process computes units first_unit_ .. + local_units_ - 1.
+  int64_t units_ = 1, first_unit_ = 0, local_units_ = 1;
+  int64_t unit_labeled_ = 0, unit_unlabeled_ = 0;
+  std::vector<RowRun> placement_;  // the unit being fed, in the global batch
   Split split_;
   Dataset validation_, train_eval_, test_share_;
   int64_t validation_total_ = 0, train_eval_total_ = 0;
@@ -188,19 +196,27 @@ void ClassifierRun::load_model_and_graphs() {
   io_ = classifier_io(model_.graph, config_.model);
   check_data_fits(model_.graph, io_, data_.train, config_.model, config_.data_dir);
   const bool semi_supervised = config_.batch_unlabeled > 0;
-  if (config_.batch_labeled % processes_ != 0 || config_.batch_unlabeled % processes_ != 0) {
-    fail("batch.labeled = ", config_.batch_labeled, " and batch.unlabeled = ", config_.batch_unlabeled,
-         " must each divide evenly among the ", processes_, " processes");
+  const int64_t shards = config_.batch_shards;
+  if (shards > 1) {
+    if ((shards & (shards - 1)) != 0) fail("batch.shards = ", shards, " must be a power of two");
+    if (shards % processes_ != 0) fail("batch.shards = ", shards, " must be a multiple of the ", processes_, " processes");
   }
-  local_labeled_ = config_.batch_labeled / processes_;
-  local_unlabeled_ = config_.batch_unlabeled / processes_;
+  units_ = std::max<int64_t>(shards, processes_);
+  local_units_ = units_ / processes_;
+  first_unit_ = rank_ * local_units_;
+  if (config_.batch_labeled % units_ != 0 || config_.batch_unlabeled % units_ != 0) {
+    fail("batch.labeled = ", config_.batch_labeled, " and batch.unlabeled = ", config_.batch_unlabeled,
+         " must each divide evenly among the ", units_, shards > 1 ? " shards" : " processes");
+  }
+  unit_labeled_ = config_.batch_labeled / units_;
+  unit_unlabeled_ = config_.batch_unlabeled / units_;
   schedule_ = config_.schedule;
   // The model as it is, or its pseudo-ensemble.
   PseudoEnsemble training{.graph = model_.graph};
   if (model_.ensemble) {
     PseudoEnsembleSpec spec = *model_.ensemble;
     if (config_.lambda_schedule) spec.lambda_schedule = *config_.lambda_schedule;
-    training = build_pseudo_ensemble(model_.graph, spec, {.labeled_rows = semi_supervised ? local_labeled_ : -1});
+    training = build_pseudo_ensemble(model_.graph, spec, {.labeled_rows = semi_supervised ? unit_labeled_ : -1});
     schedule_.lambda_stages = spec.lambda_schedule;
   } else if (semi_supervised) {
     fail(config_.model, ": batch.unlabeled = ", config_.batch_unlabeled,
@@ -211,18 +227,9 @@ void ClassifierRun::load_model_and_graphs() {
     model_.values->initialize(model_.graph, config_.init_seed);
   }
   if (!config_.init_from.empty()) observer_.on_message(initialize_from(*model_.values, config_.init_from));
-  const int64_t batch = local_labeled_ + local_unlabeled_;
+  const int64_t batch = unit_labeled_ + unit_unlabeled_;
   step_tape_ = std::make_unique<Tape<float>>(training.graph, *model_.values, CompileOptions{.batch = batch});
-  if (comm_) {
-    check_shardable(training.graph, batch, config_.model);
-    // This process's labeled rows, then its unlabeled rows, where they sit in the global batch.
-    std::vector<RowRun> placement{{.local = 0, .global = rank_ * local_labeled_, .count = local_labeled_}};
-    if (local_unlabeled_ > 0) {
-      placement.push_back({.local = local_labeled_, .global = config_.batch_labeled + rank_ * local_unlabeled_,
-                           .count = local_unlabeled_});
-    }
-    step_tape_->set_row_placement(std::move(placement));
-  }
+  if (units_ > 1) check_shardable(training.graph, batch, config_.model);
   eval_tape_ = std::make_unique<Tape<float>>(build_inference(model_.graph), *model_.values,
                                              CompileOptions{.batch = config_.eval_batch});
   weights_ = std::make_unique<PenaltyWeights>(std::move(training.penalties));
@@ -265,10 +272,21 @@ void ClassifierRun::split_data() {
                            split_.unlabeled.size(), " unlabeled, ", split_.validation.size(), " validation, ",
                            data_.test.size, " test; ", model_.values->numel(), " parameters; batch ",
                            config_.batch_labeled, " labeled + ", config_.batch_unlabeled, " unlabeled; optimizer ",
-                           config_.optimizer,
-                           processes_ > 1 ? cat("; ", processes_, " processes, each computing ", local_labeled_,
-                                                " labeled + ", local_unlabeled_, " unlabeled rows of every batch")
-                                          : ""));
+                           config_.optimizer, sharing()));
+}
+
+// How the batch is shared out, for the run's first lines: "" for one process at once.
+std::string ClassifierRun::sharing() const {
+  std::string out;
+  if (config_.batch_shards > 1) {
+    out += cat("; ", config_.batch_shards, " shards of ", unit_labeled_, " labeled + ", unit_unlabeled_,
+               " unlabeled rows, their gradients added in a fixed order");
+  }
+  if (processes_ > 1) {
+    out += cat("; ", processes_, " processes, each computing ", local_units_ * unit_labeled_, " labeled + ",
+               local_units_ * unit_unlabeled_, " unlabeled rows of every batch");
+  }
+  return out;
 }
 
 void ClassifierRun::note(const json& m) {
@@ -301,15 +319,23 @@ void ClassifierRun::start(bool resume) {
   }
 }
 
-// This process's rows of the step's global batch: the same batch order as a one-process
-// run's, whatever the number of processes.
-void ClassifierRun::feed(Tape<float>& tape) {
+// Unit `unit` of the step's global batch, placed there for its noise: the same batch order
+// as a one-process run's, whatever the number of processes and shards.
+void ClassifierRun::feed(Tape<float>& tape, int64_t unit) {
   const Dataset& train_set = data_.train;
-  labeled_rows_->take(step_count_ * config_.batch_labeled + rank_ * local_labeled_, local_labeled_, rows_);
+  if (units_ > 1) {
+    placement_.assign({{.local = 0, .global = unit * unit_labeled_, .count = unit_labeled_}});
+    if (unit_unlabeled_ > 0) {
+      placement_.push_back({.local = unit_labeled_, .global = config_.batch_labeled + unit * unit_unlabeled_,
+                            .count = unit_unlabeled_});
+    }
+    tape.set_row_placement(placement_);
+  }
+  labeled_rows_->take(step_count_ * config_.batch_labeled + unit * unit_labeled_, unit_labeled_, rows_);
   gather_rows(train_set, rows_, 0, tape.input(io_.x), tape.input(io_.y));
-  if (local_unlabeled_ > 0) {
-    unlabeled_rows_->take(step_count_ * config_.batch_unlabeled + rank_ * local_unlabeled_, local_unlabeled_, rows_);
-    gather_rows(train_set, rows_, local_labeled_, tape.input(io_.x), {});
+  if (unit_unlabeled_ > 0) {
+    unlabeled_rows_->take(step_count_ * config_.batch_unlabeled + unit * unit_unlabeled_, unit_unlabeled_, rows_);
+    gather_rows(train_set, rows_, unit_labeled_, tape.input(io_.x), {});
   }
 }
 
@@ -341,7 +367,12 @@ void ClassifierRun::run_steps() {
       return;
     }
     weights_->set(tape, schedule_.lambda_scale_at(epoch));
-    const StepResult r = step_->run(schedule_.at(step_count_, epoch), tape, [&](Tape<float>& t, size_t) { feed(t); });
+    const OptimizerStep update = schedule_.at(step_count_, epoch);
+    const StepResult r =
+        config_.batch_shards > 1
+            ? step_->run_shards(update, tape, units_, first_unit_, local_units_,
+                                [&](Tape<float>& t, size_t unit) { feed(t, static_cast<int64_t>(unit)); })
+            : step_->run(update, tape, [&](Tape<float>& t, size_t) { feed(t, first_unit_); });
     if (!r.finite) {
       diverged_ = cat("training diverged at step ", step_count_, " (epoch ", epoch, "): ", r.problem);
       return;

@@ -167,6 +167,29 @@ TEST_CASE("mpirun -np 2 pens train computes the one-process run, and writes one 
   }
 }
 
+TEST_CASE("with batch shards, 1, 2 and 4 processes train the same parameters, bit for bit" * doctest::skip(!mpi_runs())) {
+  testing::TempDir dir;
+  const std::string config = write_run(dir) + " --shards 4";
+  const Run one = train_ok("", config + " --out " + (dir / "one"));
+  CHECK(one.out.find("4 shards of 4 labeled + 8 unlabeled rows, their gradients added in a fixed order") !=
+        std::string::npos);
+  train_ok(mpirun(2), config + " --out " + (dir / "two"));
+  train_ok(mpirun(4), config + " --out " + (dir / "four"));
+  CHECK(parameter_distance(dir / "one/model.json", dir / "two/model.json") == 0.0);
+  CHECK(parameter_distance(dir / "one/model.json", dir / "four/model.json") == 0.0);
+  const std::vector<json> a = metrics(dir / "one"), b = metrics(dir / "four");
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(b[i]["test_error"] == a[i]["test_error"]);
+  // Two processes without shards add their two gradients as two shards do: the same.
+  train_ok(mpirun(2), write_run(dir) + " --out " + (dir / "plain-two"));
+  train_ok("", write_run(dir) + " --shards 2 --out " + (dir / "two-shards"));
+  CHECK(parameter_distance(dir / "plain-two/model.json", dir / "two-shards/model.json") == 0.0);
+  // Shards must be a power of two that the processes divide.
+  const Run three = train("", write_run(dir) + " --shards 3 --out " + (dir / "three"));
+  CHECK(three.status == 1);
+  CHECK(three.out.find("batch.shards = 3 must be a power of two") != std::string::npos);
+}
+
 TEST_CASE("a run resumes on another number of processes as if unbroken" * doctest::skip(!mpi_runs())) {
   testing::TempDir dir;
   const std::string config = write_run(dir);
