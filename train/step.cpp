@@ -51,7 +51,7 @@ void Step::apply_update(const OptimizerStep& update) {
 StepResult Step::run(const OptimizerStep& update, std::span<const StepGraph> graphs, const Feed& feed) {
   if (communicator_) {
     if (graphs.size() != 1) fail("a data-parallel step runs one graph per process, not ", graphs.size());
-    return run_shard(update, graphs[0], feed);
+    return run_data_parallel(update, graphs[0], feed);
   }
   StepResult result;
   params_.zero_grad();
@@ -79,7 +79,7 @@ StepResult Step::run(const OptimizerStep& update, std::span<const StepGraph> gra
   return result;
 }
 
-StepResult Step::run_shard(const OptimizerStep& update, const StepGraph& graph, const Feed& feed) {
+StepResult Step::run_data_parallel(const OptimizerStep& update, const StepGraph& graph, const Feed& feed) {
   Communicator& comm = *communicator_;
   Tape<float>& tape = *graph.tape;
   StepResult result;

@@ -81,7 +81,7 @@ class Step {
                         const Feed& feed);
 
  private:
-  StepResult run_shard(const OptimizerStep& update, const StepGraph& graph, const Feed& feed);
+  StepResult run_data_parallel(const OptimizerStep& update, const StepGraph& graph, const Feed& feed);
   void apply_update(const OptimizerStep& update);
 
   ParamStore<float>& params_;

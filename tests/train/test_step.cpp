@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "pens/autodiff/tape.h"
 #include "pens/models/mlp.h"
@@ -231,6 +232,51 @@ TEST_CASE("a step of several graphs adds their gradients and keys each graph's n
   replay.set_noise_key({9, 7, 1});
   replay.forward();
   CHECK(replay.value("drop").arr().matrix() == b_tape.value("drop").arr().matrix());
+}
+
+TEST_CASE("a sharded step adds its shards' gradients pairwise, in one fixed order, and averages them") {
+  // Enough parameters (a 8-16-4 network) that adding in another order changes some bits.
+  const Graph g = build_mlp({.layers = {8, 16, 4}});
+  ParamStore<float> params(g);
+  params.initialize(g, 3);
+  const auto sgd = make_optimizer("sgd", params);
+  Step step(params, *sgd, {}, /*seed=*/4);
+  // Shard k holds rows 3k .. 3k + 2 of a batch of 12: inputs that differ per shard.
+  const auto feed_shard = [](Tape<float>& tape, size_t k) {
+    auto x = tape.input("x");
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7f * static_cast<float>(i + 24 * static_cast<int64_t>(k)));
+    auto y = tape.input("y");
+    for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>((i + static_cast<int64_t>(k)) % 4);
+  };
+  Tape<float> tape(g, params, {.batch = 3});
+  // Each shard's gradient alone.
+  std::vector<std::vector<float>> shard_grads;
+  for (size_t k = 0; k < 4; ++k) {
+    params.zero_grad();
+    feed_shard(tape, k);
+    tape.forward();
+    tape.backward();
+    shard_grads.emplace_back(params.grads().begin(), params.grads().end());
+  }
+  std::vector<float> seen;
+  step.set_gradient_hook([&](ParamStore<float>& p) { seen.assign(p.grads().begin(), p.grads().end()); });
+  const StepResult r = step.run_shards({.step = 0, .learning_rate = 0.0}, tape, 4, 0, 4, feed_shard);
+  REQUIRE(r.finite);
+  REQUIRE(seen.size() == shard_grads[0].size());
+  int other_order_differs = 0;  // the check below can tell the orders apart
+  for (size_t i = 0; i < seen.size(); ++i) {
+    const float& a = shard_grads[0][i];
+    const float& b = shard_grads[1][i];
+    const float& c = shard_grads[2][i];
+    const float& d = shard_grads[3][i];
+    CHECK(seen[i] == ((a + b) + (c + d)) * 0.25f);  // bit for bit: this order
+    other_order_differs += seen[i] != (((a + b) + c) + d) * 0.25f;
+  }
+  CHECK(other_order_differs > 0);
+  // A subtree of the shards is what one of several processes computes; alone it is
+  // refused unless it is a whole power-of-two subtree.
+  CHECK_THROWS_WITH(step.run_shards({.step = 0}, tape, 4, 1, 2, feed_shard), doctest::Contains("a whole subtree"));
+  CHECK_THROWS_WITH(step.run_shards({.step = 0}, tape, 3, 0, 3, feed_shard), doctest::Contains("a power of two"));
 }
 
 TEST_CASE("a training step allocates nothing: feed, noise, forward, backward, optimizer, max-norm") {
