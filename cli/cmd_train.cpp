@@ -190,7 +190,7 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
 // the processes agreed on (a setup error in any of them, a step's error or NaN) ends all
 // of them normally, process 0 printing it; an error one process met alone ends the run
 // through MPI_Abort, since the others wait for it in a collective call.
-int run_data_parallel(const std::string& config_path, RunOptions options, Communicator& world) {
+int train_data_parallel(const std::string& config_path, RunOptions options, Communicator& world) {
   const bool reporter = world.rank() == 0;
   options.writes = false;  // until every process is ready
   // Threads beyond the CPUs mpirun bound this process to would only take turns on them.
@@ -242,7 +242,7 @@ int run_train(const std::vector<std::string>& argv) {
   options.resume_from = args.option("resume-from");
   // Started by mpirun: one process of a data-parallel run (docs/distributed.md).
   const std::unique_ptr<Communicator> world = mpi_world();
-  if (world && world->size() > 1) return run_data_parallel(config_path, options, *world);
+  if (world && world->size() > 1) return train_data_parallel(config_path, options, *world);
   const PreparedRun run = prepare_run(config_path, options);
   Progress progress(run.budget_minutes(), run.description);
   const TrainSummary summary = run_training(run, progress);

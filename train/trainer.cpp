@@ -341,7 +341,8 @@ void ClassifierRun::feed(Tape<float>& tape, int64_t unit) {
 
 // The error over a whole evaluation set of `total` examples, this process holding `share`.
 double ClassifierRun::error_over(const Dataset& share, int64_t total) {
-  double wrong = share.size > 0 ? std::round(classification_error(*eval_tape_, io_, share) * static_cast<double>(share.size)) : 0.0;
+  const auto share_size = static_cast<double>(share.size);
+  double wrong = share.size > 0 ? std::round(classification_error(*eval_tape_, io_, share) * share_size) : 0.0;
   if (comm_) comm_->sum({&wrong, 1});
   return wrong / static_cast<double>(total);
 }
