@@ -73,11 +73,29 @@ PenaltyKind l2_kind() {
           [](PenaltyBuilder& b, NodeId x, NodeId y) { return b.add("squared_error", {x, y}); }};
 }
 
+// The consistency family that followed PEA (docs/pseudo-ensembles.md, section 6).
+
+// The Π-model's (Laine & Aila 2017): squared error between the class probabilities.
+PenaltyKind softmax_l2_kind() {
+  return {"softmax_l2", "||softmax(a) - softmax(b)||^2 (the Pi-model's)", false,
+          [](PenaltyBuilder& b, NodeId x, NodeId y) { return b.add("squared_error", {b.probs(x), b.probs(y)}); }};
+}
+
+// Entropy minimisation (Grandvalet & Bengio 2005): the entropy of a side's prediction.
+// Symmetrised, a child-child pair penalises both children; a parent-child pair, or a
+// fixed target, the child alone.
+PenaltyKind entropy_kind() {
+  return {"entropy", "H(softmax(b)) = -sum p_b log p_b, the entropy of b's prediction (a unused)", true,
+          [](PenaltyBuilder& b, NodeId, NodeId y) {
+            return b.add("scale", {b.row_sum(b.add("mul", {b.probs(y), b.log_probs(y)}))}, {{"factor", -1.0}});
+          }};
+}
+
 }  // namespace
 
 template <>
 std::vector<PenaltyKind> builtin_kinds<PenaltyKind>() {
-  return {kl_kind(), xent_kind(), tanh_kind(), direction_kind(), l2_kind()};
+  return {kl_kind(), xent_kind(), tanh_kind(), direction_kind(), l2_kind(), softmax_l2_kind(), entropy_kind()};
 }
 
 }  // namespace pens

@@ -29,6 +29,11 @@ struct PenaltyTerm {
   std::string kind;   // a registered penalty kind (graph/penalty.h): kl, xent, tanh, direction, l2, ...
   double lambda = 1.0;
   std::string rows = "all";  // all | labeled | unlabeled
+  // The first side of each pair (the parent in parent-child pairs, the lower-numbered
+  // child in child-child pairs) is a fixed target: the term's gradient does not flow into
+  // it (stop_gradient), so only the other side moves to agree, and the kind is not
+  // symmetrised. The Π-model's and mean teacher's consistency terms are so.
+  bool fixed_target = false;
   bool operator==(const PenaltyTerm&) const = default;
 };
 

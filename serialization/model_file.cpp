@@ -63,6 +63,10 @@ class Reader {
     if (!v.is_string()) fail(path, "expected a string, got ", v.type_name());
     return v.get<std::string>();
   }
+  bool boolean(const json& v, const std::string& path) const {
+    if (!v.is_boolean()) fail(path, "expected true or false, got ", v.type_name());
+    return v.get<bool>();
+  }
   std::string name(const json& v, const std::string& path) const {
     std::string s = string(v, path);
     if (s.empty()) fail(path, "a name cannot be empty");
@@ -229,13 +233,14 @@ PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::stri
     for (size_t i = 0; i < x->size(); ++i) {
       const std::string p = path + "/penalties/" + std::to_string(i);
       const json& e = r.object((*x)[i], p);
-      r.only(e, p, {"node", "kind", "lambda", "rows"});
+      r.only(e, p, {"node", "kind", "lambda", "rows", "fixed_target"});
       PenaltyTerm t;
       t.node = r.name(r.required(e, p, "node"), p + "/node");
       if (!g.find(t.node)) r.fail(p + "/node", "no node named '", t.node, "'");
       t.kind = r.string(r.required(e, p, "kind"), p + "/kind");
       t.lambda = r.number(r.required(e, p, "lambda"), p + "/lambda");
       if (const json* rows = r.optional(e, "rows")) t.rows = r.string(*rows, p + "/rows");
+      if (const json* f = r.optional(e, "fixed_target")) t.fixed_target = r.boolean(*f, p + "/fixed_target");
       s.penalties.push_back(std::move(t));
     }
   }
@@ -522,6 +527,7 @@ json ensemble_json(const PseudoEnsembleSpec& s) {
   json pen = json::array();
   for (const PenaltyTerm& t : s.penalties) {
     pen.push_back({{"node", t.node}, {"kind", t.kind}, {"lambda", t.lambda}, {"rows", t.rows}});
+    if (t.fixed_target) pen.back()["fixed_target"] = true;  // written when set: older files stay canonical
   }
   json out = {{"children", s.children}, {"pairing", s.pairing}, {"loss_on", s.loss_on},
               {"smoothing", s.smoothing}, {"penalties", pen}};

@@ -2,6 +2,7 @@
 // children (and of the parent), each built by its kind from the penalty registry
 // (graph/penalty.h; the kinds are described in docs/pseudo-ensembles.md).
 #include <algorithm>
+#include <map>
 
 #include "pens/graph/infer.h"
 #include "pens/graph/penalty.h"
@@ -63,17 +64,24 @@ std::vector<PenaltyHandle> add_penalties(Perturbed& perturbed, const PseudoEnsem
       return b.add("slice", {v}, a);
     };
 
+    // A fixed target: the pair's first side, its gradient stopped (built once per tap).
+    std::map<NodeId, NodeId> targets;
+    auto target = [&](NodeId v) {
+      if (!term.fixed_target) return v;
+      auto it = targets.find(v);
+      return it != targets.end() ? it->second : targets[v] = b.add("stop_gradient", {v});
+    };
     std::vector<NodeId> pairs;
     if (spec.pairing == "parent-child") {
-      const NodeId p = rows(*parent);
+      const NodeId p = target(rows(*parent));
       for (NodeId t : taps) pairs.push_back(kind.per_row(b, p, rows(t)));
     } else {
       std::vector<NodeId> cut;
       for (NodeId t : taps) cut.push_back(rows(t));
       for (size_t i = 0; i < cut.size(); ++i) {
         for (size_t j = i + 1; j < cut.size(); ++j) {
-          NodeId v = kind.per_row(b, cut[i], cut[j]);
-          if (kind.symmetrised) {
+          NodeId v = kind.per_row(b, target(cut[i]), cut[j]);
+          if (kind.symmetrised && !term.fixed_target) {
             v = b.add("scale", {b.add("add", {v, kind.per_row(b, cut[j], cut[i])})}, {{"factor", 0.5}});
           }
           pairs.push_back(v);

@@ -1,6 +1,7 @@
-// Ops that move elements without arithmetic: concat, slice, gather, embedding. Along
-// an axis, a tensor of any rank is [outer, axis, inner]: blocks of `inner` contiguous
-// elements, which is how all four address their data.
+// Ops that move elements without arithmetic: concat, slice, stop_gradient, gather,
+// embedding. Along an axis, a tensor of any rank is [outer, axis, inner]: blocks of
+// `inner` contiguous elements, which is how concat, slice, gather and embedding address
+// their data.
 #include <algorithm>
 #include <cstring>
 
@@ -148,6 +149,29 @@ struct Slice {
   }
 };
 
+// stop_gradient: y = x, and no gradient flows back to x: a penalty's target side (the
+// other side of the pair learns to agree with it, the target does not move towards the
+// other), a teacher's prediction, a pseudo-label's source.
+struct StopGradient {
+  static constexpr const char* kName = "stop_gradient";
+  static constexpr const char* kSummary = "y = x, with no gradient back to x (a target)";
+  static constexpr bool kRowWise = true;
+  static std::vector<InputSlot> inputs() { return {{"x", DType::Real, /*differentiable=*/false}}; }
+  static ValueInfo infer(const InferCtx& ctx) {
+    infer::expect(ctx, 0, -1);
+    return ctx.in[0];
+  }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    std::copy_n(args.in[0].data, args.in[0].size(), args.out.data);
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>&) {}
+  // Nothing to differentiate: tests/ops/test_op_values.cpp checks the value and that no
+  // gradient passes.
+  static void check(CheckBuilder& b) { b.check({b.real({3, 4})}, {}); }
+};
+
 // gather: y[.., j, ..] = x[.., idx[j], ..] along `axis` (subspace sampling slices
 // parameters this way). dx[.., idx[j], ..] += dy[.., j, ..]: repeated indices add up.
 struct Gather {
@@ -247,6 +271,7 @@ struct Embedding {
 void register_shape_ops(OpRegistry& r) {
   r.add<Concat>();
   r.add<Slice>();
+  r.add<StopGradient>();
   r.add<Gather>();
   r.add<Embedding>();
 }

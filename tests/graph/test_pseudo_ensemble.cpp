@@ -164,6 +164,41 @@ TEST_CASE("the combined objective's gradient, every penalty kind, both pairings,
   }
 }
 
+TEST_CASE("a penalty with a fixed target moves the other side only") {
+  const Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));
+  for (const std::string pairing : {"parent-child", "child-child"}) {
+    for (const bool fixed : {false, true}) {
+      CAPTURE(pairing);
+      CAPTURE(fixed);
+      PseudoEnsembleSpec spec;
+      spec.pairing = pairing;
+      spec.loss_on = "child";
+      spec.penalties = {{"logits", "xent", 1.0, "all", fixed}};
+      const Graph g = build_pseudo_ensemble(parent, spec).graph;
+      int stops = 0;
+      for (NodeId v : g.nodes()) stops += g[v].op->name == "stop_gradient";
+      CHECK(stops == (fixed ? 1 : 0));  // one target, shared by the pairs that read it
+      ParamStore<double> params(g);
+      params.initialize(g, 3);
+      Tape<double> tape(g, params, {.batch = 4, .grad_inputs = true});
+      auto x = tape.input("x");
+      for (int64_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.3 * static_cast<double>(i));
+      tape.set_noise_key({1, 2});
+      tape.forward();
+      // The penalty alone: d V / d (each side's logits).
+      std::vector<double> seed{1.0};
+      tape.backward_from("pen/logits/xent", seed);
+      const std::string first = pairing == "parent-child" ? "logits" : "c1/logits";
+      const auto moved = [&](const std::string& node) {
+        const TensorView<const double> grad = tape.grad(node);
+        return grad.data && grad.arr().abs().sum() > 0;
+      };
+      CHECK(moved(first) == !fixed);  // the target side: no gradient when fixed
+      CHECK(moved("c2/logits"));       // the other side always
+    }
+  }
+}
+
 TEST_CASE("subspace sampling slices every parameter of a group with one draw per child") {
   Graph parent = build_mlp({.layers = {4, 6, 2}});
   add_noise(parent, parent.at("W1"), "subspace", {{"group", std::string("h")}, {"keep", int64_t{2}}, {"axes", std::vector<int64_t>{1}}});

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "pens/autodiff/tape.h"
 #include "pens/graph/infer.h"
 #include "pens/ops/registry.h"
 #include "tests/support/eval.h"
@@ -198,4 +199,22 @@ TEST_CASE("constants hold their listed or repeated value") {
   g.add("constant", {}, {{"shape", std::vector<int64_t>{kBatch, 2}}, {"value", 0.25}}, "fill");
   check_close(evaluate(g, {}, "c"), {1, -2, 0.5, 3});
   check_close(evaluate(g, {}, "fill", 3), {0.25, 0.25, 0.25, 0.25, 0.25, 0.25});
+}
+
+TEST_CASE("stop_gradient passes values forward and no gradient back") {
+  // objective = sum(stop_gradient(w) * w): d/dw = w through the second factor alone, not 2w.
+  Graph g;
+  const NodeId w = g.param("w", {3}, {{"init", std::string("constant")}, {"value", 0.0}});
+  const NodeId target = g.add("stop_gradient", {w}, {}, "target");
+  g.set_flag(g.add("sum", {g.add("mul", {target, w})}, {}, "objective"), kLoss);
+  ParamStore<double> params(g);
+  const std::vector<double> values{1.0, -2.0, 3.5};
+  std::copy(values.begin(), values.end(), params.value("w").data);
+  Tape<double> tape(g, params);
+  tape.forward();
+  CHECK(tape.objective() == doctest::Approx(1.0 + 4.0 + 12.25));
+  for (int i = 0; i < 3; ++i) CHECK(tape.value("target")[i] == values[static_cast<size_t>(i)]);
+  tape.backward();
+  for (int i = 0; i < 3; ++i) CHECK(params.grad("w")[i] == values[static_cast<size_t>(i)]);
+  CHECK_FALSE(tape.grad("target"));  // nothing upstream of it needs a gradient through it
 }

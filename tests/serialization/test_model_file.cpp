@@ -156,6 +156,15 @@ TEST_CASE("bad model files: unknown ops and noise kinds, arity, dangling inputs,
   doc["pseudo_ensemble"]["penalties"][0]["node"] = "h9";
   CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/node", "no node named 'h9'");
   doc = small_json();
+  doc["pseudo_ensemble"]["penalties"][0]["fixed_target"] = "yes";
+  CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/fixed_target", "expected true or false");
+  // A fixed target reads back, and writes back only when set.
+  doc["pseudo_ensemble"]["penalties"][0]["fixed_target"] = true;
+  const Model fixed = parse(doc);
+  CHECK(fixed.ensemble->penalties[0].fixed_target);
+  CHECK(json::parse(write_model(fixed, ValueStorage::None, "").json) == doc);
+  CHECK_FALSE(small_json()["pseudo_ensemble"]["penalties"][0].contains("fixed_target"));
+  doc = small_json();
   doc["pseudo_ensemble"]["pairing"] = "pairs";
   CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble", "pairing", "'pairs'");
   doc = small_json();
