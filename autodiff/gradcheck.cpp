@@ -259,6 +259,11 @@ CheckGraph check_graph(const OpDef& op, const CheckCase& c) {
       const std::string name = cat("x", i);
       leaves.push_back(g.param(name, in.shape));
       out.values[name] = in.values;
+      // A real input the op passes no gradient to (stop_gradient's) is held fixed: finite
+      // differences would see the value it forwards move.
+      bool differentiable = false;
+      for (size_t a = 0; a < c.args.size(); ++a) differentiable = differentiable || (c.args[a] == i && op.differentiable(a));
+      if (!differentiable) g.set_flag(leaves.back(), kFrozen);
     } else {
       leaves.push_back(g.add("constant", {},
                              {{"shape", in.shape.to_vector()}, {"dtype", std::string("index")}, {"values", in.values}},

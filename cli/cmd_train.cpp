@@ -189,12 +189,15 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
 // One process of a data-parallel `pens train`. Process 0 reports and writes; a problem
 // the processes agreed on (a setup error in any of them, a step's error or NaN) ends all
 // of them normally, process 0 printing it; an error one process met alone ends the run
-// through MPI_Abort, since the others wait for it in a collective call.
+// through MPI_Abort, since the others wait for it in a collective call. The processes
+// leave together, after process 0 has printed: mpirun stops the run at the first process
+// that exits with an error, and would cut process 0's message short.
 int train_data_parallel(const std::string& config_path, RunOptions options, Communicator& world) {
   const bool reporter = world.rank() == 0;
   options.writes = false;  // until every process is ready
   // Threads beyond the CPUs mpirun bound this process to would only take turns on them.
   options.max_threads = usable_cpus();
+  int status = 0;
   try {
     PreparedRun run;
     together(world, [&] { run = prepare_run(config_path, options); });
@@ -206,18 +209,20 @@ int train_data_parallel(const std::string& config_path, RunOptions options, Comm
     TrainObserver quiet;
     Progress progress(run.budget_minutes(), cat(run.description, "; ", world.size(), " processes (threads are per process)"));
     const TrainSummary summary = run_training(run, reporter ? static_cast<TrainObserver&>(progress) : quiet, &world);
-    if (!reporter) return summary.diverged ? 1 : 0;
-    progress.finish();
-    if (!ended_well(summary)) return 1;
-    print_results(run, summary);
-    return 0;
-  } catch (const CollectiveError&) {
-    if (reporter) throw;
-    return 1;
+    status = summary.diverged ? 1 : 0;
+    if (reporter) {
+      progress.finish();
+      if (ended_well(summary)) print_results(run, summary);
+    }
+  } catch (const CollectiveError& e) {
+    if (reporter) std::cerr << "pens train: error: " << e.what() << "\n";
+    status = 1;
   } catch (const std::exception& e) {
     std::cerr << "pens train: error: process " << world.rank() << ": " << e.what() << "\n";
     mpi_abort(1);
   }
+  world.broadcast(0);
+  return status;
 }
 
 }  // namespace

@@ -5,10 +5,11 @@ namespace pens {
 // The built-in kinds, one file each.
 OptimizerKind sgd_optimizer();      // train/sgd.cpp
 OptimizerKind adagrad_optimizer();  // train/adagrad.cpp
+OptimizerKind adam_optimizer();     // train/adam.cpp
 
 template <>
 std::vector<OptimizerKind> builtin_kinds<OptimizerKind>() {
-  return {sgd_optimizer(), adagrad_optimizer()};
+  return {sgd_optimizer(), adagrad_optimizer(), adam_optimizer()};
 }
 
 std::unique_ptr<Optimizer> make_optimizer(std::string_view kind, ParamStore<float>& params, Attributes settings) {

@@ -2,8 +2,9 @@
 // with explicit state (buffers laid out like the parameter store, which checkpoints save
 // by name) and a step; constraints such as max-norm are not part of it (they run after
 // it, train/constraints.h). Kinds are an open registry, like ops, noise kinds and penalty
-// kinds: SGD with momentum and AdaGrad are built in (train/sgd.cpp, train/adagrad.cpp),
-// and a program adds its own with OptimizerRegistry::register_global()
+// kinds: SGD with momentum, AdaGrad and Adam are built in (train/sgd.cpp,
+// train/adagrad.cpp, train/adam.cpp), and a program adds its own with
+// OptimizerRegistry::register_global()
 // (docs/adding-an-optimizer.md).
 #pragma once
 

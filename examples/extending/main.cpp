@@ -1,5 +1,5 @@
 // Extending pens from outside: an op (softplus), a noise kind (multiplicative), a penalty
-// kind (cosine) and an optimizer (Adam), each defined in one header of this folder and
+// kind (cosine) and an optimizer (RMSprop), each defined in one header of this folder and
 // registered with one line below; then a pseudo-ensemble that uses all four learns a
 // synthetic task through pens' own training step.
 //
@@ -9,9 +9,9 @@
 #include <cstring>
 #include <iostream>
 
-#include "examples/extending/adam_optimizer.h"
 #include "examples/extending/cosine_penalty.h"
 #include "examples/extending/multiplicative_noise.h"
+#include "examples/extending/rmsprop_optimizer.h"
 #include "examples/extending/softplus_op.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/synthetic.h"
@@ -30,7 +30,7 @@ int main(int argc, char** argv) try {
   OpRegistry::register_global<Softplus>();
   NoiseRegistry::register_global(multiplicative_noise());
   PenaltyRegistry::register_global(cosine_penalty());
-  OptimizerRegistry::register_global(adam_optimizer());
+  OptimizerRegistry::register_global(rmsprop_optimizer());
 
   // A 16-32-4 network with a softplus hidden layer that children perturb multiplicatively.
   Graph g;
@@ -54,8 +54,8 @@ int main(int argc, char** argv) try {
   const Dataset test = make_teacher_task(1000, 16, 4, 2);
   ParamStore<float> params(g);
   params.initialize(g, 1);
-  const auto adam = make_optimizer("adam", params);
-  Step step(params, *adam, {}, /*seed=*/1);
+  const auto rmsprop = make_optimizer("rmsprop", params);
+  Step step(params, *rmsprop, {}, /*seed=*/1);
   const int64_t batch = 50, steps_per_epoch = train.size / batch;
   Tape<float> tape(ensemble.graph, params, {.batch = batch});
   const Graph inference = build_inference(g);

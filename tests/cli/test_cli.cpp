@@ -82,9 +82,12 @@ TEST_CASE("pens kinds lists the noise kinds, penalty kinds and optimizers, in te
     return out;
   };
   CHECK(names("noise") == std::set<std::string>{"fuzz", "gaussian", "mask", "subspace"});
-  CHECK(names("penalty") == std::set<std::string>{"direction", "kl", "l2", "tanh", "xent"});
-  CHECK(names("optimizer") == std::set<std::string>{"adagrad", "sgd"});
-  for (const auto& k : doc.at("penalty")) CHECK(k.at("symmetrised") == (k.at("name") == "kl" || k.at("name") == "xent"));
+  CHECK(names("penalty") == std::set<std::string>{"direction", "entropy", "kl", "l2", "softmax_l2", "tanh", "xent"});
+  CHECK(names("optimizer") == std::set<std::string>{"adagrad", "adam", "sgd"});
+  for (const auto& k : doc.at("penalty")) {
+    const std::string name = k.at("name");
+    CHECK(k.at("symmetrised") == (name == "kl" || name == "xent" || name == "entropy"));
+  }
   const Run text = pens_cli("kinds");
   CHECK(text.status == 0);
   CHECK(text.out.find("epsilon=1e-08, initial_accumulator=0") != std::string::npos);

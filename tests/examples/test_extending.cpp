@@ -10,9 +10,9 @@
 #include <regex>
 #include <sstream>
 
-#include "examples/extending/adam_optimizer.h"
 #include "examples/extending/cosine_penalty.h"
 #include "examples/extending/multiplicative_noise.h"
+#include "examples/extending/rmsprop_optimizer.h"
 #include "examples/extending/softplus_op.h"
 #include "pens/autodiff/gradcheck.h"
 #include "pens/graph/pseudo_ensemble.h"
@@ -33,7 +33,7 @@ void register_extensions() {
   if (!OpRegistry::global().find("softplus")) OpRegistry::register_global<Softplus>();
   if (!NoiseRegistry::global().find("multiplicative")) NoiseRegistry::register_global(multiplicative_noise());
   if (!PenaltyRegistry::global().find("cosine")) PenaltyRegistry::register_global(cosine_penalty());
-  if (!OptimizerRegistry::global().find("adam")) OptimizerRegistry::register_global(adam_optimizer());
+  if (!OptimizerRegistry::global().find("rmsprop")) OptimizerRegistry::register_global(rmsprop_optimizer());
 }
 
 std::string source(const std::string& path) {
@@ -151,39 +151,36 @@ TEST_CASE("a penalty kind from outside: the cosine distance between children, wi
   CHECK(r.variables > 100);
 }
 
-TEST_CASE("an optimizer from outside: Adam against a hand-computed update, its state saved by name") {
+TEST_CASE("an optimizer from outside: RMSprop against a hand-computed update, its state saved by name") {
   register_extensions();
   Graph g;
   g.param("w", {2}, {{"init", std::string("constant")}, {"value", 1.0}});
   ParamStore<float> params(g);
   params.initialize(g, 0);
-  const auto adam = make_optimizer("adam", params, {{"beta1", 0.5}, {"beta2", 0.75}, {"epsilon", 0.0}});
+  const auto rmsprop = make_optimizer("rmsprop", params, {{"rho", 0.75}, {"epsilon", 1e-8}});
   auto grad = params.grad("w");
   grad[0] = 2.0f;
   grad[1] = -0.5f;
-  adam->step({.step = 0, .learning_rate = 0.1});
-  // t = 1: m̂ = g, v̂ = g², so each weight moves by η·sign(g).
-  CHECK(params.value("w")[0] == doctest::Approx(0.9));
-  CHECK(params.value("w")[1] == doctest::Approx(1.1));
+  rmsprop->step({.step = 0, .learning_rate = 0.1});
+  // s = 0.25 g², so each weight moves by η g / (0.5 |g|) = 2η sign(g).
+  CHECK(params.value("w")[0] == doctest::Approx(0.8));
+  CHECK(params.value("w")[1] == doctest::Approx(1.2));
   grad[0] = 1.0f;
-  adam->step({.step = 1, .learning_rate = 0.1});
-  // t = 2: m = 0.5·1 + 0.5·(0.5·2) = 1.5? No: m1 = 0.5·2 = 1, m2 = 0.5·1 + 0.5·1 = 1; m̂ = 1 / 0.75.
-  //        v1 = 0.25·4 = 1, v2 = 0.75·1 + 0.25·1 = 1; v̂ = 1 / (1 - 0.5625).
-  const double step2 = 0.1 * (1.0 / 0.75) / std::sqrt(1.0 / (1 - 0.5625));
-  CHECK(params.value("w")[0] == doctest::Approx(0.9 - step2).epsilon(1e-6));
-  const OptimizerState state = adam->checkpoint_state();
-  CHECK(state.kind == "adam");
-  REQUIRE(state.buffers.size() == 2);
-  CHECK(state.buffers[0].name == "m");
+  rmsprop->step({.step = 1, .learning_rate = 0.1});
+  // s = 0.75 · 1 + 0.25 · 1 = 1: w0 moves by η.
+  CHECK(params.value("w")[0] == doctest::Approx(0.7).epsilon(1e-6));
+  const OptimizerState state = rmsprop->checkpoint_state();
+  CHECK(state.kind == "rmsprop");
+  REQUIRE(state.buffers.size() == 1);
+  CHECK(state.buffers[0].name == "mean_square");
   CHECK(state.buffers[0].values[0] == doctest::Approx(1.0));
-  CHECK(state.buffers[1].name == "v");
 
   testing::TempDir dir;
-  save_checkpoint(dir / "adam.pens", {.step = 2, .seed = 1}, params, state);
+  save_checkpoint(dir / "rmsprop.pens", {.step = 2, .seed = 1}, params, state);
   ParamStore<float> restored(g);
-  const auto again = make_optimizer("adam", restored);
-  load_checkpoint(dir / "adam.pens", restored, again->checkpoint_state());
-  CHECK(again->state()[1].values[1] == state.buffers[1].values[1]);
+  const auto again = make_optimizer("rmsprop", restored);
+  load_checkpoint(dir / "rmsprop.pens", restored, again->checkpoint_state());
+  CHECK(again->state()[0].values[1] == state.buffers[0].values[1]);
   CHECK(restored.value("w")[0] == params.value("w")[0]);
 }
 
@@ -192,7 +189,7 @@ TEST_CASE("the docs show every extension file as it is") {
       {"docs/adding-an-op.md", "examples/extending/softplus_op.h"},
       {"docs/adding-a-noise-kind.md", "examples/extending/multiplicative_noise.h"},
       {"docs/adding-a-penalty.md", "examples/extending/cosine_penalty.h"},
-      {"docs/adding-an-optimizer.md", "examples/extending/adam_optimizer.h"},
+      {"docs/adding-an-optimizer.md", "examples/extending/rmsprop_optimizer.h"},
   };
   for (const auto& [doc, file] : shown) {
     INFO(doc << " showing " << file);

@@ -358,7 +358,7 @@ TEST_CASE("bad annotations and specs name what is wrong") {
   CHECK_ERROR_MENTIONS(bad.validate(), "pseudo_ensemble.pairing", "'pairs'");
   bad = {};
   bad.penalties = {{"h1", "hinge", 1.0, "all"}};
-  CHECK_ERROR_MENTIONS(bad.validate(), "pseudo_ensemble.penalties[0].kind", "'hinge'", "registered", "direction, kl");
+  CHECK_ERROR_MENTIONS(bad.validate(), "pseudo_ensemble.penalties[0].kind", "'hinge'", "registered", "direction, entropy, kl");
   bad.penalties = {{"h1", "kl", -1.0, "all"}};
   CHECK_ERROR_MENTIONS(bad.validate(), "penalties[0].lambda");
   bad.penalties = {{"nowhere", "kl", 1.0, "all"}};

@@ -105,10 +105,40 @@ TEST_CASE("AdaGrad: G += g^2, theta -= eta g / (sqrt(G) + epsilon), by hand") {
   CHECK(fresh.value("b")[0] == doctest::Approx(0.9).epsilon(1e-6));
 }
 
+TEST_CASE("Adam: bias-corrected moments, by hand; the state saved by name") {
+  const Graph g = two_params();
+  ParamStore<float> params(g);
+  params.initialize(g, 0);
+  const auto adam = make_optimizer("adam", params, {{"beta1", 0.5}, {"beta2", 0.75}, {"epsilon", 1e-8}});
+  CHECK(adam->kind() == "adam");
+  auto grad = params.grad("b");
+  grad[0] = 2.0f;
+  grad[1] = -0.5f;
+  adam->step({.step = 0, .learning_rate = 0.1, .momentum = 0.9});  // the schedule's momentum is not Adam's
+  // t = 1: the corrected moments are g and g², so each weight moves by eta sign(g).
+  CHECK(params.value("b")[0] == doctest::Approx(0.9).epsilon(1e-6));
+  CHECK(params.value("b")[1] == doctest::Approx(1.1).epsilon(1e-6));
+  grad[0] = 1.0f;
+  adam->step({.step = 1, .learning_rate = 0.1});
+  // t = 2: m = 0.5 (0.5 · 2) + 0.5 · 1 = 1, corrected 1 / 0.75; v = 0.75 (0.25 · 4) + 0.25 · 1 = 1,
+  // corrected 1 / (1 - 0.5625).
+  const double moved = 0.1 * (1.0 / 0.75) / std::sqrt(1.0 / (1 - 0.5625));
+  CHECK(params.value("b")[0] == doctest::Approx(0.9 - moved).epsilon(1e-6));
+  CHECK(params.value("W")[0] == 1.0f);  // no gradient, no change
+  const auto state = adam->state();
+  REQUIRE(state.size() == 2);
+  CHECK(state[0].name == "mean");
+  CHECK(state[1].name == "mean_square");
+  CHECK(state[0].values[params.at("b").offset] == doctest::Approx(1.0));
+  CHECK(state[1].values[params.at("b").offset] == doctest::Approx(1.0));
+  CHECK_ERROR_MENTIONS(make_optimizer("adam", params, {{"epsilon", 0.0}}), "epsilon", "> 0");
+  CHECK_ERROR_MENTIONS(make_optimizer("adam", params, {{"beta1", 1.0}}), "beta1", "in [0, 1)");
+}
+
 TEST_CASE("optimizers by name: unknown kinds and bad settings are errors naming them") {
   const Graph g = two_params();
   ParamStore<float> params(g);
-  CHECK_ERROR_MENTIONS(make_optimizer("adam-ish", params), "unknown optimizer 'adam-ish'", "adagrad", "sgd");
+  CHECK_ERROR_MENTIONS(make_optimizer("adam-ish", params), "unknown optimizer 'adam-ish'", "adagrad", "adam", "sgd");
   CHECK_ERROR_MENTIONS(make_optimizer("adagrad", params, {{"eps", 0.1}}), "optimizer adagrad", "unknown attribute 'eps'");
   CHECK_ERROR_MENTIONS(make_optimizer("adagrad", params, {{"epsilon", -1.0}}), "epsilon", ">= 0");
   CHECK_ERROR_MENTIONS(make_optimizer("adagrad", params, {{"epsilon", 0.0}}), "both 0");

@@ -1,0 +1,72 @@
+// Adam (Kingma & Ba 2015), the optimizer of the consistency methods that followed PEA
+// (mean teacher, VAT):
+//   m ← β1 m + (1 − β1) g,   v ← β2 v + (1 − β2) g²,
+//   θ ← θ − η (m / (1 − β1^t)) / (sqrt(v / (1 − β2^t)) + ε),   t = step + 1
+// elementwise. The bias corrections come from the step number, so a resumed run needs
+// no counter in its state; the momentum of the schedule is not used.
+#include <Eigen/Core>
+#include <cmath>
+
+#include "pens/ops/ir/error.h"
+#include "pens/ops/ir/memory.h"
+#include "pens/train/optimizer.h"
+
+namespace pens {
+
+namespace {
+
+class Adam : public Optimizer {
+ public:
+  Adam(ParamStore<float>& params, const Attributes& settings)
+      : params_(params),
+        beta1_(settings.get_float("beta1")),
+        beta2_(settings.get_float("beta2")),
+        epsilon_(static_cast<float>(settings.get_float("epsilon"))),
+        memory_(2 * params.values().size() * sizeof(float), "adam's moment estimates"),
+        mean_(params.values().size(), 0.0f),
+        square_(params.values().size(), 0.0f) {}
+
+  std::string_view kind() const override { return "adam"; }
+
+  void step(const OptimizerStep& s) override {
+    const double t = static_cast<double>(s.step + 1);
+    const auto correct1 = static_cast<float>(1.0 - std::pow(beta1_, t));
+    const auto correct2 = static_cast<float>(1.0 - std::pow(beta2_, t));
+    const auto b1 = static_cast<float>(beta1_), b2 = static_cast<float>(beta2_);
+    const auto eta = static_cast<float>(s.learning_rate);
+    float* theta = params_.values().data();
+    const float* g = params_.grads().data();
+    float* m = mean_.data();
+    float* v = square_.data();
+    for (size_t i = 0, n = mean_.size(); i < n; ++i) {
+      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+      theta[i] -= eta * (m[i] / correct1) / (std::sqrt(v[i] / correct2) + epsilon_);
+    }
+  }
+
+  std::vector<StateBuffer> state() override { return {{"mean", mean_}, {"mean_square", square_}}; }
+
+ private:
+  ParamStore<float>& params_;
+  double beta1_, beta2_;
+  float epsilon_;
+  MemoryCharge memory_;  // the two buffers against pens' memory limit, before they are allocated
+  std::vector<float, Eigen::aligned_allocator<float>> mean_, square_;
+};
+
+}  // namespace
+
+OptimizerKind adam_optimizer() {
+  return {"adam",
+          "m <- b1 m + (1 - b1) g, v <- b2 v + (1 - b2) g^2, theta <- theta - eta m^ / (sqrt(v^) + epsilon), "
+          "bias-corrected",
+          {{"beta1", AttrType::Float, false, AttrValue(0.9), "decay of the mean of g", AttrRange::from_below(0, 1)},
+           {"beta2", AttrType::Float, false, AttrValue(0.999), "decay of the mean of g^2", AttrRange::from_below(0, 1)},
+           {"epsilon", AttrType::Float, false, AttrValue(1e-8), "added to the root of v^ (> 0: a parameter whose gradients are all 0 stays put)", AttrRange::above(0)}},
+          [](ParamStore<float>& params, const Attributes& settings) {
+            return std::make_unique<Adam>(params, settings);
+          }};
+}
+
+}  // namespace pens
