@@ -21,6 +21,17 @@ void fill_inputs(Tape<float>& tape) {
   auto y = tape.input("y");
   for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 3);
 }
+// tiny_mlp with the parameters of seed 2, run forward at batch 4 on fill_inputs' rows.
+struct TinyForward {
+  Graph g = tiny_mlp();
+  ParamStore<float> params{g};
+  Tape<float> tape{g, params, {.batch = 4}};
+  TinyForward() {
+    params.initialize(g, 2);
+    fill_inputs(tape);
+    tape.forward();
+  }
+};
 }  // namespace
 
 TEST_CASE("tape forward computes the MLP that Eigen computes directly") {
@@ -108,12 +119,9 @@ TEST_CASE("the arena is allocated once: steady-state steps allocate nothing and 
 }
 
 TEST_CASE("parameter gradients accumulate across backward passes until zeroed") {
-  const Graph g = tiny_mlp();
-  ParamStore<float> params(g);
-  params.initialize(g, 2);
-  Tape<float> tape(g, params, {.batch = 4});
-  fill_inputs(tape);
-  tape.forward();
+  TinyForward run;
+  ParamStore<float>& params = run.params;
+  Tape<float>& tape = run.tape;
   tape.backward();
   const std::vector<float> once(params.grads().begin(), params.grads().end());
   tape.backward();
@@ -298,12 +306,9 @@ TEST_CASE("a row placement must cover the tape's rows once, in order") {
 }
 
 TEST_CASE("backward reports each parameter's gradient once, as soon as it is complete") {
-  const Graph g = tiny_mlp();
-  ParamStore<float> params(g);
-  params.initialize(g, 2);
-  Tape<float> tape(g, params, {.batch = 4});
-  fill_inputs(tape);
-  tape.forward();
+  TinyForward run;
+  ParamStore<float>& params = run.params;
+  Tape<float>& tape = run.tape;
   std::vector<std::string> order;
   std::vector<std::vector<float>> at_report;
   tape.set_gradient_ready([&](std::span<float> grad) {
