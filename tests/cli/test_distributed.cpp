@@ -1,7 +1,8 @@
 // Data-parallel pens train under mpirun, as a user runs it: 2 processes compute what one
 // computes (the same objective at every step and the same parameters, up to the order of
-// the gradient sums), resume each other's checkpoints, and stop together when one fails.
-// Skipped when pens was built without MPI (scripts/setup.sh installs Open MPI).
+// the gradient sums; with batch shards, the same parameters bit for bit on 1, 2 and 4),
+// resume each other's checkpoints, and stop together when one fails. Skipped when pens
+// was built without MPI (scripts/setup.sh installs Open MPI).
 #include <doctest/doctest.h>
 
 #include <algorithm>
