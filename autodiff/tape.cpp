@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "pens/graph/infer.h"
+#include "pens/graph/noise.h"
 #include "pens/ops/ir/error.h"
 
 namespace pens {
@@ -33,9 +34,11 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
   for (NodeId v : order) {
     const Node& n = g[v];
     if (is_param(n)) {
-      needs_grad[v] = !n.has(kFrozen);
+      needs_grad[v] = options.param_grads && !n.has(kFrozen);
     } else if (is_input(n)) {
-      needs_grad[v] = options.grad_inputs && values[v].dtype == DType::Real;
+      const auto& named = options.grad_inputs_named;
+      needs_grad[v] = (options.grad_inputs || std::find(named.begin(), named.end(), n.name) != named.end()) &&
+                      values[v].dtype == DType::Real;
     } else if (!n.op->leaf) {
       const std::vector<NodeId> ins = g.inputs(v);
       for (size_t i = 0; i < ins.size(); ++i) {
@@ -130,6 +133,7 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
     ins.args.out = {out.value, out.info.shape};
     ins.args.gout = {out.grad, out.info.shape};
     if (scratch_at[v] != kNone) ins.args.scratch = {base + scratch_at[v], Shape{scratch_len[v]}};
+    if (const ProbeBody* body = g.probe(n.name)) ins.probe = std::make_unique<ProbeRunner>(*this, n, *body, params);
     program_.push_back(std::move(ins));
   }
   for (Instr& ins : program_) {
@@ -165,6 +169,86 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
     if (slots_[v].is_param && slots_[v].grad && !written[v]) grads_unwritten_.push_back(v);
   }
 }
+
+// A probe node's body (graph/graph.h, ProbeBody) compiled on a tape of its own, with the
+// gradient of its objective with respect to the perturbation tried and none into the
+// parameter store. Each forward() of the outer tape copies the body's inputs from the
+// outer tape's values, shares its noise key and row placement (so the body draws the
+// outer child's masks), and lets the noise kind's probe function ask for gradients.
+template <class T>
+class Tape<T>::ProbeRunner final : public PerturbationProbe {
+ public:
+  ProbeRunner(const Tape& outer, const Node& node, const ProbeBody& body, ParamStore<T>& params)
+      : kind_(NoiseRegistry::global().at(body.kind)),
+        params_(body.params),
+        name_(node.name),
+        stream_(static_cast<uint64_t>(node.attrs.get_int("stream"))) {
+    if (!kind_.probe) fail("probe '", name_, "': noise kind '", body.kind, "' has no probe function");
+    if (!body.graph) fail("probe '", name_, "' has no body: build the graph with build_pseudo_ensemble");
+    body_ = std::make_unique<Tape<T>>(*body.graph, params,
+                                      CompileOptions{.batch = outer.options_.batch,
+                                                     .grad_inputs_named = {name_},
+                                                     .param_grads = false});
+    for (NodeId v : body.graph->nodes()) {
+      const Node& n = (*body.graph)[v];
+      if (!is_input(n) || n.name == name_) continue;
+      auto it = outer.by_name_.find(n.name);
+      if (it == outer.by_name_.end() || outer.slots_[it->second].info.shape != body_->info(n.name).shape) {
+        fail("probe '", name_, "': its body reads input '", n.name, "', which the graph lacks or has in another shape");
+      }
+      copies_.emplace_back(it->second, body_->input(n.name));
+    }
+    perturbation_ = body_->input(name_);
+    const Shape& shape = perturbation_.shape;
+    rows_ = shape.rank > 0 ? shape[0] : 1;
+    width_ = rows_ > 0 ? shape.numel() / rows_ : 0;
+    tried_.resize(static_cast<size_t>(shape.numel()));
+  }
+
+  // Computes the probe's value into `out`.
+  void run(const Tape& outer, TensorView<T> out) {
+    for (const auto& [slot, to] : copies_) std::copy_n(outer.slots_[slot].value, to.size(), to.data);
+    body_->set_noise_key(outer.key_);
+    if (!outer.placement_.empty()) body_->set_row_placement(outer.placement_);
+    draws_ = NoiseStream(outer.key_, stream_, outer.placement_);
+    kind_.probe(*this, params_, tried_);
+    std::transform(tried_.begin(), tried_.end(), out.data, [](double x) { return static_cast<T>(x); });
+  }
+
+  int64_t rows() const override { return rows_; }
+  int64_t width() const override { return width_; }
+  void gradient(std::span<const double> r, std::span<double> grad) override {
+    std::transform(r.begin(), r.end(), perturbation_.data, [](double x) { return static_cast<T>(x); });
+    body_->forward();
+    body_->backward();
+    const T* g = body_->grad(name_).data;  // null: the objective does not depend on it
+    if (g) {
+      std::copy_n(g, grad.size(), grad.begin());
+    } else {
+      std::fill(grad.begin(), grad.end(), 0.0);
+    }
+  }
+  void normal(std::span<double> out) override {
+    draws_.for_rows(0, rows_, [&](int64_t row, int64_t global, int64_t n) {
+      draws_.normal(out.data() + row * width_, n * width_, 1.0, global * width_);
+    });
+  }
+
+ private:
+  const NoiseKind& kind_;
+  Attributes params_;
+  std::string name_;
+  uint64_t stream_;
+  std::unique_ptr<Tape<T>> body_;
+  std::vector<std::pair<size_t, TensorView<T>>> copies_;  // outer slot -> the body's input
+  TensorView<T> perturbation_;
+  int64_t rows_ = 0, width_ = 0;
+  std::vector<double> tried_;  // the probe function's output
+  NoiseStream draws_;
+};
+
+template <class T>
+Tape<T>::~Tape() = default;
 
 template <class T>
 size_t Tape<T>::slot_of(std::string_view name) const {
@@ -226,7 +310,11 @@ void Tape<T>::forward() {
       ins.args.noise = NoiseStream(key_, ins.stream, ins.batch_draw ? std::span<const RowRun>(placement_)
                                                                     : std::span<const RowRun>());
     }
-    ins.op->template kernels<T>().forward(ins.args);
+    if (ins.probe) {
+      ins.probe->run(*this, ins.args.out);
+    } else {
+      ins.op->template kernels<T>().forward(ins.args);
+    }
   }
 }
 

@@ -28,6 +28,8 @@ namespace pens {
 struct CompileOptions {
   int64_t batch = 1;         // bound to every kBatch dimension of the inputs
   bool grad_inputs = false;  // also compute gradients with respect to real inputs
+  std::vector<std::string> grad_inputs_named;  // ... or with respect to these real inputs only
+  bool param_grads = true;   // false: backward() adds nothing into the parameter store
 };
 
 template <class T>
@@ -36,6 +38,7 @@ class Tape {
   Tape(const Graph& g, ParamStore<T>& params, CompileOptions options = {});
   Tape(const Tape&) = delete;
   Tape& operator=(const Tape&) = delete;
+  ~Tape();
 
   // The noise every stochastic op draws in the next forward(): replaying a key replays
   // every mask and every Gaussian draw exactly. Each op draws at its own site (its
@@ -90,6 +93,7 @@ class Tape {
   const T* arena_data() const { return arena_.data(); }
 
  private:
+  class ProbeRunner;  // a probe node's body on a tape of its own (tape.cpp)
   struct Slot {
     std::string name;
     ValueInfo info;
@@ -109,6 +113,7 @@ class Tape {
     bool runs_backward = false;
     bool batch_draw = false;          // a row-wise stochastic op drawing over batch rows
     std::vector<size_t> grads_done;   // parameter slots whose gradient is complete after its backward
+    std::unique_ptr<ProbeRunner> probe;  // a probe node: computed by its body, not by a kernel
   };
 
   size_t slot_of(std::string_view name) const;

@@ -120,7 +120,16 @@ void Graph::rename(NodeId v, std::string name) {
   if (by_name_.count(name)) fail("duplicate node name '", name, "'");
   by_name_.erase(impl_[v].name);
   by_name_.emplace(name, v);
+  if (auto body = probes_.extract(impl_[v].name)) {
+    body.key() = name;
+    probes_.insert(std::move(body));
+  }
   impl_[v].name = std::move(name);
+}
+
+const ProbeBody* Graph::probe(std::string_view node) const {
+  auto it = probes_.find(node);
+  return it == probes_.end() ? nullptr : &it->second;
 }
 
 std::vector<NodeId> Graph::nodes() const {
@@ -193,7 +202,11 @@ Graph copy_subgraph(const Graph& g, const std::vector<char>& keep, std::vector<N
     }
     *old_to_new = std::move(mapping);
   }
-  return Graph(std::move(out));
+  Graph copy(std::move(out));
+  for (const auto& [name, body] : g.probes()) {
+    if (auto v = copy.find(name)) copy.set_probe(*v, body);
+  }
+  return copy;
 }
 
 bool is_input(const Node& n) { return n.op->name == "input"; }

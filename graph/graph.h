@@ -4,6 +4,8 @@
 #pragma once
 
 #include <boost/graph/adjacency_list.hpp>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +17,21 @@
 #include "pens/ops/ir/value.h"
 
 namespace pens {
+
+class Graph;
+
+// What a probe node (op "probe") computes: a value found from gradients inside the
+// forward pass. Its noise kind's probe function (graph/noise.h) asks for the gradient of
+// `graph`'s objective with respect to `graph`'s input named like the probe node, at
+// values it chooses, and writes the probe's value from them (VAT's adversarial direction
+// by power iteration). The tape runs `graph` on a tape of its own (autodiff/tape.h);
+// `graph`'s other inputs are the outer graph's inputs of the same names.
+struct ProbeBody {
+  std::string kind;    // a noise kind with a probe function
+  Attributes params;   // the annotation's parameters
+  int child = 0;       // the child whose noise it is
+  std::shared_ptr<const Graph> graph;  // null until the pseudo-ensemble builder adds it
+};
 
 class Graph {
  public:
@@ -67,11 +84,18 @@ class Graph {
 
   const Impl& impl() const { return impl_; }
 
+  // The bodies of probe nodes, by the probe node's name; copy_subgraph and rename keep
+  // them with their nodes.
+  void set_probe(NodeId v, ProbeBody body) { probes_[impl_[v].name] = std::move(body); }
+  const ProbeBody* probe(std::string_view node) const;
+  const std::map<std::string, ProbeBody, std::less<>>& probes() const { return probes_; }
+
  private:
   std::string fresh_name(std::string_view op);
   Impl impl_;
   std::unordered_map<std::string, NodeId> by_name_;
   size_t next_auto_name_ = 0;
+  std::map<std::string, ProbeBody, std::less<>> probes_;
 };
 
 using NodeId = Graph::NodeId;

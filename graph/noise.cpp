@@ -24,6 +24,12 @@ NodeId NoiseSite::add(std::string_view op, const std::vector<NodeId>& inputs, At
   return v;
 }
 
+NodeId NoiseSite::add_probe(std::string_view tag, const Attributes& params) {
+  const NodeId v = add("probe", {value}, {{"stream", stream()}}, tag);
+  graph.set_probe(v, ProbeBody{annotated.noise[index].kind, params, child, nullptr});
+  return v;
+}
+
 NodeId NoiseSite::subspace_indices(const std::string& group, int64_t size, int64_t keep) {
   const std::string name = cat(child_prefix(child), "subspace:", group);
   auto it = subspace_draws_->find(group);
@@ -116,9 +122,11 @@ NoiseKind subspace_kind() {
 
 }  // namespace
 
+NoiseKind adversarial_kind();  // graph/adversarial.cpp
+
 template <>
 std::vector<NoiseKind> builtin_kinds<NoiseKind>() {
-  return {mask_kind(), gaussian_kind(), fuzz_kind(), subspace_kind()};
+  return {mask_kind(), gaussian_kind(), fuzz_kind(), subspace_kind(), adversarial_kind()};
 }
 
 void normalize_noise(const Node& node, NoiseAnnotation& annotation) {

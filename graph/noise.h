@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,9 +41,30 @@ class NoiseSite {
   // The indices kept of a latent group in this child: drawn once per child and step,
   // shared by every annotation of the group. Sizes must agree across the group.
   NodeId subspace_indices(const std::string& group, int64_t size, int64_t keep);
+  // Adds this child's probe of the annotated value (op "probe", named
+  // "<child prefix><node>~<tag>"): a value of the same shape that the tape computes with
+  // the kind's probe function (NoiseKind::probe), held constant in the outer gradient.
+  // The pseudo-ensemble builder gives it its body (graph/pseudo_ensemble.h).
+  NodeId add_probe(std::string_view tag, const Attributes& params);
 
  private:
   std::map<std::string, NodeId>* subspace_draws_;
+};
+
+// What a kind's probe function sees while the tape computes a probe node: the probe's
+// rows (a batch's examples) of `width` elements each, row-major, in double whatever the
+// tape's precision.
+class PerturbationProbe {
+ public:
+  virtual ~PerturbationProbe() = default;
+  virtual int64_t rows() const = 0;
+  virtual int64_t width() const = 0;
+  // The gradient of the body's objective with respect to the perturbation, at `r` (a
+  // forward and a backward pass of the body with r added to the probed value).
+  virtual void gradient(std::span<const double> r, std::span<double> grad) = 0;
+  // N(0, 1) draws at the probe's site, keyed by the step's noise key, each row drawing
+  // what its row of the global batch draws.
+  virtual void normal(std::span<double> out) = 0;
 };
 
 struct NoiseKind {
@@ -53,6 +75,11 @@ struct NoiseKind {
   bool parameters_only = false;  // fuzz and subspace act on parameters
   // Returns the perturbed value.
   std::function<NodeId(NoiseSite&, const Attributes&)> apply;
+  // Kinds whose perturbation is found from gradients (apply adds a probe node): writes
+  // the perturbation (rows() x width()) into `out`. Such a kind has a String parameter
+  // "divergence": the penalty kind (graph/penalty.h) the probe's body measures between
+  // the clean parent's output and the probed child's.
+  std::function<void(PerturbationProbe&, const Attributes&, std::span<double> out)> probe;
 };
 
 // NoiseRegistry::global().at("mask"); NoiseRegistry::register_global(kind) adds one.

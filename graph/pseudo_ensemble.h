@@ -121,7 +121,14 @@ class PerturbPass : public Pass {
 std::vector<PenaltyHandle> add_penalties(Perturbed& perturbed, const PseudoEnsembleSpec& spec,
                                          const EnsembleOptions& options);
 
-// The training graph: perturb, penalties, then dead nodes pruned (the clean parent
+// Gives each probe node of `perturbed` its body (graph/graph.h, ProbeBody): the clean
+// parent's output (`outputs`: the parent's one output node) and the probed child's, the
+// probe replaced by an input of its name, and the sum over rows of the divergence its
+// kind names between them as the objective.
+void add_probe_bodies(Perturbed& perturbed, const std::vector<std::string>& outputs, double smoothing,
+                      int64_t batch);
+
+// The training graph: perturb, penalties, probe bodies, then dead nodes pruned (the clean parent
 // network disappears when neither the loss nor a penalty reads it). Verified.
 PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSpec& spec,
                                      const EnsembleOptions& options = {});
@@ -129,7 +136,8 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
 // Inference graphs. samples = 0: the parent's network alone, noise ignored. samples = K:
 // K sampled children and, per output node "out", "mc/out" = the mean over the children
 // of softmax(out) (Monte-Carlo averaging, as for subspace sampling at test time); what
-// the children draw depends on the tape's noise key.
+// the children draw depends on the tape's noise key. Noise found from gradients of a
+// training objective (adversarial) is not sampled.
 Graph build_inference(const Graph& parent, int64_t samples = 0);
 
 }  // namespace pens

@@ -50,7 +50,9 @@ struct Children {
   std::vector<std::map<std::string, std::string>> taps;  // [k - 1]: parent node -> child k's copy
 };
 
-Children make_children(const Graph& parent, int64_t children) {
+// `probes` false leaves out the noise found from gradients (a training objective's), as
+// Monte-Carlo inference does.
+Children make_children(const Graph& parent, int64_t children, bool probes) {
   Children c;
   c.order = parent.topological_order();
   const std::vector<NodeId> outputs = parent.nodes_with(kOutput);
@@ -86,9 +88,11 @@ Children make_children(const Graph& parent, int64_t children) {
         continue;  // the loss head, attached separately
       }
       for (size_t i = 0; i < n.noise.size(); ++i) {
+        const NoiseKind& kind = NoiseRegistry::global().at(n.noise[i].kind);
+        if (kind.probe && !probes) continue;
         NoiseSite site(c.graph, n, value, k, i, &subspace_draws);
         try {
-          value = NoiseRegistry::global().at(n.noise[i].kind).apply(site, n.noise[i].params);
+          value = kind.apply(site, n.noise[i].params);
         } catch (const Error& e) {
           // Named as the model file has it: the annotated node and the annotation.
           throw Error(cat("node '", n.name, "', noise ", i, " (", n.noise[i].kind, "): ", e.what()), n.name,
@@ -148,7 +152,7 @@ std::vector<NodeId> attach_loss_head(Children& c, const Graph& parent, const std
 
 Perturbed PerturbPass::perturb(const Graph& parent) const {
   spec_.validate();
-  Children c = make_children(parent, spec_.children);
+  Children c = make_children(parent, spec_.children, true);
   Graph& g = c.graph;
   const std::vector<NodeId> losses = parent.nodes_with(kLoss);
   // A training graph's result is its objective: the clean parent stays only where the
@@ -221,6 +225,11 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
     verify(perturbed.graph, batch);
     return handles;
   });
+  within_pass("probes", [&] {
+    std::vector<std::string> outputs;
+    for (NodeId v : parent.nodes_with(kOutput)) outputs.push_back(parent[v].name);
+    add_probe_bodies(perturbed, outputs, spec.smoothing, batch);
+  });
   out.losses = std::move(perturbed.losses);
   out.loss_head = std::move(perturbed.loss_head);
   std::vector<std::unique_ptr<Pass>> passes;
@@ -241,7 +250,7 @@ Graph build_inference(const Graph& parent, int64_t samples) {
     g = parent;
     for (NodeId v : g.nodes()) g.node(v).flags &= ~static_cast<uint32_t>(kLoss);
   } else {
-    Children c = make_children(parent, samples);
+    Children c = make_children(parent, samples, false);
     g = std::move(c.graph);
     for (NodeId out : parent.nodes_with(kOutput)) {
       NodeId total = kNoNode;

@@ -188,11 +188,39 @@ struct Subset {
   static void check(CheckBuilder& b) { b.check({}, {{"n", int64_t{7}}, {"keep", int64_t{3}}}); }
 };
 
+// probe: a value found from gradients inside the forward pass (VAT's adversarial
+// direction). Its body, a graph the pseudo-ensemble builder attaches to the node
+// (graph/graph.h, ProbeBody), runs on a tape of its own: the tape computes this node by
+// its noise kind's probe function, not by a kernel. The input, the value the probe's
+// result will perturb, sets its shape and orders it after that value; no gradient flows
+// through it (the outer objective holds the probe's result constant).
+struct Probe {
+  static constexpr const char* kName = "probe";
+  static constexpr const char* kSummary = "a perturbation computed from gradients of its body graph (VAT)";
+  static constexpr bool kStochastic = true;
+  static std::vector<InputSlot> inputs() { return {{"x", DType::Real, /*differentiable=*/false}}; }
+  static std::vector<AttrSpec> attrs() { return {stream_attr()}; }
+  static ValueInfo infer(const InferCtx& ctx) {
+    infer::expect(ctx, 0, -1);
+    return ctx.in[0];
+  }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    args.fail("a probe node runs through its body on the tape; this one has none");
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>&) {}
+  // No gradient and no value of its own: tests/autodiff/test_probe.cpp checks what the
+  // tape computes through it against finite differences of its body.
+  static void check(CheckBuilder&) {}
+};
+
 void register_noise_ops(OpRegistry& r) {
   r.add<Dropout>();
   r.add<GaussianNoise>();
   r.add<LookupNoise>();
   r.add<Subset>();
+  r.add<Probe>();
 }
 
 }  // namespace pens

@@ -81,7 +81,7 @@ TEST_CASE("pens kinds lists the noise kinds, penalty kinds and optimizers, in te
     for (const auto& k : doc.at(what)) out.insert(k.at("name").get<std::string>());
     return out;
   };
-  CHECK(names("noise") == std::set<std::string>{"fuzz", "gaussian", "mask", "subspace"});
+  CHECK(names("noise") == std::set<std::string>{"adversarial", "fuzz", "gaussian", "mask", "subspace"});
   CHECK(names("penalty") == std::set<std::string>{"direction", "entropy", "kl", "l2", "softmax_l2", "tanh", "xent"});
   CHECK(names("optimizer") == std::set<std::string>{"adagrad", "adam", "sgd"});
   for (const auto& k : doc.at("penalty")) {
