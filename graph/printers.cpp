@@ -88,6 +88,17 @@ std::string to_text(const Graph& g, int64_t batch) {
     if (!n.noise.empty()) out << "  noise=" << noise_str(n);
     out << flags_str(n) << "\n";
   }
+  // Probe bodies after the graph, indented: what each probe's gradients are taken of.
+  for (const auto& [name, body] : g.probes()) {
+    out << "\nprobe %" << name << ": " << body.kind << "(" << body.params.str() << ") of child " << body.child;
+    if (!body.graph) {
+      out << ", no body yet\n";
+      continue;
+    }
+    out << ", from gradients of this body's objective with respect to its input %" << name << ":\n";
+    std::istringstream lines(to_text(*body.graph, batch));
+    for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
+  }
   return out.str();
 }
 

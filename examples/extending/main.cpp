@@ -1,7 +1,8 @@
-// Extending pens from outside: an op (softplus), a noise kind (multiplicative), a penalty
-// kind (cosine) and an optimizer (RMSprop), each defined in one header of this folder and
-// registered with one line below; then a pseudo-ensemble that uses all four learns a
-// synthetic task through pens' own training step.
+// Extending pens from outside: an op (softplus), two noise kinds (multiplicative, and
+// sign_adversarial, found from gradients), a penalty kind (cosine) and an optimizer
+// (RMSprop), each defined in one header of this folder and registered with one line
+// below; then a pseudo-ensemble that uses all five learns a synthetic task through pens'
+// own training step.
 //
 //   build/examples/extending [--epochs N]
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "examples/extending/cosine_penalty.h"
 #include "examples/extending/multiplicative_noise.h"
 #include "examples/extending/rmsprop_optimizer.h"
+#include "examples/extending/sign_adversarial_noise.h"
 #include "examples/extending/softplus_op.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/synthetic.h"
@@ -26,15 +28,18 @@ int main(int argc, char** argv) try {
   int epochs = 8;
   if (argc == 3 && std::strcmp(argv[1], "--epochs") == 0) epochs = std::max(1, std::atoi(argv[2]));
 
-  // The four registration lines.
+  // The five registration lines.
   OpRegistry::register_global<Softplus>();
   NoiseRegistry::register_global(multiplicative_noise());
+  NoiseRegistry::register_global(sign_adversarial_noise());
   PenaltyRegistry::register_global(cosine_penalty());
   OptimizerRegistry::register_global(rmsprop_optimizer());
 
-  // A 16-32-4 network with a softplus hidden layer that children perturb multiplicatively.
+  // A 16-32-4 network with a softplus hidden layer that children perturb multiplicatively,
+  // on inputs that children see moved by a sign-gradient step.
   Graph g;
   const NodeId x = g.input("x", {kBatch, 16});
+  add_noise(g, x, "sign_adversarial", {{"eps", 0.05}});
   const NodeId y = g.input("y", {kBatch}, DType::Index);
   const Attributes init{{"init", std::string("normal")}, {"std", 0.3}};
   const NodeId a1 = g.add("affine", {x, g.param("W1", {16, 32}, init), g.param("b1", {32})}, {}, "a1");

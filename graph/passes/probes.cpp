@@ -60,7 +60,7 @@ Graph probe_body(const Graph& g, NodeId probe, const ProbeBody& body, NodeId tar
     fail("probe '", name, "': divergence '", kind_name, "' is not a penalty kind (",
          PenaltyRegistry::global().names(), ")");
   }
-  PenaltyBuilder pb(b, "probe/" + name, g[probe].layer, smoothing, values[target].shape.cols());
+  PenaltyBuilder pb(b, "probe/" + name, g[target].layer, smoothing, values[target].shape.cols());
   const NodeId per_row = kind->per_row(pb, to_body[target], to_body[probed]);
   b.set_flag(pb.add("sum", {per_row}, {}, pb.prefix()), kLoss);
 

@@ -13,10 +13,13 @@
 #include "examples/extending/cosine_penalty.h"
 #include "examples/extending/multiplicative_noise.h"
 #include "examples/extending/rmsprop_optimizer.h"
+#include "examples/extending/sign_adversarial_noise.h"
 #include "examples/extending/softplus_op.h"
 #include "pens/autodiff/gradcheck.h"
+#include "pens/autodiff/tape.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mlp.h"
+#include "pens/ops/random.h"
 #include "pens/ops/registry.h"
 #include "pens/serialization/files.h"
 #include "tests/support/eval.h"
@@ -32,6 +35,7 @@ namespace {
 void register_extensions() {
   if (!OpRegistry::global().find("softplus")) OpRegistry::register_global<Softplus>();
   if (!NoiseRegistry::global().find("multiplicative")) NoiseRegistry::register_global(multiplicative_noise());
+  if (!NoiseRegistry::global().find("sign_adversarial")) NoiseRegistry::register_global(sign_adversarial_noise());
   if (!PenaltyRegistry::global().find("cosine")) PenaltyRegistry::register_global(cosine_penalty());
   if (!OptimizerRegistry::global().find("rmsprop")) OptimizerRegistry::register_global(rmsprop_optimizer());
 }
@@ -108,6 +112,59 @@ TEST_CASE("a noise kind from outside: multiplicative noise draws one factor per 
   const GradcheckResult r = gradcheck(g, {{"y", {0, 1, 2, 1}}}, {.batch = 4});
   INFO(r.worst);
   CHECK(r.passed);
+}
+
+TEST_CASE("a noise kind found from gradients, from outside: the sign of the divergence's gradient, times eps") {
+  register_extensions();
+  Graph parent = tanh_network();
+  add_noise(parent, parent.at("x"), "sign_adversarial", {{"eps", 0.1}, {"xi", 1e-2}});
+  PseudoEnsembleSpec spec;
+  spec.children = 1;
+  spec.pairing = "parent-child";
+  spec.penalties = {{"logits", "kl", 1.0, "all", true}};
+  const PseudoEnsemble e = build_pseudo_ensemble(parent, spec);
+  const int64_t rows = 3, width = 6;
+  ParamStore<double> params(e.graph);
+  params.initialize(e.graph, 2);
+  Tape<double> tape(e.graph, params, {.batch = rows});
+  auto x = tape.input("x");
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.9 * static_cast<double>(i));
+  tape.input("y").arr().setZero();
+  const NoiseKey key{4, 9};
+  tape.set_noise_key(key);
+  tape.forward();
+  const auto r = tape.value("c1/x~r_sign");
+
+  // The random start, replayed from the probe's site, and the gradient of D there by
+  // central differences of the body's objective: r is eps times its sign.
+  std::vector<double> start(static_cast<size_t>(rows * width));
+  NoiseStream(key, static_cast<uint64_t>(e.graph["c1/x~r_sign"].attrs.get_int("stream"))).normal(start.data(), rows * width, 1.0);
+  for (int64_t i = 0; i < rows; ++i) {
+    double squares = 0;
+    for (int64_t j = 0; j < width; ++j) squares += start[i * width + j] * start[i * width + j];
+    for (int64_t j = 0; j < width; ++j) start[i * width + j] *= 1e-2 / std::sqrt(squares);
+  }
+  Tape<double> body(*e.graph.probe("c1/x~r_sign")->graph, params, {.batch = rows});
+  std::copy(x.data, x.data + x.size(), body.input("x").data);
+  body.set_noise_key(key);
+  const auto divergence = [&](const std::vector<double>& at) {
+    std::copy(at.begin(), at.end(), body.input("c1/x~r_sign").data);
+    body.forward();
+    return body.objective();
+  };
+  int compared = 0;
+  for (size_t k = 0; k < start.size(); ++k) {
+    std::vector<double> up = start, down = start;
+    up[k] += 1e-6;
+    down[k] -= 1e-6;
+    const double grad = (divergence(up) - divergence(down)) / 2e-6;
+    CAPTURE(k);
+    CHECK(std::abs(r[static_cast<int64_t>(k)]) == 0.1);
+    if (std::abs(grad) < 1e-7) continue;  // too small for its sign to be read reliably
+    CHECK(r[static_cast<int64_t>(k)] == (grad > 0 ? 0.1 : -0.1));
+    ++compared;
+  }
+  CHECK(compared > 12);
 }
 
 TEST_CASE("a penalty kind from outside: the cosine distance between children, with a checked gradient") {
@@ -188,6 +245,7 @@ TEST_CASE("the docs show every extension file as it is") {
   const std::vector<std::pair<std::string, std::string>> shown = {
       {"docs/adding-an-op.md", "examples/extending/softplus_op.h"},
       {"docs/adding-a-noise-kind.md", "examples/extending/multiplicative_noise.h"},
+      {"docs/adding-a-noise-kind.md", "examples/extending/sign_adversarial_noise.h"},
       {"docs/adding-a-penalty.md", "examples/extending/cosine_penalty.h"},
       {"docs/adding-an-optimizer.md", "examples/extending/rmsprop_optimizer.h"},
   };
