@@ -144,9 +144,9 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
   }
 
   // Row-wise draws over batch rows: those a row placement applies to (noise on a
-  // parameter draws the same in every process). A second inference, so only for graphs
-  // that have such ops.
-  const auto row_draw = [](const Instr& i) { return i.op->stochastic && i.op->row_wise; };
+  // parameter draws the same in every process), a probe's draws per example included. A
+  // second inference, so only for graphs that have such ops.
+  const auto row_draw = [](const Instr& i) { return i.op->stochastic && (i.op->row_wise || i.probe); };
   if (std::any_of(program_.begin(), program_.end(), row_draw)) {
     const std::vector<char> batched = batch_rows(g, options.batch);
     for (Instr& ins : program_) ins.batch_draw = row_draw(ins) && batched[ins.slot];
@@ -179,10 +179,7 @@ template <class T>
 class Tape<T>::ProbeRunner final : public PerturbationProbe {
  public:
   ProbeRunner(const Tape& outer, const Node& node, const ProbeBody& body, ParamStore<T>& params)
-      : kind_(NoiseRegistry::global().at(body.kind)),
-        params_(body.params),
-        name_(node.name),
-        stream_(static_cast<uint64_t>(node.attrs.get_int("stream"))) {
+      : kind_(NoiseRegistry::global().at(body.kind)), params_(body.params), name_(node.name) {
     if (!kind_.probe) fail("probe '", name_, "': noise kind '", body.kind, "' has no probe function");
     if (!body.graph) fail("probe '", name_, "' has no body: build the graph with build_pseudo_ensemble");
     body_ = std::make_unique<Tape<T>>(*body.graph, params,
@@ -205,12 +202,13 @@ class Tape<T>::ProbeRunner final : public PerturbationProbe {
     tried_.resize(static_cast<size_t>(shape.numel()));
   }
 
-  // Computes the probe's value into `out`.
-  void run(const Tape& outer, TensorView<T> out) {
+  // Computes the probe's value into `out`, drawing from `draws` (the probe node's stream,
+  // placed like the outer tape's rows).
+  void run(const Tape& outer, TensorView<T> out, const NoiseStream& draws) {
     for (const auto& [slot, to] : copies_) std::copy_n(outer.slots_[slot].value, to.size(), to.data);
     body_->set_noise_key(outer.key_);
     if (!outer.placement_.empty()) body_->set_row_placement(outer.placement_);
-    draws_ = NoiseStream(outer.key_, stream_, outer.placement_);
+    draws_ = &draws;
     kind_.probe(*this, params_, tried_);
     std::transform(tried_.begin(), tried_.end(), out.data, [](double x) { return static_cast<T>(x); });
   }
@@ -229,8 +227,8 @@ class Tape<T>::ProbeRunner final : public PerturbationProbe {
     }
   }
   void normal(std::span<double> out) override {
-    draws_.for_rows(0, rows_, [&](int64_t row, int64_t global, int64_t n) {
-      draws_.normal(out.data() + row * width_, n * width_, 1.0, global * width_);
+    draws_->for_rows(0, rows_, [&](int64_t row, int64_t global, int64_t n) {
+      draws_->normal(out.data() + row * width_, n * width_, 1.0, global * width_);
     });
   }
 
@@ -238,13 +236,12 @@ class Tape<T>::ProbeRunner final : public PerturbationProbe {
   const NoiseKind& kind_;
   Attributes params_;
   std::string name_;
-  uint64_t stream_;
   std::unique_ptr<Tape<T>> body_;
   std::vector<std::pair<size_t, TensorView<T>>> copies_;  // outer slot -> the body's input
   TensorView<T> perturbation_;
   int64_t rows_ = 0, width_ = 0;
   std::vector<double> tried_;  // the probe function's output
-  NoiseStream draws_;
+  const NoiseStream* draws_ = nullptr;  // during run()
 };
 
 template <class T>
@@ -311,7 +308,7 @@ void Tape<T>::forward() {
                                                                     : std::span<const RowRun>());
     }
     if (ins.probe) {
-      ins.probe->run(*this, ins.args.out);
+      ins.probe->run(*this, ins.args.out, ins.args.noise);
     } else {
       ins.op->template kernels<T>().forward(ins.args);
     }

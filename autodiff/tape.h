@@ -28,7 +28,7 @@ namespace pens {
 struct CompileOptions {
   int64_t batch = 1;         // bound to every kBatch dimension of the inputs
   bool grad_inputs = false;  // also compute gradients with respect to real inputs
-  std::vector<std::string> grad_inputs_named;  // ... or with respect to these real inputs only
+  std::vector<std::string> grad_inputs_named = {};  // ... or with respect to these real inputs only
   bool param_grads = true;   // false: backward() adds nothing into the parameter store
 };
 

@@ -43,17 +43,15 @@ NoiseKind adversarial_kind() {
             const NodeId r = site.add_probe("r_adv", a);
             return site.add("add", {site.value, r}, {}, "adversarial");
           },
-          [](PerturbationProbe& probe, const Attributes& a, std::span<double> out) {
+          // d, from a random start, becomes the gradient at xi d / |d| in place.
+          [](PerturbationProbe& probe, const Attributes& a, std::span<double> d) {
             const int64_t rows = probe.rows(), width = probe.width();
-            std::vector<double> d(out.size());
             probe.normal(d);
             for (int64_t i = 0; i < a.get_int("iterations"); ++i) {
               set_row_lengths(d, rows, width, a.get_float("xi"));
-              probe.gradient(d, out);
-              std::copy(out.begin(), out.end(), d.begin());
+              probe.gradient(d, d);
             }
             set_row_lengths(d, rows, width, a.get_float("eps"));
-            std::copy(d.begin(), d.end(), out.begin());
           }};
 }
 

@@ -60,7 +60,8 @@ class PerturbationProbe {
   virtual int64_t rows() const = 0;
   virtual int64_t width() const = 0;
   // The gradient of the body's objective with respect to the perturbation, at `r` (a
-  // forward and a backward pass of the body with r added to the probed value).
+  // forward and a backward pass of the body with r added to the probed value). `r` and
+  // `grad` may be the same span.
   virtual void gradient(std::span<const double> r, std::span<double> grad) = 0;
   // N(0, 1) draws at the probe's site, keyed by the step's noise key, each row drawing
   // what its row of the global batch draws.
@@ -79,7 +80,7 @@ struct NoiseKind {
   // the perturbation (rows() x width()) into `out`. Such a kind has a String parameter
   // "divergence": the penalty kind (graph/penalty.h) the probe's body measures between
   // the clean parent's output and the probed child's.
-  std::function<void(PerturbationProbe&, const Attributes&, std::span<double> out)> probe;
+  std::function<void(PerturbationProbe&, const Attributes&, std::span<double> out)> probe = nullptr;
 };
 
 // NoiseRegistry::global().at("mask"); NoiseRegistry::register_global(kind) adds one.

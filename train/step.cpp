@@ -48,6 +48,29 @@ void Step::apply_update(const OptimizerStep& update) {
   for (const auto& c : constraints_) c->apply();
 }
 
+bool Step::agree(StepResult& result, Communicator* comm, const std::string& error, const std::string& problem,
+                 double parts) {
+  // The last two entries count the processes that had a non-finite objective and those
+  // that had an error.
+  const size_t terms = totals_.size() - 3;
+  totals_[terms + 1] = problem.empty() ? 0 : 1;
+  totals_[terms + 2] = error.empty() ? 0 : 1;
+  if (comm) comm->sum(totals_);
+  if (totals_[terms + 2] > 0) {
+    if (!comm) throw Error(error);
+    throw CollectiveError(comm->first_problem(error));
+  }
+  if (totals_[terms + 1] > 0) {
+    result.finite = false;
+    result.problem = comm ? comm->first_problem(problem) : problem;
+    return false;
+  }
+  for (size_t i = 0; i <= terms; ++i) totals_[i] /= parts;
+  result.objective = totals_[terms];
+  result.losses = std::span<const double>(totals_).first(terms);
+  return true;
+}
+
 StepResult Step::run(const OptimizerStep& update, std::span<const StepGraph> graphs, const Feed& feed) {
   if (communicator_) {
     if (graphs.size() != 1) fail("a data-parallel step runs one graph per process, not ", graphs.size());
@@ -94,28 +117,16 @@ StepResult Step::run_data_parallel(const OptimizerStep& update, const StepGraph&
   } catch (const Error& e) {
     error = e.what();
   }
-  // Summed over the processes: the loss terms, the objective, then how many processes
-  // had a non-finite objective and how many an error.
   const size_t terms = tape.loss_count();
   totals_.assign(terms + 3, 0.0);
-  const bool finite = error.empty() && std::isfinite(static_cast<double>(tape.objective()));
+  std::string problem;
   if (error.empty()) {
     for (size_t i = 0; i < terms; ++i) totals_[i] = tape.loss_value(i);
     totals_[terms] = tape.objective();
-  }
-  totals_[terms + 1] = error.empty() && !finite ? 1 : 0;
-  totals_[terms + 2] = error.empty() ? 0 : 1;
-  comm.sum(totals_);
-  if (totals_[terms + 2] > 0) throw CollectiveError(comm.first_problem(error));
-  if (totals_[terms + 1] > 0) {
-    result.finite = false;
-    result.problem = comm.first_problem(finite ? std::string() : describe_objective(tape));
-    return result;
+    if (!std::isfinite(totals_[terms])) problem = describe_objective(tape);
   }
   const double processes = comm.size();
-  for (size_t i = 0; i <= terms; ++i) totals_[i] /= processes;
-  result.objective = totals_[terms];
-  result.losses = std::span<const double>(totals_).first(terms);
+  if (!agree(result, &comm, error, problem, processes)) return result;
 
   // Each parameter's gradient is summed as soon as the backward pass has finished it.
   tape.set_gradient_ready([&comm](std::span<float> grad) {
@@ -169,22 +180,8 @@ StepResult Step::run_shards(const OptimizerStep& update, Tape<float>& tape, int6
     tape.backward();
     push_pairwise(levels_, level_of_, params_.grads());
   }
-  totals_[terms + 1] = problem.empty() ? 0 : 1;
-  totals_[terms + 2] = error.empty() ? 0 : 1;
   Communicator* comm = communicator_ && communicator_->size() > 1 ? communicator_ : nullptr;
-  if (comm) comm->sum(totals_);
-  if (totals_[terms + 2] > 0) {
-    if (!comm) throw Error(error);
-    throw CollectiveError(comm->first_problem(error));
-  }
-  if (totals_[terms + 1] > 0) {
-    result.finite = false;
-    result.problem = comm ? comm->first_problem(problem) : problem;
-    return result;
-  }
-  for (size_t i = 0; i <= terms; ++i) totals_[i] /= static_cast<double>(shards);
-  result.objective = totals_[terms];
-  result.losses = std::span<const double>(totals_).first(terms);
+  if (!agree(result, comm, error, problem, static_cast<double>(shards))) return result;
 
   // The processes' partial sums (whole subtrees, in process order) complete the tree.
   if (comm) {

@@ -82,6 +82,13 @@ class Step {
 
  private:
   StepResult run_data_parallel(const OptimizerStep& update, const StepGraph& graph, const Feed& feed);
+  // After this process's forward passes, totals_ holding its loss terms and objective
+  // (and two places more): the processes (over `comm`, when not null) learn of any
+  // process's error, thrown on all, and of any non-finite objective (`problem`), which
+  // ends the step with no update (false); otherwise `result` gets the sums' means over
+  // `parts`.
+  bool agree(StepResult& result, Communicator* comm, const std::string& error, const std::string& problem,
+             double parts);
   void apply_update(const OptimizerStep& update);
 
   ParamStore<float>& params_;
@@ -90,7 +97,7 @@ class Step {
   uint64_t seed_;
   GradientHook hook_;
   Communicator* communicator_ = nullptr;
-  std::vector<double> totals_;  // what the processes sum after the forward pass
+  std::vector<double> totals_;  // what the processes sum after the forward pass (agree)
   // The pairwise sum of run_shards: partial sums by level, and the processes' partial sums.
   std::vector<std::vector<float>> levels_;
   std::vector<int> level_of_;

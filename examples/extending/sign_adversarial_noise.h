@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cmath>
-#include <vector>
 
 #include "pens/graph/noise.h"
 
@@ -24,17 +23,16 @@ inline pens::NoiseKind sign_adversarial_noise() {
             const pens::NodeId r = site.add_probe("r_sign", a);
             return site.add("add", {site.value, r}, {}, "sign_adversarial");
           },
-          // While the tape runs: a random start, one gradient, its sign.
+          // While the tape runs: a random start, one gradient, its sign, all in `out`.
           [](pens::PerturbationProbe& probe, const pens::Attributes& a, std::span<double> out) {
-            std::vector<double> start(out.size());
-            probe.normal(start);
+            probe.normal(out);
             const auto width = static_cast<size_t>(probe.width());
-            for (size_t row = 0; row < start.size(); row += width) {
+            for (size_t row = 0; row < out.size(); row += width) {
               double squares = 0;
-              for (size_t j = row; j < row + width; ++j) squares += start[j] * start[j];
-              for (size_t j = row; j < row + width; ++j) start[j] *= a.get_float("xi") / std::sqrt(squares);
+              for (size_t j = row; j < row + width; ++j) squares += out[j] * out[j];
+              for (size_t j = row; j < row + width; ++j) out[j] *= a.get_float("xi") / std::sqrt(squares);
             }
-            probe.gradient(start, out);
+            probe.gradient(out, out);
             for (double& g : out) g = g > 0 ? a.get_float("eps") : g < 0 ? -a.get_float("eps") : 0.0;
           }};
 }
