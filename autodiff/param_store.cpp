@@ -73,6 +73,12 @@ void ParamStore<T>::initialize(const Graph& g, uint64_t seed) {
       fail("parameter '", e.name, "': unknown init '", init, "'");
     }
   }
+  // A moving average of a parameter (a mean teacher's weights) starts at its source.
+  for (const MovingAverage& a : g.averages()) {
+    const ParamEntry* source = find(a.source);
+    const ParamEntry* target = find(a.param);
+    if (source && target && source->shape == target->shape) value(*target).arr() = value(*source).arr();
+  }
 }
 
 bool all_finite(std::span<const float> values) {

@@ -52,7 +52,8 @@ class ParamStore {
   void zero_grad();
   // Fills every parameter from its node's init attributes (zeros, constant, normal,
   // uniform). Each parameter draws from its own stream (seed, name), so the values do
-  // not depend on the order parameters were declared in.
+  // not depend on the order parameters were declared in. A parameter holding the moving
+  // average of another parameter (graph/graph.h: a mean teacher's) then starts equal to it.
   void initialize(const Graph& g, uint64_t seed);
 
  private:

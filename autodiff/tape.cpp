@@ -168,6 +168,20 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
   for (size_t v = 0; v < slots_.size(); ++v) {
     if (slots_[v].is_param && slots_[v].grad && !written[v]) grads_unwritten_.push_back(v);
   }
+
+  for (const MovingAverage& a : g.averages()) {
+    const Slot& source = slots_[g.at(a.source)];
+    averages_.push_back({.param = slots_[g.at(a.param)].value, .source = source.value,
+                         .size = source.info.shape.numel(), .decay = static_cast<T>(a.decay),
+                         .of_batch = !source.is_param});
+  }
+}
+
+template <class T>
+void Tape<T>::update_averages() {
+  for (const Average& a : averages_) {
+    for (int64_t i = 0; i < a.size; ++i) a.param[i] = a.decay * a.param[i] + (T(1) - a.decay) * a.source[i];
+  }
 }
 
 // A probe node's body (graph/graph.h, ProbeBody) compiled on a tape of its own, with the

@@ -9,6 +9,7 @@
 // one minibatch gradient.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <span>
@@ -87,6 +88,15 @@ class Tape {
   void backward();
   // Gradients of <seed, node's value> instead: one row of a Jacobian per call.
   void backward_from(std::string_view node, std::span<const T> seed);
+  // Moves each moving average of the graph (graph/graph.h, MovingAverage) toward its
+  // source: param = decay · param + (1 − decay) · source, the source as the last forward()
+  // left it (a batch statistic) or as the store holds it now (a parameter, after the
+  // optimizer's update). The Step calls it after every update.
+  void update_averages();
+  // Whether a moving average follows a value computed from the batch (a batch statistic).
+  bool averages_batch_values() const {
+    return std::any_of(averages_.begin(), averages_.end(), [](const Average& a) { return a.of_batch; });
+  }
 
   int64_t batch() const { return options_.batch; }
   // The arena, for tests and memory reports.
@@ -128,6 +138,14 @@ class Tape {
   std::vector<size_t> loss_slots_;
   std::vector<RowRun> placement_;         // empty: the batch is the global batch
   std::vector<size_t> grads_unwritten_;   // parameter slots with a gradient no instruction adds to
+  struct Average {
+    T* param;
+    const T* source;
+    int64_t size;
+    T decay;
+    bool of_batch;  // the source is computed in forward(), not a parameter
+  };
+  std::vector<Average> averages_;
   GradientReady gradient_ready_;
   MemoryCharge memory_;  // the arena against pens' memory limit (ops/ir/memory.h)
   std::vector<T, Eigen::aligned_allocator<T>> arena_;

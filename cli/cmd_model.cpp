@@ -7,6 +7,7 @@
 #include "pens/graph/noise.h"
 #include "pens/models/ctn.h"
 #include "pens/models/mlp.h"
+#include "pens/models/teacher.h"
 #include "pens/models/sst.h"
 #include "pens/ops/ir/error.h"
 #include "pens/serialization/files.h"
@@ -53,13 +54,13 @@ std::vector<int64_t> parse_layers(const std::string& text) {
   return out;
 }
 
-// NODE:KIND:LAMBDA[:ROWS]
+// NODE:KIND:LAMBDA[:ROWS[:fixed]]
 PenaltyTerm parse_penalty(const std::string& text) {
   std::vector<std::string> parts;
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ':')) parts.push_back(item);
-  if (parts.size() < 3 || parts.size() > 4) fail("--penalty '", text, "': expected NODE:KIND:LAMBDA[:ROWS]");
+  if (parts.size() < 3 || parts.size() > 5) fail("--penalty '", text, "': expected NODE:KIND:LAMBDA[:ROWS[:fixed]]");
   PenaltyTerm t;
   t.node = parts[0];
   t.kind = parts[1];
@@ -68,7 +69,11 @@ PenaltyTerm parse_penalty(const std::string& text) {
   } catch (const std::exception&) {
     fail("--penalty '", text, "': '", parts[2], "' is not a number");
   }
-  if (parts.size() == 4) t.rows = parts[3];
+  if (parts.size() >= 4) t.rows = parts[3];
+  if (parts.size() == 5) {
+    if (parts[4] != "fixed") fail("--penalty '", text, "': the fifth part can only be 'fixed' (a fixed target)");
+    t.fixed_target = true;
+  }
   return t;
 }
 
@@ -156,8 +161,8 @@ int run_new(const std::vector<std::string>& argv) {
     if (!args.positional().empty()) fail("pens new ctn takes options only");
     return new_ctn(args);
   }
-  const Args args(argv, {},
-                  {"layers", "mask-input", "mask-hidden", "gaussian-input", "gaussian-bias", "max-norm",
+  const Args args(argv, {"batch-norm"},
+                  {"batch-norm-decay", "teacher", "layers", "mask-input", "mask-hidden", "gaussian-input", "gaussian-bias", "max-norm",
                    "weight-std", "hidden-bias", "output-bias", "loss", "penalty", "children", "pairing", "loss-on", "smoothing", "output",
                    "description", "values", "noise"});
   const std::string& kind = args.one_positional("a model kind (mlp, ctn)");
@@ -174,9 +179,14 @@ int run_new(const std::vector<std::string>& argv) {
   spec.hidden_bias = args.option_double("hidden-bias", spec.hidden_bias, AttrRange{});
   spec.output_bias = args.option_double("output-bias", spec.output_bias, AttrRange{});
   spec.loss = args.option("loss").value_or(spec.loss);
+  spec.batch_norm = args.flag("batch-norm");
+  spec.batch_norm_decay = args.option_double("batch-norm-decay", spec.batch_norm_decay, AttrRange::from_below(0, 1));
+  if (args.option("batch-norm-decay") && !spec.batch_norm) fail("--batch-norm-decay needs --batch-norm");
   Model model;
   model.graph = build_mlp(spec);
   for (const std::string& n : args.all("noise")) add_noise_option(model.graph, n);
+  const bool teacher = args.option("teacher").has_value();
+  if (teacher) add_teacher(model.graph, args.option_double("teacher", 0.999, AttrRange::from_below(0, 1)));
   if (auto d = args.option("description")) model.metadata["description"] = *d;
   const std::vector<std::string> penalties = args.all("penalty");
   if (!penalties.empty() || args.option("children")) {
@@ -186,12 +196,14 @@ int run_new(const std::vector<std::string>& argv) {
     pe.pairing = args.option("pairing").value_or(pe.pairing);
     pe.loss_on = args.option("loss-on").value_or(pe.loss_on);
     pe.smoothing = args.option_double("smoothing", pe.smoothing, AttrRange::from_below(0, 1));
+    pe.teacher = teacher ? 1 : 0;
     pe.validate();
     for (const PenaltyTerm& t : pe.penalties) {
       if (!model.graph.find(t.node)) fail("--penalty: the model has no node named '", t.node, "'");
     }
     model.ensemble = pe;
   }
+  if (teacher && !model.ensemble) fail("--teacher needs a pseudo-ensemble (--children, --penalty): child 1 is the teacher");
   ValueStorage storage = ValueStorage::None;
   if (args.option("values")) {
     model.values = std::make_shared<ParamStore<float>>(model.graph);

@@ -124,6 +124,10 @@ void Graph::rename(NodeId v, std::string name) {
     body.key() = name;
     probes_.insert(std::move(body));
   }
+  for (MovingAverage& a : averages_) {
+    if (a.source == impl_[v].name) a.source = name;
+    if (a.param == impl_[v].name) a.param = name;
+  }
   impl_[v].name = std::move(name);
 }
 
@@ -205,6 +209,9 @@ Graph copy_subgraph(const Graph& g, const std::vector<char>& keep, std::vector<N
   Graph copy(std::move(out));
   for (const auto& [name, body] : g.probes()) {
     if (auto v = copy.find(name)) copy.set_probe(*v, body);
+  }
+  for (const MovingAverage& a : g.averages()) {
+    if (copy.find(a.source) && copy.find(a.param)) copy.add_average(a);
   }
   return copy;
 }

@@ -33,6 +33,21 @@ struct ProbeBody {
   std::shared_ptr<const Graph> graph;  // null until the pseudo-ensemble builder adds it
 };
 
+// A moving average the trainer keeps after every update: parameter `param` becomes
+// decay · param + (1 − decay) · the value of node `source` (a batch statistic of the clean
+// pass for batch normalisation's running statistics, a parameter for a mean teacher's
+// weights). `param` must be a frozen parameter of the shape of `source`'s value, free of
+// the batch. With `at_inference`, inference graphs (build_inference) read `param` where
+// the graph reads `source`: the running statistics replace the batch's, the teacher's
+// weights the student's.
+struct MovingAverage {
+  std::string param;
+  std::string source;
+  double decay = 0.99;
+  bool at_inference = true;
+  bool operator==(const MovingAverage&) const = default;
+};
+
 class Graph {
  public:
   using Impl = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Node,
@@ -90,12 +105,19 @@ class Graph {
   const ProbeBody* probe(std::string_view node) const;
   const std::map<std::string, ProbeBody, std::less<>>& probes() const { return probes_; }
 
+  // The moving averages (MovingAverage), in the order declared; verify() checks them.
+  // copy_subgraph keeps those whose source and parameter it keeps; rename follows them.
+  void add_average(MovingAverage average) { averages_.push_back(std::move(average)); }
+  void clear_averages() { averages_.clear(); }
+  const std::vector<MovingAverage>& averages() const { return averages_; }
+
  private:
   std::string fresh_name(std::string_view op);
   Impl impl_;
   std::unordered_map<std::string, NodeId> by_name_;
   size_t next_auto_name_ = 0;
   std::map<std::string, ProbeBody, std::less<>> probes_;
+  std::vector<MovingAverage> averages_;
 };
 
 using NodeId = Graph::NodeId;

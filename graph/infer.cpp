@@ -24,6 +24,30 @@ std::vector<ValueInfo> infer_in_order(const Graph& g, const std::vector<NodeId>&
   }
   return values;
 }
+// Each moving average: a frozen parameter of its source's shape, the source free of the batch.
+void verify_averages(const Graph& g, const std::vector<ValueInfo>& values, int64_t batch) {
+  const std::vector<ValueInfo> other = infer_in_order(g, g.topological_order(), batch + 1);
+  std::set<std::string> targets;
+  for (const MovingAverage& a : g.averages()) {
+    const std::string what = cat("moving average of '", a.source, "' into '", a.param, "'");
+    const std::optional<NodeId> source = g.find(a.source), param = g.find(a.param);
+    if (!source) fail_at(a.source, what, ": no node named '", a.source, "'");
+    if (!param) fail_at(a.param, what, ": no node named '", a.param, "'");
+    if (!is_param(g[*param]) || !g[*param].has(kFrozen)) {
+      fail_at(a.param, what, ": '", a.param, "' must be a parameter marked frozen (the optimizer must not move it)");
+    }
+    if (!(a.decay >= 0 && a.decay < 1)) fail_at(a.param, what, ": decay ", a.decay, " is outside [0, 1)");
+    if (!targets.insert(a.param).second) fail_at(a.param, what, ": '", a.param, "' already holds another average");
+    const ValueInfo& s = values[*source];
+    if (s.dtype != DType::Real || s.shape != other[*source].shape) {
+      fail_at(a.source, what, ": the source's value (", dtype_name(s.dtype), " ", s.shape.str(),
+              ") must be real and free of the batch");
+    }
+    if (s.shape != values[*param].shape) {
+      fail_at(a.param, what, ": the source's value is ", s.shape.str(), ", the parameter ", values[*param].shape.str());
+    }
+  }
+}
 }  // namespace
 
 std::vector<ValueInfo> infer_values(const Graph& g, int64_t batch) {
@@ -70,6 +94,7 @@ std::vector<ValueInfo> verify(const Graph& g, int64_t batch, std::vector<NodeId>
       fail_at(node.name, "node '", node.name, "' is marked frozen but is not a parameter");
     }
   }
+  if (!g.averages().empty()) verify_averages(g, values, batch);
   return values;
 }
 

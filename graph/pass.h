@@ -34,7 +34,8 @@ auto within_pass(std::string_view name, F&& f) -> decltype(f()) {
 Graph run_passes(const Graph& g, const std::vector<std::unique_ptr<Pass>>& passes,
                  int64_t batch = kVerifyBatch);
 
-// Removes every node that no output or loss node depends on.
+// Removes every node that no output, loss node or moving average (its source and its
+// parameter) depends on.
 class PruneDeadNodes : public Pass {
  public:
   std::string_view name() const override { return "prune-dead-nodes"; }

@@ -88,6 +88,11 @@ std::string to_text(const Graph& g, int64_t batch) {
     if (!n.noise.empty()) out << "  noise=" << noise_str(n);
     out << flags_str(n) << "\n";
   }
+  for (const MovingAverage& a : g.averages()) {
+    out << "  moving average: %" << a.param << " <- " << a.decay << " * %" << a.param << " + " << 1 - a.decay
+        << " * %" << a.source << " after each update" << (a.at_inference ? "; read for %" + a.source + " at inference" : "")
+        << "\n";
+  }
   // Probe bodies after the graph, indented: what each probe's gradients are taken of.
   for (const auto& [name, body] : g.probes()) {
     out << "\nprobe %" << name << ": " << body.kind << "(" << body.params.str() << ") of child " << body.child;

@@ -36,6 +36,17 @@ void PseudoEnsembleSpec::validate() const {
   if (!(smoothing >= 0 && smoothing < 1)) {
     fail_spec("smoothing", "pseudo_ensemble.smoothing must be in [0, 1), got ", smoothing);
   }
+  if (teacher != 0) {
+    if (teacher != 1) fail_spec("teacher", "pseudo_ensemble.teacher must be 0 (none) or 1 (child 1), got ", teacher);
+    if (pairing != "child-child" || children < 2) {
+      fail_spec("teacher", "pseudo_ensemble.teacher needs pairing 'child-child' and at least 2 children: child 1 is "
+                "the teacher, the others the students it is paired with");
+    }
+    if (loss_on != "parent") {
+      fail_spec("loss_on", "pseudo_ensemble.loss_on must be 'parent' with a teacher: child 1 (the teacher) has no "
+                "parameters of its own to train");
+    }
+  }
   if (pairing == "child-child" && !penalties.empty() && children < 2) {
     fail_spec("children", "pseudo_ensemble.pairing 'child-child' needs at least 2 children, got ", children);
   }

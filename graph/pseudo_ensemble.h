@@ -50,6 +50,11 @@ struct PseudoEnsembleSpec {
   std::string pairing = "child-child";  // child-child (the paper's experiments) | parent-child
   std::string loss_on = "parent";       // parent (eq. 3) | child (child 1, eq. 1) | children (mean)
   double smoothing = 1e-4;              // softmax smoothing before kl / xent; 0: none
+  // 1: child 1 is a teacher: its network reads, for each parameter with a moving average
+  // (graph/graph.h), the average in its place (a mean teacher: Tarvainen & Valpola
+  // 2017). It keeps its own noise; with child-child pairing and fixed_target penalties
+  // it is the target the other children move toward. 0: no teacher.
+  int64_t teacher = 0;
   std::vector<PenaltyTerm> penalties;
   std::vector<LambdaStage> lambda_schedule;
 
@@ -137,7 +142,8 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
 // K sampled children and, per output node "out", "mc/out" = the mean over the children
 // of softmax(out) (Monte-Carlo averaging, as for subspace sampling at test time); what
 // the children draw depends on the tape's noise key. Noise found from gradients of a
-// training objective (adversarial) is not sampled.
+// training objective (adversarial) is not sampled. Moving averages marked at_inference
+// are read in place of their sources (batch normalisation's running statistics).
 Graph build_inference(const Graph& parent, int64_t samples = 0);
 
 }  // namespace pens

@@ -1,6 +1,7 @@
 #include "pens/models/mlp.h"
 
 #include "pens/graph/noise.h"
+#include "pens/models/batch_norm.h"
 #include "pens/ops/ir/error.h"
 
 namespace pens {
@@ -31,11 +32,17 @@ Graph build_mlp(const MlpSpec& spec) {
     Attributes w_init{{"init", std::string("normal")}, {"std", spec.weight_std}};
     if (spec.max_norm > 0) w_init.set("max_norm", spec.max_norm);
     const NodeId w = g.param(cat("W", i), {spec.layers[i - 1], spec.layers[i]}, w_init);
-    const NodeId b = g.param(cat("b", i), {spec.layers[i]},
-                             {{"init", std::string("constant")},
-                              {"value", last ? spec.output_bias : spec.hidden_bias}});
-    h = g.add("affine", {h, w, b}, {}, last ? "logits" : cat("a", i));
-    g.node(h).layer = layer;
+    if (spec.batch_norm && !last) {
+      h = g.add("matmul", {h, w}, {}, cat("a", i));
+      g.node(h).layer = layer;
+      h = add_batch_norm(g, h, cat("bn", i), {.decay = spec.batch_norm_decay});
+    } else {
+      const NodeId b = g.param(cat("b", i), {spec.layers[i]},
+                               {{"init", std::string("constant")},
+                                {"value", last ? spec.output_bias : spec.hidden_bias}});
+      h = g.add("affine", {h, w, b}, {}, last ? "logits" : cat("a", i));
+      g.node(h).layer = layer;
+    }
     if (!last) {
       if (spec.gaussian_bias > 0) add_noise(g, h, "gaussian", {{"sigma", spec.gaussian_bias}});
       h = g.add("relu", {h}, {}, layer);

@@ -20,6 +20,10 @@ struct MlpSpec {
   double hidden_bias = 0.1;
   double output_bias = 0.0;
   double max_norm = 0.0;              // > 0: L2 bound on each unit's incoming weights
+  // Batch normalisation of every hidden pre-activation (models/batch_norm.h), which then
+  // has no bias: a<i> = h<i-1>·W<i>, normalised as "bn<i>" before the ReLU.
+  bool batch_norm = false;
+  double batch_norm_decay = 0.99;
   // Noise annotations, for pseudo-ensembles: they perturb the children a perturb pass
   // derives, never the parent itself. In the authors' order: Gaussian noise on the input,
   // then masking of each layer's input; Gaussian "bias noise" on hidden pre-activations.
@@ -33,7 +37,8 @@ struct MlpSpec {
 // Node names: inputs "x" [B, layers[0]] and "y" [B] (labels); per layer i = 1..L
 // parameters "W<i>", "b<i>" and pre-activation "a<i>"; hidden activations "h<i>";
 // the output scores "logits" (flagged output); per-example losses "losses"; their mean
-// "loss" (flagged loss). Layer tags: "h<i>" for hidden layers, "out" for the last.
+// "loss" (flagged loss). Layer tags: "h<i>" for hidden layers, "out" for the last. With
+// batch_norm, hidden layers have no "b<i>" and add the nodes and parameters of "bn<i>".
 Graph build_mlp(const MlpSpec& spec);
 
 }  // namespace pens

@@ -17,6 +17,7 @@ OpRegistry& OpRegistry::mutable_global() {
     register_bilinear_ops(r);
     register_loss_ops(r);
     register_noise_ops(r);
+    register_normalization_ops(r);
     return r;
   }();
   return registry;

@@ -47,5 +47,6 @@ void register_shape_ops(OpRegistry& r);
 void register_bilinear_ops(OpRegistry& r);
 void register_loss_ops(OpRegistry& r);
 void register_noise_ops(OpRegistry& r);
+void register_normalization_ops(OpRegistry& r);
 
 }  // namespace pens

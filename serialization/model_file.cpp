@@ -222,12 +222,13 @@ json tree_ports_json(const TreePorts& p) {
 
 PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::string& path, const Graph& g) {
   r.object(v, path);
-  r.only(v, path, {"children", "pairing", "loss_on", "smoothing", "penalties", "lambda_schedule"});
+  r.only(v, path, {"children", "pairing", "loss_on", "smoothing", "teacher", "penalties", "lambda_schedule"});
   PseudoEnsembleSpec s;
   if (const json* x = r.optional(v, "children")) s.children = r.integer(*x, path + "/children");
   if (const json* x = r.optional(v, "pairing")) s.pairing = r.string(*x, path + "/pairing");
   if (const json* x = r.optional(v, "loss_on")) s.loss_on = r.string(*x, path + "/loss_on");
   if (const json* x = r.optional(v, "smoothing")) s.smoothing = r.number(*x, path + "/smoothing");
+  if (const json* x = r.optional(v, "teacher")) s.teacher = r.integer(*x, path + "/teacher");
   if (const json* x = r.optional(v, "penalties")) {
     r.array(*x, path + "/penalties");
     for (size_t i = 0; i < x->size(); ++i) {
@@ -262,6 +263,31 @@ PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::stri
   return s;
 }
 
+// The moving averages, each checked against the graph as it is added (graph/infer.h).
+void read_averages(const Reader& r, const json& v, Graph& g) {
+  r.array(v, "/moving_averages");
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string p = "/moving_averages/" + std::to_string(i);
+    const json& e = r.object(v[i], p);
+    r.only(e, p, {"param", "source", "decay", "at_inference"});
+    MovingAverage a;
+    a.param = r.name(r.required(e, p, "param"), p + "/param");
+    a.source = r.name(r.required(e, p, "source"), p + "/source");
+    a.decay = r.number(r.required(e, p, "decay"), p + "/decay");
+    if (const json* x = r.optional(e, "at_inference")) a.at_inference = r.boolean(*x, p + "/at_inference");
+    g.add_average(std::move(a));
+    r.at(p, [&] { verify(g); });
+  }
+}
+
+json averages_json(const std::vector<MovingAverage>& averages) {
+  json out = json::array();
+  for (const MovingAverage& a : averages) {
+    out.push_back({{"param", a.param}, {"source", a.source}, {"decay", a.decay}, {"at_inference", a.at_inference}});
+  }
+  return out;
+}
+
 // Builds the pseudo-ensemble once, so that what only its passes find (a noise parameter
 // out of its domain, a penalty on a leaf) is refused when the file is read, pointing at
 // the field that caused it.
@@ -291,7 +317,7 @@ Model parse_model(const std::string& text, const std::string& source, const std:
   const json doc = parse_json_text(text, source);
   r.object(doc, "");
   r.only(doc, "", {"format_version", "opset_version", "metadata", "inputs", "parameters", "nodes", "outputs",
-                   "pseudo_ensemble", "tree", "weights"});
+                   "moving_averages", "pseudo_ensemble", "tree", "weights"});
   const int64_t version = r.integer(r.required(doc, "", "format_version"), "/format_version");
   if (version != kFormatVersion) {
     r.fail("/format_version", "unsupported format_version ", version, " (this pens reads ", kFormatVersion, ")");
@@ -412,6 +438,7 @@ Model parse_model(const std::string& text, const std::string& source, const std:
     r.fail(it == path_of.end() ? "/nodes" : it->second, e.what());
   }
 
+  if (const json* averages = r.optional(doc, "moving_averages")) read_averages(r, *averages, g);
   if (const json* pe = r.optional(doc, "pseudo_ensemble")) m.ensemble = read_ensemble(r, *pe, "/pseudo_ensemble", g);
   if (const json* tree = r.optional(doc, "tree")) m.tree = read_tree_ports(r, *tree, "/tree", g);
   // A tree model's pseudo-ensemble is built on each tree's graph, not on the cell.
@@ -531,6 +558,7 @@ json ensemble_json(const PseudoEnsembleSpec& s) {
   }
   json out = {{"children", s.children}, {"pairing", s.pairing}, {"loss_on", s.loss_on},
               {"smoothing", s.smoothing}, {"penalties", pen}};
+  if (s.teacher != 0) out["teacher"] = s.teacher;
   if (!s.lambda_schedule.empty()) {
     json stages = json::array();
     for (const LambdaStage& st : s.lambda_schedule) stages.push_back({{"epochs", st.epochs}, {"scale", st.scale}});
@@ -600,6 +628,7 @@ ModelText write_model(const Model& m, ValueStorage storage, const std::string& s
   doc["parameters"] = params;
   doc["nodes"] = nodes;
   doc["outputs"] = outputs;
+  if (!g.averages().empty()) doc["moving_averages"] = averages_json(g.averages());
   if (m.ensemble) doc["pseudo_ensemble"] = ensemble_json(*m.ensemble);
   if (m.tree) doc["tree"] = tree_ports_json(*m.tree);
   if (storage == ValueStorage::Sidecar) {

@@ -48,6 +48,13 @@ void Step::apply_update(const OptimizerStep& update) {
   for (const auto& c : constraints_) c->apply();
 }
 
+void Step::refuse_batch_averages(const Tape<float>& tape, const char* step) {
+  if (tape.averages_batch_values()) {
+    fail("the graph keeps moving averages of batch statistics (batch normalisation's running statistics), which a ",
+         step, " step would compute on each shard's rows alone: not supported");
+  }
+}
+
 bool Step::agree(StepResult& result, Communicator* comm, const std::string& error, const std::string& problem,
                  double parts) {
   // The last two entries count the processes that had a non-finite objective and those
@@ -99,12 +106,14 @@ StepResult Step::run(const OptimizerStep& update, std::span<const StepGraph> gra
     result.losses = totals_;
   }
   apply_update(update);
+  for (const StepGraph& graph : graphs) graph.tape->update_averages();
   return result;
 }
 
 StepResult Step::run_data_parallel(const OptimizerStep& update, const StepGraph& graph, const Feed& feed) {
   Communicator& comm = *communicator_;
   Tape<float>& tape = *graph.tape;
+  refuse_batch_averages(tape, "data-parallel");
   StepResult result;
   params_.zero_grad();
   // This process's forward pass; an error in it (a label out of range in its rows) is
@@ -139,6 +148,7 @@ StepResult Step::run_data_parallel(const OptimizerStep& update, const StepGraph&
   const auto scale = static_cast<float>(1.0 / processes);
   for (float& g : params_.grads()) g *= scale;
   apply_update(update);
+  tape.update_averages();
   return result;
 }
 
@@ -154,6 +164,7 @@ StepResult Step::run_shards(const OptimizerStep& update, Tape<float>& tape, int6
     fail("a sharded step computes a power of two of shards, a whole subtree of a power of two; got shards ", first,
          "..", first + count - 1, " of ", shards);
   }
+  refuse_batch_averages(tape, "sharded");
   StepResult result;
   const size_t terms = tape.loss_count();
   totals_.assign(terms + 3, 0.0);
@@ -195,6 +206,7 @@ StepResult Step::run_shards(const OptimizerStep& update, Tape<float>& tape, int6
   std::span<float> grads = params_.grads();
   for (size_t i = 0; i < grads.size(); ++i) grads[i] = levels_[0][i] * scale;
   apply_update(update);
+  tape.update_averages();
   return result;
 }
 

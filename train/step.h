@@ -2,7 +2,7 @@
 // pre-training, the examples, the benchmarks, the tests):
 //
 //   feed -> noise key -> forward -> finiteness check -> backward -> gradient hook
-//        -> optimizer -> constraints
+//        -> optimizer -> constraints -> moving averages (Tape::update_averages)
 //
 // In a data-parallel run (set_communicator) the step's graph computes this process's
 // shard of a global batch: the processes agree on the objective after the forward pass
@@ -90,6 +90,7 @@ class Step {
   bool agree(StepResult& result, Communicator* comm, const std::string& error, const std::string& problem,
              double parts);
   void apply_update(const OptimizerStep& update);
+  static void refuse_batch_averages(const Tape<float>& tape, const char* step);
 
   ParamStore<float>& params_;
   Optimizer& optimizer_;

@@ -54,7 +54,8 @@ Split training_split(const TrainConfig& config, const Dataset& train_set) {
 // Refuses a data-parallel run of an objective whose gradient, averaged over the
 // processes, would not be the one-process gradient: each loss term must be a mean over
 // batch rows (a `mean`, possibly times a factor free of the batch, as penalties are
-// weighted) or free of the batch (a term on the parameters alone).
+// weighted) or free of the batch (a term on the parameters alone), and no moving average
+// may follow a statistic of the batch.
 void check_shardable(const Graph& g, int64_t batch, const std::string& source) {
   const std::vector<char> batched = batch_rows(g, batch);
   std::vector<char> reads_batch(g.size(), 0);
@@ -69,6 +70,15 @@ void check_shardable(const Graph& g, int64_t batch, const std::string& source) {
     const std::vector<NodeId> in = g.inputs(v);
     return in.size() == 2 && ((!reads_batch[in[0]] && mean_of_rows(in[1])) || (!reads_batch[in[1]] && mean_of_rows(in[0])));
   };
+  // Batch statistics (batch normalisation's, followed by running statistics) would be
+  // each process's own rows', not the global batch's.
+  for (const MovingAverage& a : g.averages()) {
+    if (reads_batch[g.at(a.source)]) {
+      fail(source, ": '", a.source, "' is a statistic of the batch (its moving average is '", a.param, "'): computed "
+           "on each process's or shard's rows alone, it would not be the one-process value; batch normalisation "
+           "needs the whole batch in one process (no batch.shards, no mpirun)");
+    }
+  }
   for (NodeId v : g.nodes()) {
     if (g[v].has(kLoss) && !mean_of_rows(v)) {
       fail(source, ": loss term '", g[v].name, "' (", g[v].op->name, ") is not a mean over the batch's rows: averaged "

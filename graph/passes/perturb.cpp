@@ -51,8 +51,9 @@ struct Children {
 };
 
 // `probes` false leaves out the noise found from gradients (a training objective's), as
-// Monte-Carlo inference does.
-Children make_children(const Graph& parent, int64_t children, bool probes) {
+// Monte-Carlo inference does. Child `teacher` (0: none) reads the moving average of each
+// parameter that has one in the parameter's place.
+Children make_children(const Graph& parent, int64_t children, bool probes, int64_t teacher = 0) {
   Children c;
   c.order = parent.topological_order();
   const std::vector<NodeId> outputs = parent.nodes_with(kOutput);
@@ -68,6 +69,19 @@ Children make_children(const Graph& parent, int64_t children, bool probes) {
   c.graph = copy_subgraph(parent, keep, &c.reads[0]);
   for (NodeId v : c.graph.nodes()) c.graph.node(v).flags &= ~static_cast<uint32_t>(kLoss);
 
+  std::map<NodeId, NodeId> averaged;  // parent parameter -> its moving average, in c.graph
+  if (teacher > 0) {
+    for (const MovingAverage& a : parent.averages()) {
+      const NodeId source = parent.at(a.source);
+      if (is_param(parent[source])) averaged[source] = c.reads[0][parent.at(a.param)];
+    }
+    if (averaged.empty()) {
+      throw Error("pseudo_ensemble.teacher: the model keeps no moving average of a parameter for the teacher to read "
+                  "(pens new mlp --teacher DECAY, or add_teacher in models/teacher.h)",
+                  "", "teacher");
+    }
+  }
+
   for (int k = 1; k <= children; ++k) {
     std::map<std::string, NodeId> subspace_draws;
     std::vector<NodeId>& reads = c.reads[static_cast<size_t>(k)];
@@ -76,7 +90,9 @@ Children make_children(const Graph& parent, int64_t children, bool probes) {
       const Node& n = parent[v];
       NodeId value;
       if (n.op->leaf) {
-        value = c.reads[0][v];  // inputs, parameters and constants are shared
+        // Inputs, parameters and constants are shared; a teacher reads averaged parameters.
+        const auto it = k == teacher ? averaged.find(v) : averaged.end();
+        value = it == averaged.end() ? c.reads[0][v] : it->second;
       } else if (c.network[v]) {
         std::vector<NodeId> inputs;
         for (NodeId u : parent.inputs(v)) inputs.push_back(reads[u]);
@@ -152,7 +168,7 @@ std::vector<NodeId> attach_loss_head(Children& c, const Graph& parent, const std
 
 Perturbed PerturbPass::perturb(const Graph& parent) const {
   spec_.validate();
-  Children c = make_children(parent, spec_.children, true);
+  Children c = make_children(parent, spec_.children, true, spec_.teacher);
   Graph& g = c.graph;
   const std::vector<NodeId> losses = parent.nodes_with(kLoss);
   // A training graph's result is its objective: the clean parent stays only where the
@@ -243,8 +259,29 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
   return out;
 }
 
-Graph build_inference(const Graph& parent, int64_t samples) {
+namespace {
+// The parent with each moving average used at inference read in place of its source:
+// running statistics for the batch's, a teacher's weights for the student's. Nothing
+// updates an inference graph's averages: it keeps none.
+Graph read_averages(const Graph& parent) {
+  Graph g = parent;
+  g.clear_averages();
+  for (const MovingAverage& a : parent.averages()) {
+    if (!a.at_inference) continue;
+    const NodeId source = g.at(a.source), param = g.at(a.param);
+    for (NodeId consumer : g.consumers(source)) {
+      std::vector<NodeId> inputs = g.inputs(consumer);
+      std::replace(inputs.begin(), inputs.end(), source, param);
+      g.set_inputs(consumer, inputs);
+    }
+  }
+  return g;
+}
+}  // namespace
+
+Graph build_inference(const Graph& model, int64_t samples) {
   if (samples < 0) fail("Monte-Carlo samples must be >= 0, got ", samples);
+  const Graph parent = read_averages(model);
   Graph g;
   if (samples == 0) {
     g = parent;

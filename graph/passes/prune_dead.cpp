@@ -41,8 +41,15 @@ Graph PruneDeadNodes::run(const Graph& in) const {
                                                      boost::get(boost::vertex_index, impl));
   MarkReached visitor;
   visitor.live = &live;
+  // A moving average's source lives too: the clean pass computes the batch statistics
+  // the running statistics follow even when no loss reads the clean network.
+  std::vector<char> root(in.size(), 0);
+  for (NodeId v : in.nodes()) root[v] = in[v].has(kOutput) || in[v].has(kLoss);
+  for (const MovingAverage& a : in.averages()) {
+    root[in.at(a.source)] = root[in.at(a.param)] = 1;
+  }
   for (NodeId v : in.nodes()) {
-    if ((in[v].has(kOutput) || in[v].has(kLoss)) && colors[v] == boost::white_color) {
+    if (root[v] && colors[v] == boost::white_color) {
       boost::breadth_first_visit(reversed, v, boost::visitor(visitor).color_map(color_map));
     }
   }

@@ -1,0 +1,17 @@
+// A mean teacher (Tarvainen & Valpola 2017) for any model built in C++: for every
+// trainable parameter P a frozen parameter "teacher/P" holding the moving average of P
+// (graph/graph.h, MovingAverage), which starts equal to P (ParamStore::initialize) and
+// follows it after every update. A pseudo-ensemble with `teacher: 1` makes child 1 read
+// these in place of the student's parameters (graph/pseudo_ensemble.h).
+#pragma once
+
+#include "pens/graph/graph.h"
+
+namespace pens {
+
+// decay: of the average per update (the paper's 0.99 early, 0.999 later). at_inference:
+// inference graphs read the teacher's parameters (the mean teacher's reported figures)
+// rather than the student's.
+void add_teacher(Graph& g, double decay, bool at_inference = true);
+
+}  // namespace pens

@@ -1,0 +1,139 @@
+// A mean teacher: moving averages of the parameters, read by child 1 of a pseudo-ensemble
+// in place of the student's; the Step moves them after each update, evaluation reads
+// them, model files keep them, and the spec refuses what cannot work.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "pens/autodiff/tape.h"
+#include "pens/graph/noise.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/mlp.h"
+#include "pens/models/teacher.h"
+#include "pens/serialization/model_file.h"
+#include "pens/train/optimizer.h"
+#include "pens/train/step.h"
+#include "tests/support/helpers.h"
+
+using namespace pens;
+
+namespace {
+
+constexpr int64_t kRows = 6;
+constexpr double kDecay = 0.9;
+
+// A 4-5-3 MLP with a teacher; Gaussian noise on x in every child.
+Graph student_and_teacher(bool at_inference = true) {
+  Graph g = build_mlp({.layers = {4, 5, 3}, .weight_std = 0.7});
+  add_noise(g, g.at("x"), "gaussian", {{"sigma", 0.3}});
+  add_teacher(g, kDecay, at_inference);
+  return g;
+}
+
+PseudoEnsembleSpec mean_teacher_spec() {
+  PseudoEnsembleSpec spec;
+  spec.children = 2;
+  spec.pairing = "child-child";
+  spec.teacher = 1;
+  spec.penalties = {{"logits", "softmax_l2", 1.0, "all", true}};
+  return spec;
+}
+
+void feed(Tape<float>& tape, size_t = 0) {
+  auto x = tape.input("x");
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.9f * static_cast<float>(i) + 0.4f);
+  auto y = tape.input("y");
+  for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 3);
+}
+
+std::vector<float> copy(TensorView<const float> v) { return {v.data, v.data + v.size()}; }
+
+}  // namespace
+
+TEST_CASE("mean teacher: frozen averages of every trainable parameter, starting equal to it") {
+  const Graph g = student_and_teacher();
+  CHECK(g.averages().size() == 4);  // W1, b1, W2, b2
+  for (const char* p : {"W1", "b1", "W2", "b2"}) {
+    const std::string t = std::string("teacher/") + p;
+    REQUIRE(g.find(t));
+    CHECK(g[t].has(kFrozen));
+  }
+  ParamStore<float> params(g);
+  params.initialize(g, 4);
+  CHECK(copy(params.value("teacher/W1")) == copy(params.value("W1")));
+  CHECK(copy(params.value("teacher/b2")) == copy(params.value("b2")));
+}
+
+TEST_CASE("mean teacher: child 1 reads the teacher's parameters, the student's children their own") {
+  const PseudoEnsemble e = build_pseudo_ensemble(student_and_teacher(), mean_teacher_spec());
+  const Graph& g = e.graph;
+  const auto reads = [&](const std::string& node, const std::string& param) {
+    for (NodeId u : g.inputs(g.at(node))) {
+      if (g[u].name == param) return true;
+    }
+    return false;
+  };
+  CHECK(reads("c1/a1", "teacher/W1"));
+  CHECK(reads("c1/logits", "teacher/b2"));
+  CHECK(reads("c2/a1", "W1"));
+  CHECK(reads("c2/logits", "b2"));
+  CHECK(reads("loss/parent/losses", "logits"));
+}
+
+TEST_CASE("mean teacher: after each update the teacher moves toward the updated student; no gradient reaches it") {
+  const Graph parent = student_and_teacher();
+  const PseudoEnsemble e = build_pseudo_ensemble(parent, mean_teacher_spec());
+  ParamStore<float> params(parent);
+  params.initialize(parent, 2);
+  const auto sgd = make_optimizer("sgd", params);
+  Step step(params, *sgd, {}, 5);
+  Tape<float> tape(e.graph, params, {.batch = kRows});
+  std::vector<float> teacher = copy(params.value("teacher/W1"));
+  for (int64_t s = 0; s < 3; ++s) {
+    REQUIRE(step.run({.step = s, .learning_rate = 0.5}, tape, feed).finite);
+    // The penalty pulls the student toward the teacher; the teacher gets nothing.
+    CHECK(params.grad("W1").arr().abs().maxCoeff() > 0);
+    CHECK(params.grad("teacher/W1").arr().abs().maxCoeff() == 0);
+    const std::vector<float> student = copy(params.value("W1"));
+    for (size_t i = 0; i < teacher.size(); ++i) {
+      teacher[i] = static_cast<float>(kDecay) * teacher[i] + static_cast<float>(1 - kDecay) * student[i];
+      CHECK(params.value("teacher/W1")[static_cast<int64_t>(i)] == doctest::Approx(teacher[i]).epsilon(1e-6));
+    }
+  }
+  CHECK(copy(params.value("teacher/W1")) != copy(params.value("W1")));
+}
+
+TEST_CASE("mean teacher: inference reads the teacher's parameters unless told otherwise") {
+  const auto reads_teacher = [](const Graph& g) {
+    for (NodeId u : g.inputs(g.at("a1"))) {
+      if (g[u].name == "teacher/W1") return true;
+    }
+    return false;
+  };
+  CHECK(reads_teacher(build_inference(student_and_teacher(true))));
+  CHECK_FALSE(reads_teacher(build_inference(student_and_teacher(false))));
+}
+
+TEST_CASE("mean teacher: model files keep it; the spec refuses a teacher it cannot use") {
+  Model model;
+  model.graph = student_and_teacher();
+  model.ensemble = mean_teacher_spec();
+  const std::string text = write_model(model, ValueStorage::None, "").json;
+  const Model back = parse_model(text, "mt.json", ".");
+  CHECK(back.graph.averages() == model.graph.averages());
+  REQUIRE(back.ensemble);
+  CHECK(back.ensemble->teacher == 1);
+
+  PseudoEnsembleSpec spec = mean_teacher_spec();
+  spec.pairing = "parent-child";
+  CHECK_ERROR_MENTIONS(spec.validate(), "teacher", "child-child");
+  spec = mean_teacher_spec();
+  spec.loss_on = "child";
+  CHECK_ERROR_MENTIONS(spec.validate(), "loss_on must be 'parent' with a teacher");
+  spec = mean_teacher_spec();
+  spec.teacher = 2;
+  CHECK_ERROR_MENTIONS(spec.validate(), "teacher must be 0 (none) or 1");
+  Graph no_teacher = build_mlp({.layers = {4, 5, 3}});
+  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(no_teacher, mean_teacher_spec()), "no moving average of a parameter");
+}
