@@ -36,6 +36,10 @@ void PseudoEnsembleSpec::validate() const {
   if (!(smoothing >= 0 && smoothing < 1)) {
     fail_spec("smoothing", "pseudo_ensemble.smoothing must be in [0, 1), got ", smoothing);
   }
+  if (!one_of(batch_statistics, {"own", "parent"})) {
+    fail_spec("batch_statistics", "pseudo_ensemble.batch_statistics must be 'own' or 'parent', got '",
+              batch_statistics, "'");
+  }
   if (teacher != 0) {
     if (teacher != 1) fail_spec("teacher", "pseudo_ensemble.teacher must be 0 (none) or 1 (child 1), got ", teacher);
     if (pairing != "child-child" || children < 2) {

@@ -55,6 +55,11 @@ struct PseudoEnsembleSpec {
   // 2017). It keeps its own noise; with child-child pairing and fixed_target penalties
   // it is the target the other children move toward. 0: no teacher.
   int64_t teacher = 0;
+  // Where children take batch statistics from (the computed sources of moving averages:
+  // batch normalisation's mean and variance): "own", each child's own perturbed batch;
+  // "parent", the clean parent's, held constant, so that a child's noise changes each
+  // example's value and not the normalisation of the whole batch.
+  std::string batch_statistics = "own";
   std::vector<PenaltyTerm> penalties;
   std::vector<LambdaStage> lambda_schedule;
 

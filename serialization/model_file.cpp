@@ -222,13 +222,15 @@ json tree_ports_json(const TreePorts& p) {
 
 PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::string& path, const Graph& g) {
   r.object(v, path);
-  r.only(v, path, {"children", "pairing", "loss_on", "smoothing", "teacher", "penalties", "lambda_schedule"});
+  r.only(v, path, {"children", "pairing", "loss_on", "smoothing", "teacher", "batch_statistics", "penalties",
+                   "lambda_schedule"});
   PseudoEnsembleSpec s;
   if (const json* x = r.optional(v, "children")) s.children = r.integer(*x, path + "/children");
   if (const json* x = r.optional(v, "pairing")) s.pairing = r.string(*x, path + "/pairing");
   if (const json* x = r.optional(v, "loss_on")) s.loss_on = r.string(*x, path + "/loss_on");
   if (const json* x = r.optional(v, "smoothing")) s.smoothing = r.number(*x, path + "/smoothing");
   if (const json* x = r.optional(v, "teacher")) s.teacher = r.integer(*x, path + "/teacher");
+  if (const json* x = r.optional(v, "batch_statistics")) s.batch_statistics = r.string(*x, path + "/batch_statistics");
   if (const json* x = r.optional(v, "penalties")) {
     r.array(*x, path + "/penalties");
     for (size_t i = 0; i < x->size(); ++i) {
@@ -559,6 +561,7 @@ json ensemble_json(const PseudoEnsembleSpec& s) {
   json out = {{"children", s.children}, {"pairing", s.pairing}, {"loss_on", s.loss_on},
               {"smoothing", s.smoothing}, {"penalties", pen}};
   if (s.teacher != 0) out["teacher"] = s.teacher;
+  if (s.batch_statistics != "own") out["batch_statistics"] = s.batch_statistics;
   if (!s.lambda_schedule.empty()) {
     json stages = json::array();
     for (const LambdaStage& st : s.lambda_schedule) stages.push_back({{"epochs", st.epochs}, {"scale", st.scale}});

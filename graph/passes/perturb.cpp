@@ -50,10 +50,20 @@ struct Children {
   std::vector<std::map<std::string, std::string>> taps;  // [k - 1]: parent node -> child k's copy
 };
 
-// `probes` false leaves out the noise found from gradients (a training objective's), as
-// Monte-Carlo inference does. Child `teacher` (0: none) reads the moving average of each
-// parameter that has one in the parameter's place.
-Children make_children(const Graph& parent, int64_t children, bool probes, int64_t teacher = 0) {
+struct ChildOptions {
+  // false leaves out the noise found from gradients (a training objective's), as
+  // Monte-Carlo inference does.
+  bool probes = true;
+  // Child `teacher` (0: none) reads the moving average of each parameter that has one in
+  // the parameter's place.
+  int64_t teacher = 0;
+  // Children read the clean parent's batch statistics (the computed sources of moving
+  // averages), held constant, instead of computing their own.
+  bool parent_statistics = false;
+};
+
+Children make_children(const Graph& parent, int64_t children, const ChildOptions& options) {
+  const int64_t teacher = options.teacher;
   Children c;
   c.order = parent.topological_order();
   const std::vector<NodeId> outputs = parent.nodes_with(kOutput);
@@ -82,6 +92,18 @@ Children make_children(const Graph& parent, int64_t children, bool probes, int64
     }
   }
 
+  // Batch statistics the children take from the parent, through one stop_gradient each.
+  std::map<NodeId, NodeId> statistics;
+  if (options.parent_statistics) {
+    for (const MovingAverage& a : parent.averages()) {
+      const NodeId source = parent.at(a.source);
+      if (is_param(parent[source]) || !c.network[source]) continue;
+      const NodeId fixed = c.graph.add("stop_gradient", {c.reads[0][source]}, {}, a.source + "~parent");
+      c.graph.node(fixed).layer = parent[source].layer;
+      statistics[source] = fixed;
+    }
+  }
+
   for (int k = 1; k <= children; ++k) {
     std::map<std::string, NodeId> subspace_draws;
     std::vector<NodeId>& reads = c.reads[static_cast<size_t>(k)];
@@ -93,6 +115,8 @@ Children make_children(const Graph& parent, int64_t children, bool probes, int64
         // Inputs, parameters and constants are shared; a teacher reads averaged parameters.
         const auto it = k == teacher ? averaged.find(v) : averaged.end();
         value = it == averaged.end() ? c.reads[0][v] : it->second;
+      } else if (auto it = statistics.find(v); it != statistics.end()) {
+        value = it->second;
       } else if (c.network[v]) {
         std::vector<NodeId> inputs;
         for (NodeId u : parent.inputs(v)) inputs.push_back(reads[u]);
@@ -105,7 +129,7 @@ Children make_children(const Graph& parent, int64_t children, bool probes, int64
       }
       for (size_t i = 0; i < n.noise.size(); ++i) {
         const NoiseKind& kind = NoiseRegistry::global().at(n.noise[i].kind);
-        if (kind.probe && !probes) continue;
+        if (kind.probe && !options.probes) continue;
         NoiseSite site(c.graph, n, value, k, i, &subspace_draws);
         try {
           value = kind.apply(site, n.noise[i].params);
@@ -168,7 +192,8 @@ std::vector<NodeId> attach_loss_head(Children& c, const Graph& parent, const std
 
 Perturbed PerturbPass::perturb(const Graph& parent) const {
   spec_.validate();
-  Children c = make_children(parent, spec_.children, true, spec_.teacher);
+  Children c = make_children(parent, spec_.children,
+                             {.teacher = spec_.teacher, .parent_statistics = spec_.batch_statistics == "parent"});
   Graph& g = c.graph;
   const std::vector<NodeId> losses = parent.nodes_with(kLoss);
   // A training graph's result is its objective: the clean parent stays only where the
@@ -287,7 +312,7 @@ Graph build_inference(const Graph& model, int64_t samples) {
     g = parent;
     for (NodeId v : g.nodes()) g.node(v).flags &= ~static_cast<uint32_t>(kLoss);
   } else {
-    Children c = make_children(parent, samples, false);
+    Children c = make_children(parent, samples, {.probes = false});
     g = std::move(c.graph);
     for (NodeId out : parent.nodes_with(kOutput)) {
       NodeId total = kNoNode;

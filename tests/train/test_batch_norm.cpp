@@ -198,3 +198,39 @@ TEST_CASE("moving averages of batch statistics: a sharded step refuses them") {
                                        [](Tape<float>& t, size_t) { feed(t); }),
                        "moving averages of batch statistics", "sharded");
 }
+
+TEST_CASE("batch statistics: children normalise with their own batch's, or with the clean parent's held constant") {
+  Graph parent = bn_mlp();
+  add_noise(parent, parent.at("x"), "gaussian", {{"sigma", 0.5}});
+  PseudoEnsembleSpec spec;
+  spec.children = 1;
+  spec.pairing = "parent-child";
+  spec.penalties = {{"logits", "kl", 1.0, "all", true}};
+  const Graph own = build_pseudo_ensemble(parent, spec).graph;
+  CHECK(own.find("c1/bn1/mean"));
+  spec.batch_statistics = "parent";
+  const Graph shared = build_pseudo_ensemble(parent, spec).graph;
+  CHECK_FALSE(shared.find("c1/bn1/mean"));
+  const std::vector<NodeId> in = shared.inputs(shared.at("c1/bn1"));
+  REQUIRE(in.size() == 5);
+  CHECK(shared[in[1]].name == "bn1/mean~parent");
+  CHECK(shared[in[1]].op->name == "stop_gradient");
+  CHECK(shared[shared.inputs(in[1])[0]].name == "bn1/mean");
+  CHECK(shared[in[2]].name == "bn1/var~parent");
+
+  // The child's values: its own pre-activations, the parent's statistics.
+  ParamStore<double> params(parent);
+  params.initialize(parent, 2);
+  Tape<double> tape(shared, params, {.batch = kRows});
+  feed(tape);
+  tape.forward();
+  const TensorView<const double> a = tape.value("c1/a1"), n = tape.value("c1/bn1");
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t j = 0; j < 5; ++j) {
+      const double expected = (a[r * 5 + j] - tape.value("bn1/mean")[j]) / std::sqrt(tape.value("bn1/var")[j] + 1e-5);
+      CHECK(n[r * 5 + j] == doctest::Approx(expected).epsilon(1e-12));
+    }
+  }
+  spec.batch_statistics = "children";
+  CHECK_ERROR_MENTIONS(spec.validate(), "batch_statistics must be 'own' or 'parent'");
+}
