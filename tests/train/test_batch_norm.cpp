@@ -25,6 +25,13 @@ constexpr int64_t kRows = 6;
 
 Graph bn_mlp() { return build_mlp({.layers = {4, 5, 3}, .weight_std = 0.7, .batch_norm = true}); }
 
+// The same with Gaussian noise on x for the children.
+Graph noisy_bn_mlp() {
+  Graph g = bn_mlp();
+  add_noise(g, g.at("x"), "gaussian", {{"sigma", 0.5}});
+  return g;
+}
+
 template <class T>
 void feed_x(Tape<T>& tape) {
   auto x = tape.input("x");
@@ -90,8 +97,7 @@ TEST_CASE("batch norm: finite-difference gradients through the batch statistics"
 TEST_CASE("moving averages: the Step follows the clean pass's batch statistics after each update") {
   // Children see Gaussian noise on x; the loss is on child 1 and the children agree, so
   // nothing but the running statistics reads the clean parent: it is kept for them.
-  Graph parent = bn_mlp();
-  add_noise(parent, parent.at("x"), "gaussian", {{"sigma", 0.5}});
+  const Graph parent = noisy_bn_mlp();
   PseudoEnsembleSpec spec;
   spec.children = 2;
   spec.loss_on = "child";
@@ -200,8 +206,7 @@ TEST_CASE("moving averages of batch statistics: a sharded step refuses them") {
 }
 
 TEST_CASE("batch statistics: children normalise with their own batch's, or with the clean parent's held constant") {
-  Graph parent = bn_mlp();
-  add_noise(parent, parent.at("x"), "gaussian", {{"sigma", 0.5}});
+  const Graph parent = noisy_bn_mlp();
   PseudoEnsembleSpec spec;
   spec.children = 1;
   spec.pairing = "parent-child";
