@@ -157,6 +157,7 @@ class ModelBuilder:
         self._inputs, self._params, self._nodes, self._outputs = [], [], [], []
         self._names = set()
         self._ensemble = None
+        self._averages = []
         self._metadata = {"description": description} if description else {}
 
     def _name(self, name, op):
@@ -222,19 +223,48 @@ class ModelBuilder:
         self._outputs.append(node)
         return node
 
+    def moving_average(self, param, source, decay, at_inference=True):
+        """Keeps frozen parameter `param` as a moving average of node `source` after every
+        update, read in its place at inference when at_inference (docs/model-format.md,
+        moving_averages): running statistics, a mean teacher's weights."""
+        self._find(param)
+        self._find(source)
+        self._averages.append({"param": param, "source": source, "decay": decay, "at_inference": at_inference})
+
+    def batch_norm(self, x, name, width, decay=0.99, eps=1e-5):
+        """Batch normalisation of x [B, width] over its rows, as pens new mlp --batch-norm
+        writes it: nodes "<name>/mean", "<name>/var", "<name>"; parameters "<name>/scale",
+        "<name>/shift" and the running statistics. Returns the normalised node."""
+        scale = self.param(f"{name}/scale", [width], init="constant", value=1.0)
+        shift = self.param(f"{name}/shift", [width], init="constant", value=0.0)
+        running_mean = self.param(f"{name}/running_mean", [width], init="constant", value=0.0, frozen=True)
+        running_var = self.param(f"{name}/running_var", [width], init="constant", value=1.0, frozen=True)
+        mean = self.add("mean", [x], name=f"{name}/mean", axes=[0], keepdims=0)
+        var = self.add("batch_variance", [x, mean], name=f"{name}/var")
+        out = self.add("normalize", [x, mean, var, scale, shift], name=name, eps=eps)
+        self.moving_average(running_mean, mean, decay)
+        self.moving_average(running_var, var, decay)
+        return out
+
     def pseudo_ensemble(self, children=2, penalties=(), pairing="child-child", loss_on="parent", smoothing=1e-4,
-                        lambda_schedule=()):
+                        lambda_schedule=(), teacher=0, batch_statistics="own"):
         """How training builds the pseudo-ensemble (docs/model-format.md, pseudo_ensemble)."""
         self._ensemble = {"children": children, "pairing": pairing, "loss_on": loss_on, "smoothing": smoothing,
                           "penalties": list(penalties)}
         if lambda_schedule:
             self._ensemble["lambda_schedule"] = list(lambda_schedule)
+        if teacher:
+            self._ensemble["teacher"] = teacher
+        if batch_statistics != "own":
+            self._ensemble["batch_statistics"] = batch_statistics
 
     def to_dict(self):
         model = {"format_version": 1, "opset_version": 1, "inputs": self._inputs, "parameters": self._params,
                  "nodes": self._nodes, "outputs": self._outputs}
         if self._metadata:
             model["metadata"] = self._metadata
+        if self._averages:
+            model["moving_averages"] = self._averages
         if self._ensemble is not None:
             model["pseudo_ensemble"] = self._ensemble
         return model

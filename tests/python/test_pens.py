@@ -150,3 +150,26 @@ def test_the_builder_refuses_what_a_model_file_refuses():
         b.build()
     with pytest.raises(pens.Error, match="exists already"):
         b.input("x", [None, 3])
+
+
+def test_batch_norm_from_the_builder_keeps_running_statistics_and_infers_row_by_row():
+    b = pens.ModelBuilder()
+    x = b.input("x", [None, 3])
+    y = b.input("y", [None], dtype="index")
+    a = b.add("matmul", [x, b.param("W", [3, 4], std=0.5)], name="a")
+    h = b.add("relu", [b.batch_norm(a, "bn", 4, decay=0.5)], name="h")
+    logits = b.add("affine", [h, b.param("V", [4, 2], std=0.5), b.param("c", [2], init="zeros")], name="logits",
+                   output=True)
+    b.add("mean", [b.add("softmax_xent", [logits, y])], name="loss", loss=True)
+    model = b.build()
+    model.initialize(seed=1)
+    assert "moving average: %bn/running_mean <- 0.5 * %bn/running_mean + 0.5 * %bn/mean" in model.inspect()
+    # Inference normalises with the running statistics: each row alone gives what it
+    # gives in a batch.
+    rng = np.random.default_rng(2)
+    inference = pens.compile(model, batch=5)
+    xs = rng.random((5, 3))
+    whole = np.array(inference.forward(x=xs)["logits"])
+    one = pens.compile(model, batch=1)
+    for r in range(5):
+        assert np.allclose(np.array(one.forward(x=xs[r:r + 1])["logits"])[0], whole[r], atol=1e-6)
