@@ -163,9 +163,8 @@ int run_new(const std::vector<std::string>& argv) {
   }
   const Args args(argv, {"batch-norm"},
                   {"batch-norm-decay", "teacher", "layers", "mask-input", "mask-hidden", "gaussian-input",
-                   "gaussian-bias", "max-norm",
-                   "weight-std", "hidden-bias", "output-bias", "loss", "penalty", "children", "pairing", "loss-on", "smoothing", "output",
-                   "description", "values", "noise"});
+                   "gaussian-bias", "max-norm", "weight-std", "hidden-bias", "output-bias", "loss", "penalty",
+                   "children", "pairing", "loss-on", "smoothing", "output", "description", "values", "noise"});
   const std::string& kind = args.one_positional("a model kind (mlp, ctn)");
   if (kind != "mlp") fail("unknown model kind '", kind, "' (mlp, ctn)");
   MlpSpec spec;
