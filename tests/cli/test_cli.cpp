@@ -303,6 +303,18 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   const Run bad_noise = pens_cli("new mlp --noise h1:fuzz");
   CHECK(bad_noise.status == 1);
   CHECK(bad_noise.out.find("parameters only") != std::string::npos);
+  // Batch norm and a mean teacher: 2 running statistics and 5 teacher parameters
+  // (W1, scale, shift, W2, b2), each a moving average; the fixed target from --penalty.
+  const Run mt = pens_cli("new mlp --layers 10,6,3 --batch-norm --teacher 0.99 --children 2 "
+                          "--noise x:gaussian:sigma=0.3 --penalty logits:softmax_l2:1:all:fixed");
+  REQUIRE(mt.status == 0);
+  const auto md = nlohmann::json::parse(mt.out);
+  CHECK(md.at("moving_averages").size() == 7);
+  CHECK(md.at("pseudo_ensemble").at("teacher") == 1);
+  CHECK(md.at("pseudo_ensemble").at("penalties")[0].at("fixed_target") == true);
+  CHECK(pens_cli("new mlp --teacher 0.99").out.find("--teacher needs a pseudo-ensemble") != std::string::npos);
+  CHECK(pens_cli("new mlp --batch-norm-decay 0.9").out.find("needs --batch-norm") != std::string::npos);
+  CHECK(pens_cli("new mlp --penalty logits:kl:1:all:x").out.find("can only be 'fixed'") != std::string::npos);
 }
 
 TEST_CASE("pens eval, train and pretrain: a corrupt IDX file or a bad config is one line and exit 1") {
