@@ -9,8 +9,10 @@
 #   --splits N          splits (labeled-set seeds 1..N) per cell (default 3; the
 #                       100-label cell gets max(N, 5))
 #   --labels LIST       comma-separated labeled-set sizes (default 100,600,1000,3000)
-#   --methods LIST      comma-separated, from sde, pea, pea+ (default sde,pea); pea+
-#                       first pre-trains once (pens pretrain, into RUNS/pretrain)
+#   --methods LIST      comma-separated, from sde, pea, pea+, and the consistency
+#                       methods vat, pi, mean-teacher (their *-100.json configs, with
+#                       --labels N) (default sde,pea); pea+ first pre-trains once (pens
+#                       pretrain, into RUNS/pretrain)
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
 #   --supervised        also the fully supervised cells (raw, sde, pea on 50,000 labels)
 #   --supervised-epochs E  their length (default: the configs', the paper's 1000 epochs)
@@ -32,7 +34,7 @@ while [[ $# -gt 0 ]]; do
     --supervised-epochs) supervised_epochs="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table1: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -88,6 +90,9 @@ if [[ $report_only == 0 ]]; then
         sde) config=examples/mnist/sde-semi.json ;;
         pea) config=examples/mnist/pea-$n.json ;;
         pea+) config=examples/mnist/pea-plus-$n.json ;;
+        vat) config=examples/mnist/vat-bn-100.json ;;
+        pi) config=examples/mnist/pi-100.json ;;
+        mean-teacher) config=examples/mnist/mean-teacher-100.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac
       [[ -f $config ]] || { echo "table1: no config $config for $method at $n labels" >&2; exit 2; }
