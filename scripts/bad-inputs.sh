@@ -28,7 +28,8 @@ pens=${PENS:-$(pwd)/build/pens}  # PENS: another build of the tool (the test sui
 # 16 GiB of address space turns a runaway allocation into a quick failure; not under
 # AddressSanitizer, which reserves terabytes of address space for its shadow memory.
 memory=$((16 * 1024 * 1024))
-ldd "$pens" 2>/dev/null | grep -q libasan && memory=unlimited
+# (Read whole: `ldd | grep -q` under pipefail fails when grep exits before ldd has written.)
+[[ $(ldd "$pens" 2>/dev/null) == *libasan* ]] && memory=unlimited
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
