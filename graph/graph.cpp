@@ -93,6 +93,14 @@ std::vector<NodeId> Graph::inputs(NodeId v) const {
   return out;
 }
 
+void Graph::replace_uses(NodeId from, NodeId to) {
+  for (NodeId consumer : consumers(from)) {
+    std::vector<NodeId> ins = inputs(consumer);
+    std::replace(ins.begin(), ins.end(), from, to);
+    set_inputs(consumer, ins);
+  }
+}
+
 std::vector<NodeId> Graph::consumers(NodeId v) const {
   std::vector<NodeId> out;
   for (auto [it, end] = boost::out_edges(v, impl_); it != end; ++it) {

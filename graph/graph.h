@@ -79,6 +79,8 @@ class Graph {
 
   std::vector<NodeId> inputs(NodeId v) const;     // in slot order
   std::vector<NodeId> consumers(NodeId v) const;  // nodes that read v, each once
+  // Every node that reads `from` reads `to` in its place, in the same slots.
+  void replace_uses(NodeId from, NodeId to);
 
   const Node& node(NodeId v) const { return impl_[v]; }
   Node& node(NodeId v) { return impl_[v]; }

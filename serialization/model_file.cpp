@@ -282,14 +282,6 @@ void read_averages(const Reader& r, const json& v, Graph& g) {
   }
 }
 
-json averages_json(const std::vector<MovingAverage>& averages) {
-  json out = json::array();
-  for (const MovingAverage& a : averages) {
-    out.push_back({{"param", a.param}, {"source", a.source}, {"decay", a.decay}, {"at_inference", a.at_inference}});
-  }
-  return out;
-}
-
 // Builds the pseudo-ensemble once, so that what only its passes find (a noise parameter
 // out of its domain, a penalty on a leaf) is refused when the file is read, pointing at
 // the field that caused it.
@@ -666,6 +658,14 @@ json noise_list_json(const std::vector<NoiseAnnotation>& noise) {
     list.push_back(entry);
   }
   return list;
+}
+
+json averages_json(const std::vector<MovingAverage>& averages) {
+  json out = json::array();
+  for (const MovingAverage& a : averages) {
+    out.push_back({{"param", a.param}, {"source", a.source}, {"decay", a.decay}, {"at_inference", a.at_inference}});
+  }
+  return out;
 }
 
 }  // namespace pens

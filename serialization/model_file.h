@@ -47,6 +47,8 @@ void save_model(const Model& model, const std::string& path, ValueStorage storag
 std::vector<NoiseAnnotation> read_noise_list(const nlohmann::json& list, const std::string& source,
                                              const std::string& path, const Node& node);
 nlohmann::json noise_list_json(const std::vector<NoiseAnnotation>& noise);
+// A graph's moving averages as the model file's `moving_averages` holds them.
+nlohmann::json averages_json(const std::vector<MovingAverage>& averages);
 
 // An attribute value, and a set of attributes, as the model format writes them.
 nlohmann::json attribute_json(const AttrValue& v);

@@ -117,16 +117,12 @@ json inspect_json(const BuiltGraph& built) {
                         {"value", t.value},
                         {"lambda_node", t.lambda}});
   }
-  json averages = json::array();
-  for (const MovingAverage& a : g.averages()) {
-    averages.push_back({{"param", a.param}, {"source", a.source}, {"decay", a.decay}, {"at_inference", a.at_inference}});
-  }
   return {{"batch", built.batch},
           {"children", built.ensemble ? built.ensemble->spec.children : 0},
           {"parameter_nodes", params},
           {"nodes", nodes},
           {"taps", tap_list},
-          {"moving_averages", averages}};
+          {"moving_averages", averages_json(g.averages())}};
 }
 
 }  // namespace pens

@@ -42,10 +42,11 @@ Step::Step(ParamStore<float>& params, Optimizer& optimizer, std::vector<std::uni
            uint64_t seed)
     : params_(params), optimizer_(optimizer), constraints_(std::move(constraints)), seed_(seed) {}
 
-void Step::apply_update(const OptimizerStep& update) {
+void Step::apply_update(const OptimizerStep& update, std::span<const StepGraph> graphs) {
   if (hook_) hook_(params_);
   optimizer_.step(update);
   for (const auto& c : constraints_) c->apply();
+  for (const StepGraph& graph : graphs) graph.tape->update_averages();
 }
 
 void Step::refuse_batch_averages(const Tape<float>& tape, const char* step) {
@@ -105,8 +106,7 @@ StepResult Step::run(const OptimizerStep& update, std::span<const StepGraph> gra
     for (size_t i = 0; i < totals_.size(); ++i) totals_[i] = graphs[0].tape->loss_value(i);
     result.losses = totals_;
   }
-  apply_update(update);
-  for (const StepGraph& graph : graphs) graph.tape->update_averages();
+  apply_update(update, graphs);
   return result;
 }
 
@@ -147,8 +147,7 @@ StepResult Step::run_data_parallel(const OptimizerStep& update, const StepGraph&
   comm.finish_sums();
   const auto scale = static_cast<float>(1.0 / processes);
   for (float& g : params_.grads()) g *= scale;
-  apply_update(update);
-  tape.update_averages();
+  apply_update(update, {&graph, 1});
   return result;
 }
 
@@ -205,8 +204,8 @@ StepResult Step::run_shards(const OptimizerStep& update, Tape<float>& tape, int6
   const auto scale = static_cast<float>(1.0 / static_cast<double>(shards));
   std::span<float> grads = params_.grads();
   for (size_t i = 0; i < grads.size(); ++i) grads[i] = levels_[0][i] * scale;
-  apply_update(update);
-  tape.update_averages();
+  const StepGraph graph{&tape, 0};
+  apply_update(update, {&graph, 1});
   return result;
 }
 

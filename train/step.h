@@ -89,7 +89,8 @@ class Step {
   // `parts`.
   bool agree(StepResult& result, Communicator* comm, const std::string& error, const std::string& problem,
              double parts);
-  void apply_update(const OptimizerStep& update);
+  // Hook, optimizer, constraints, then the moving averages of the step's graphs.
+  void apply_update(const OptimizerStep& update, std::span<const StepGraph> graphs);
   static void refuse_batch_averages(const Tape<float>& tape, const char* step);
 
   ParamStore<float>& params_;

@@ -62,11 +62,7 @@ Graph LookupFirst::run(const Graph& in) const {
       rows = next;
     }
     // The last step takes the lookup's place: its name, flags and consumers.
-    for (NodeId consumer : g.consumers(lookup)) {
-      std::vector<NodeId> ins = g.inputs(consumer);
-      std::replace(ins.begin(), ins.end(), lookup, rows);
-      g.set_inputs(consumer, ins);
-    }
+    g.replace_uses(lookup, rows);
     g.node(rows).flags = looked_up.flags;
     g.node(rows).noise = looked_up.noise;
     g.node(lookup).flags = 0;

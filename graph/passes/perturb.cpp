@@ -63,7 +63,6 @@ struct ChildOptions {
 };
 
 Children make_children(const Graph& parent, int64_t children, const ChildOptions& options) {
-  const int64_t teacher = options.teacher;
   Children c;
   c.order = parent.topological_order();
   const std::vector<NodeId> outputs = parent.nodes_with(kOutput);
@@ -80,7 +79,7 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
   for (NodeId v : c.graph.nodes()) c.graph.node(v).flags &= ~static_cast<uint32_t>(kLoss);
 
   std::map<NodeId, NodeId> averaged;  // parent parameter -> its moving average, in c.graph
-  if (teacher > 0) {
+  if (options.teacher > 0) {
     for (const MovingAverage& a : parent.averages()) {
       const NodeId source = parent.at(a.source);
       if (is_param(parent[source])) averaged[source] = c.reads[0][parent.at(a.param)];
@@ -113,7 +112,7 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
       NodeId value;
       if (n.op->leaf) {
         // Inputs, parameters and constants are shared; a teacher reads averaged parameters.
-        const auto it = k == teacher ? averaged.find(v) : averaged.end();
+        const auto it = k == options.teacher ? averaged.find(v) : averaged.end();
         value = it == averaged.end() ? c.reads[0][v] : it->second;
       } else if (auto it = statistics.find(v); it != statistics.end()) {
         value = it->second;
@@ -292,13 +291,7 @@ Graph read_averages(const Graph& parent) {
   Graph g = parent;
   g.clear_averages();
   for (const MovingAverage& a : parent.averages()) {
-    if (!a.at_inference) continue;
-    const NodeId source = g.at(a.source), param = g.at(a.param);
-    for (NodeId consumer : g.consumers(source)) {
-      std::vector<NodeId> inputs = g.inputs(consumer);
-      std::replace(inputs.begin(), inputs.end(), source, param);
-      g.set_inputs(consumer, inputs);
-    }
+    if (a.at_inference) g.replace_uses(g.at(a.source), g.at(a.param));
   }
   return g;
 }

@@ -45,14 +45,7 @@ Graph probe_body(const Graph& g, NodeId probe, const ProbeBody& body, NodeId tar
   Graph b = copy_subgraph(g, keep, &to_body);
   const NodeId old = to_body[probe];
   b.rename(old, name + "/probe");
-  const NodeId tried = b.input(name, shape);
-  for (NodeId c : b.consumers(old)) {
-    std::vector<NodeId> inputs = b.inputs(c);
-    for (NodeId& u : inputs) {
-      if (u == old) u = tried;
-    }
-    b.set_inputs(c, inputs);
-  }
+  b.replace_uses(old, b.input(name, shape));
 
   const std::string kind_name = body.params.get_string("divergence");
   const PenaltyKind* kind = PenaltyRegistry::global().find(kind_name);

@@ -88,7 +88,9 @@ TEST_CASE("batch norm: finite-difference gradients through the batch statistics"
   // Every row's output depends on every row's input through the mean and the variance:
   // the check covers the three ops together (each also has its own cases).
   const Graph g = bn_mlp();
-  const GradcheckResult r = gradcheck(g, label_values(g, 4), {.batch = 4});
+  GradcheckOptions options;
+  options.batch = 4;
+  const GradcheckResult r = gradcheck(g, label_values(g, 4), options);
   INFO(r.worst);
   CHECK(r.passed);
   CHECK(r.nonzero > 50);
