@@ -51,7 +51,7 @@ struct GradcheckOptions {
   int64_t sample = 0;             // elements checked per variable tensor; 0: all of them
   uint64_t sample_seed = 1;
   // Called after each checked element with (checked, to check); the CLI prints progress.
-  std::function<void(int64_t, int64_t)> progress;
+  std::function<void(int64_t, int64_t)> progress = {};
 };
 
 struct GradcheckResult {

@@ -111,7 +111,8 @@ int run_kinds(const std::vector<std::string>& argv) {
                               {"params", schema_json(k->params)}});
     }
     for (const PenaltyKind* k : penalties) {
-      out["penalty"].push_back({{"name", k->name}, {"summary", k->summary}, {"symmetrised", k->symmetrised}});
+      out["penalty"].push_back(
+          {{"name", k->name}, {"summary", k->summary}, {"symmetrised", k->symmetrised}, {"params", k->params}});
     }
     for (const OptimizerKind* k : optimizers) {
       out["optimizer"].push_back({{"name", k->name}, {"summary", k->summary}, {"settings", schema_json(k->settings)}});
@@ -125,7 +126,9 @@ int run_kinds(const std::vector<std::string>& argv) {
   }
   std::cout << "penalty kinds (pseudo_ensemble.penalties[].kind):\n";
   for (const PenaltyKind* k : penalties) {
-    print_row(k->name, k->summary, k->symmetrised ? "symmetrised between two children" : "");
+    std::string notes = k->symmetrised ? "symmetrised between two children" : "";
+    for (const auto& [name, value] : k->params) notes += cat(notes.empty() ? "" : "; ", name, "=", value);
+    print_row(k->name, k->summary, notes);
   }
   std::cout << "optimizers (a training config's optimizer.kind):\n";
   for (const OptimizerKind* k : optimizers) print_row(k->name, k->summary, schema_text(k->settings));

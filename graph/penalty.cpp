@@ -17,6 +17,12 @@ NodeId PenaltyBuilder::scalar(double value, std::string name) {
   return add("constant", {}, {{"shape", std::vector<int64_t>{}}, {"value", value}}, std::move(name));
 }
 
+double PenaltyBuilder::param(const std::string& name) const {
+  auto it = params_.find(name);
+  if (it == params_.end()) fail(prefix_, ": the penalty kind declares no parameter '", name, "'");
+  return it->second;
+}
+
 NodeId PenaltyBuilder::row_sum(NodeId x) { return add("sum", {x}, {{"axes", std::vector<int64_t>{-1}}}); }
 
 NodeId PenaltyBuilder::probs(NodeId a) {
@@ -91,11 +97,24 @@ PenaltyKind entropy_kind() {
           }};
 }
 
+// Pseudo-labels (Lee 2013): cross-entropy of b against the argmax class of a, on the
+// rows where a's largest probability reaches `threshold` (rows under it add 0; with a
+// threshold, FixMatch's rule). The label is a target: pseudo_label passes no gradient.
+PenaltyKind pseudo_label_kind() {
+  return {"pseudo_label", "-log softmax(b)[argmax a] on rows where max softmax(a) >= threshold, else 0", false,
+          [](PenaltyBuilder& b, NodeId x, NodeId y) {
+            const NodeId label = b.add("pseudo_label", {x}, {{"threshold", b.param("threshold")}});
+            return b.add("scale", {b.row_sum(b.add("mul", {label, b.log_probs(y)}))}, {{"factor", -1.0}});
+          },
+          {{"threshold", 0.95}}};
+}
+
 }  // namespace
 
 template <>
 std::vector<PenaltyKind> builtin_kinds<PenaltyKind>() {
-  return {kl_kind(), xent_kind(), tanh_kind(), direction_kind(), l2_kind(), softmax_l2_kind(), entropy_kind()};
+  return {kl_kind(), xent_kind(), tanh_kind(), direction_kind(), l2_kind(), softmax_l2_kind(), entropy_kind(),
+          pseudo_label_kind()};
 }
 
 }  // namespace pens

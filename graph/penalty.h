@@ -22,10 +22,19 @@ namespace pens {
 // named "<prefix>/<op><n>", role "penalty", in the tapped node's layer.
 class PenaltyBuilder {
  public:
-  PenaltyBuilder(Graph& g, std::string prefix, std::string layer, double smoothing, int64_t classes)
-      : g_(g), prefix_(std::move(prefix)), layer_(std::move(layer)), smoothing_(smoothing), classes_(classes) {}
+  // `params`: the kind's parameters, the term's values over the kind's defaults.
+  PenaltyBuilder(Graph& g, std::string prefix, std::string layer, double smoothing, int64_t classes,
+                 std::map<std::string, double> params = {})
+      : g_(g),
+        prefix_(std::move(prefix)),
+        layer_(std::move(layer)),
+        smoothing_(smoothing),
+        classes_(classes),
+        params_(std::move(params)) {}
 
   const std::string& prefix() const { return prefix_; }
+  // The value of one of the kind's parameters (PenaltyKind::params).
+  double param(const std::string& name) const;
   // A node of the term; `name` empty: an automatic one under the prefix.
   NodeId add(std::string_view op, const std::vector<NodeId>& inputs, Attributes attrs = {},
              std::string name = {});
@@ -45,6 +54,7 @@ class PenaltyBuilder {
   std::string layer_;
   double smoothing_;
   int64_t classes_;
+  std::map<std::string, double> params_;
   int counter_ = 0;
   std::optional<NodeId> smoothing_node_;  // the constant s, shared by every softmax of the term
   std::map<NodeId, NodeId> probs_, log_probs_;
@@ -59,6 +69,9 @@ struct PenaltyKind {
   bool symmetrised = false;
   // V(a, b) for each row of two taps of the same shape [R, ...]: a node of shape [R].
   std::function<NodeId(PenaltyBuilder&, NodeId a, NodeId b)> per_row;
+  // The parameters a term may set ("params" in model files), with their defaults:
+  // {"threshold", 0.95} for pseudo_label. A term naming another is an error.
+  std::map<std::string, double> params = {};
 };
 
 // PenaltyRegistry::global().at("kl"); PenaltyRegistry::register_global(kind) adds one.

@@ -64,6 +64,16 @@ void PseudoEnsembleSpec::validate() const {
       fail_spec(field + "kind", where, ".kind must be a registered penalty kind (", PenaltyRegistry::global().names(),
                 "), got '", p.kind, "'");
     }
+    const PenaltyKind& kind = PenaltyRegistry::global().at(p.kind);
+    for (const auto& [name, value] : p.params) {
+      if (!kind.params.contains(name)) {
+        std::string declared;
+        for (const auto& [n, d] : kind.params) declared += (declared.empty() ? "" : ", ") + n;
+        fail_spec(field + "params/" + name, where, ".params: penalty kind '", p.kind, "' has no parameter '", name,
+                  "' (", declared.empty() ? std::string("it takes none") : "it takes " + declared, ")");
+      }
+      if (!std::isfinite(value)) fail_spec(field + "params/" + name, where, ".params.", name, " must be finite");
+    }
     if (!(p.lambda >= 0 && std::isfinite(p.lambda))) {
       fail_spec(field + "lambda", where, ".lambda must be finite and >= 0, got ", p.lambda);
     }

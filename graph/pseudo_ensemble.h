@@ -34,6 +34,8 @@ struct PenaltyTerm {
   // it (stop_gradient), so only the other side moves to agree, and the kind is not
   // symmetrised. The Π-model's and mean teacher's consistency terms are so.
   bool fixed_target = false;
+  // Values of the kind's parameters (PenaltyKind::params); the rest keep their defaults.
+  std::map<std::string, double> params = {};
   bool operator==(const PenaltyTerm&) const = default;
 };
 
@@ -105,10 +107,10 @@ struct PenaltyHandle {
 // A training graph and what code driving it needs to know about it.
 struct PseudoEnsemble {
   Graph graph;  // verified, dead nodes pruned
-  PseudoEnsembleSpec spec;
-  std::vector<std::string> losses;  // the supervised loss terms
-  std::map<std::string, std::string> loss_head;
-  std::vector<PenaltyHandle> penalties;
+  PseudoEnsembleSpec spec = {};
+  std::vector<std::string> losses = {};  // the supervised loss terms
+  std::map<std::string, std::string> loss_head = {};
+  std::vector<PenaltyHandle> penalties = {};
 };
 
 // Adds K children (spec.children) of the parent's network (the non-leaf ancestors of

@@ -21,7 +21,7 @@ struct Schedule {
   double momentum_end = 0;
   double momentum_epochs = 0;
   // λ_t = λ · the scale of the stage t falls in (the last stage holds); 1 without stages
-  std::vector<LambdaStage> lambda_stages;
+  std::vector<LambdaStage> lambda_stages = {};
 
   double learning_rate_at(double epoch) const;
   double momentum_at(double epoch) const;

@@ -50,8 +50,10 @@ std::vector<PenaltyHandle> add_penalties(Perturbed& perturbed, const PseudoEnsem
       taps.push_back(g.at(tap->second));
     }
     if (taps.empty()) fail(where, ": the pseudo-ensemble has no children to tap");
+    std::map<std::string, double> params = kind.params;
+    for (const auto& [name, value] : term.params) params[name] = value;
     PenaltyBuilder b(g, cat("pen/", term.node, "/", term.kind), h.layer, spec.smoothing,
-                     values[*parent].shape.cols());
+                     values[*parent].shape.cols(), std::move(params));
 
     // The rows the penalty covers.
     auto rows = [&](NodeId v) {

@@ -107,10 +107,42 @@ struct L2Normalize : RowwiseOp<L2Normalize> {
   }
 };
 
+// pseudo_label: y = one_hot(argmax_j x_j) on each row whose largest softmax probability
+// reaches `threshold`, a zero row elsewhere (the first largest entry on ties): the class
+// a confident prediction picks as a target. Piecewise constant, so no gradient flows back.
+struct PseudoLabel : RowwiseOp<PseudoLabel> {
+  static constexpr const char* kName = "pseudo_label";
+  static constexpr const char* kSummary = "one-hot argmax of each row whose max softmax >= threshold, else 0";
+  static std::vector<InputSlot> inputs() { return {{"x", DType::Real, /*differentiable=*/false}}; }
+  static std::vector<AttrSpec> attrs() {
+    return {{"threshold", AttrType::Float, false, AttrValue(0.0), "least max probability that labels a row"}};
+  }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    auto x = args.in[0].mat();
+    auto y = args.out.mat();
+    const double threshold = args.attr().get_float("threshold");
+    y.setZero();
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      Eigen::Index best = 0;
+      const T m = x.row(r).maxCoeff(&best);
+      const double max_prob = 1.0 / static_cast<double>((x.row(r).array() - m).exp().sum());
+      if (max_prob >= threshold) y(r, best) = T(1);
+    }
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>&) {}
+  // Nothing to differentiate: tests/ops/test_op_values.cpp checks the values.
+  static void check(CheckBuilder& b) {
+    b.check({b.real({4, 5}, uniform(-2, 2))}, {{"threshold", 0.3}});
+  }
+};
+
 void register_rowwise_ops(OpRegistry& r) {
   r.add<Softmax>();
   r.add<LogSoftmax>();
   r.add<L2Normalize>();
+  r.add<PseudoLabel>();
 }
 
 }  // namespace pens

@@ -130,9 +130,16 @@ def noise(kind, **params):
     return dict(kind=kind, **params)
 
 
-def penalty(node, kind, weight=1.0, rows="all"):
-    """A pseudo-ensemble penalty term: V of `kind` on `node`'s taps, weighted by `weight` (λ)."""
-    return {"node": node, "kind": kind, "lambda": float(weight), "rows": rows}
+def penalty(node, kind, weight=1.0, rows="all", fixed_target=False, **params):
+    """A pseudo-ensemble penalty term: V of `kind` on `node`'s taps, weighted by `weight` (λ);
+    `fixed_target`: the pair's first side gets no gradient; `params`: the kind's parameters,
+    penalty("logits", "pseudo_label", 1.0, threshold=0.9)."""
+    term = {"node": node, "kind": kind, "lambda": float(weight), "rows": rows}
+    if fixed_target:
+        term["fixed_target"] = True
+    if params:
+        term["params"] = {name: float(value) for name, value in params.items()}
+    return term
 
 
 class ModelBuilder:

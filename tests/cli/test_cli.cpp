@@ -82,16 +82,19 @@ TEST_CASE("pens kinds lists the noise kinds, penalty kinds and optimizers, in te
     return out;
   };
   CHECK(names("noise") == std::set<std::string>{"adversarial", "fuzz", "gaussian", "mask", "subspace"});
-  CHECK(names("penalty") == std::set<std::string>{"direction", "entropy", "kl", "l2", "softmax_l2", "tanh", "xent"});
+  CHECK(names("penalty") ==
+        std::set<std::string>{"direction", "entropy", "kl", "l2", "pseudo_label", "softmax_l2", "tanh", "xent"});
   CHECK(names("optimizer") == std::set<std::string>{"adagrad", "adam", "sgd"});
   for (const auto& k : doc.at("penalty")) {
     const std::string name = k.at("name");
     CHECK(k.at("symmetrised") == (name == "kl" || name == "xent" || name == "entropy"));
+    CHECK(k.at("params") == (name == "pseudo_label" ? nlohmann::json{{"threshold", 0.95}} : nlohmann::json::object()));
   }
   const Run text = pens_cli("kinds");
   CHECK(text.status == 0);
   CHECK(text.out.find("epsilon=1e-08, initial_accumulator=0") != std::string::npos);
   CHECK(text.out.find("V^k: KL(softmax(a) || softmax(b))") != std::string::npos);
+  CHECK(text.out.find("threshold=0.95") != std::string::npos);
 }
 
 namespace {

@@ -2,6 +2,7 @@
 // dropout equivalence.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bitset>
 #include <cmath>
 #include <iomanip>
@@ -197,6 +198,70 @@ TEST_CASE("a penalty with a fixed target moves the other side only") {
       CHECK(moved("c2/logits"));       // the other side always
     }
   }
+}
+
+TEST_CASE("pseudo-labels: cross-entropy against the parent's confident argmax, rows under the threshold ignored") {
+  const Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));
+  std::vector<double> max_probs;
+  const auto run = [&](double threshold) {
+    max_probs.clear();
+    PseudoEnsembleSpec spec;
+    spec.pairing = "parent-child";
+    spec.children = 1;
+    spec.smoothing = 0;
+    spec.penalties = {{"logits", "pseudo_label", 0.5, "all", false, {{"threshold", threshold}}}};
+    const Graph g = build_pseudo_ensemble(parent, spec).graph;
+    ParamStore<double> params(g);
+    params.initialize(g, 3);
+    Tape<double> tape(g, params, {.batch = 8, .grad_inputs = true});
+    auto x = tape.input("x");
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = 2.0 * std::cos(0.7 * static_cast<double>(i));
+    tape.set_noise_key({1, 2});
+    tape.forward();
+    std::vector<double> seed{1.0};
+    tape.backward_from("pen/logits/pseudo_label", seed);
+    const auto p = tape.value("logits").mat();
+    const auto c = tape.value("c1/logits").mat();
+    const auto dc = tape.grad("c1/logits").mat();
+    double expected = 0;
+    int confident = 0;
+    for (int64_t r = 0; r < p.rows(); ++r) {
+      Eigen::Index cls = 0;
+      const double top = p.row(r).maxCoeff(&cls);
+      const double max_prob = 1 / (p.row(r).array() - top).exp().sum();
+      max_probs.push_back(max_prob);
+      const double lse = std::log(c.row(r).array().exp().sum());
+      CAPTURE(r);
+      if (max_prob >= threshold) {
+        ++confident;
+        expected += lse - c(r, cls);
+        CHECK(dc.row(r).cwiseAbs().sum() > 0);
+      } else {
+        CHECK(dc.row(r).cwiseAbs().sum() == 0);  // an ignored row gets no gradient
+      }
+    }
+    CHECK(tape.value("pen/logits/pseudo_label")[0] == doctest::Approx(0.5 * expected / 8.0).epsilon(1e-12));
+    const auto dp = tape.grad("logits");
+    CHECK((!dp.data || dp.arr().abs().sum() == 0));  // the label is a target
+    return confident;
+  };
+  CHECK(run(0.0) == 8);
+  // A threshold between the batch's smallest and largest confidence splits its rows.
+  std::sort(max_probs.begin(), max_probs.end());
+  REQUIRE(max_probs[3] < max_probs[4]);
+  CHECK(run((max_probs[3] + max_probs[4]) / 2) == 4);
+  CHECK(run(1.0 + 1e-9) == 0);
+}
+
+TEST_CASE("a penalty parameter its kind does not declare is an error that names it") {
+  PseudoEnsembleSpec spec;
+  spec.pairing = "parent-child";
+  spec.children = 1;
+  spec.penalties = {{"logits", "kl", 1.0, "all", false, {{"threshold", 0.9}}}};
+  CHECK_THROWS_WITH_AS(spec.validate(),
+                       doctest::Contains("penalty kind 'kl' has no parameter 'threshold' (it takes none)"), Error);
+  spec.penalties = {{"logits", "pseudo_label", 1.0, "all", false, {{"treshold", 0.9}}}};
+  CHECK_THROWS_WITH_AS(spec.validate(), doctest::Contains("it takes threshold"), Error);
 }
 
 TEST_CASE("subspace sampling slices every parameter of a group with one draw per child") {

@@ -218,3 +218,27 @@ TEST_CASE("stop_gradient passes values forward and no gradient back") {
   for (int i = 0; i < 3; ++i) CHECK(params.grad("w")[i] == values[static_cast<size_t>(i)]);
   CHECK_FALSE(tape.grad("target"));  // nothing upstream of it needs a gradient through it
 }
+
+TEST_CASE("pseudo_label: the argmax class of confident rows, zero rows elsewhere, no gradient back") {
+  // Row maxima of softmax: [3, 0, 0] 0.91; [0.1, 0, 0.2] 0.36; [1, 1, 0] 0.42 (a tie).
+  const std::vector<double> logits{3, 0, 0, 0.1, 0, 0.2, 1, 1, 0};
+  const auto labels = [&](double threshold) {
+    Graph g;
+    const NodeId w = g.param("w", {3, 3}, {{"init", std::string("constant")}, {"value", 0.0}});
+    const NodeId label = g.add("pseudo_label", {w}, {{"threshold", threshold}}, "label");
+    g.set_flag(g.add("sum", {g.add("mul", {label, w})}, {}, "objective"), kLoss);
+    ParamStore<double> params(g);
+    std::copy(logits.begin(), logits.end(), params.value("w").data);
+    Tape<double> tape(g, params);
+    tape.forward();
+    tape.backward();
+    const auto value = tape.value("label");
+    // d objective / dw = the label itself: nothing flows through pseudo_label.
+    for (int i = 0; i < 9; ++i) CHECK(params.grad("w")[i] == value[i]);
+    return std::vector<double>(value.data, value.data + 9);
+  };
+  CHECK(labels(0.5) == std::vector<double>{1, 0, 0, 0, 0, 0, 0, 0, 0});
+  CHECK(labels(0.4) == std::vector<double>{1, 0, 0, 0, 0, 0, 1, 0, 0});  // the first of a tie
+  CHECK(labels(0.0) == std::vector<double>{1, 0, 0, 0, 0, 1, 1, 0, 0});
+  CHECK(labels(0.95) == std::vector<double>(9, 0.0));
+}

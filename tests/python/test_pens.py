@@ -173,3 +173,22 @@ def test_batch_norm_from_the_builder_keeps_running_statistics_and_infers_row_by_
     one = pens.compile(model, batch=1)
     for r in range(5):
         assert np.allclose(np.array(one.forward(x=xs[r:r + 1])["logits"])[0], whole[r], atol=1e-6)
+
+
+def test_a_penalty_kind_takes_its_parameters_from_the_builder():
+    b = pens.ModelBuilder()
+    x = b.input("x", [None, 3], noise=[pens.noise("gaussian", sigma=0.1)])
+    y = b.input("y", [None], dtype="index")
+    logits = b.add("affine", [x, b.param("W", [3, 2], std=0.5), b.param("c", [2], init="zeros")], name="logits",
+                   output=True)
+    b.add("mean", [b.add("softmax_xent", [logits, y])], name="loss", loss=True)
+    b.pseudo_ensemble(children=1, pairing="parent-child",
+                      penalties=[pens.penalty("logits", "pseudo_label", 0.5, threshold=0.9)])
+    model = b.build()
+    term = json.loads(model.to_json())["pseudo_ensemble"]["penalties"][0]
+    assert term["params"] == {"threshold": 0.9}
+    assert "pseudo_label" in model.inspect()
+    b.pseudo_ensemble(children=1, pairing="parent-child",
+                      penalties=[pens.penalty("logits", "pseudo_label", 0.5, margin=0.9)])
+    with pytest.raises(pens.Error, match="no parameter 'margin'"):
+        b.build()

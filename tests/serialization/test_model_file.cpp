@@ -164,6 +164,17 @@ TEST_CASE("bad model files: unknown ops and noise kinds, arity, dangling inputs,
   CHECK(fixed.ensemble->penalties[0].fixed_target);
   CHECK(json::parse(write_model(fixed, ValueStorage::None, "").json) == doc);
   CHECK_FALSE(small_json()["pseudo_ensemble"]["penalties"][0].contains("fixed_target"));
+  // A kind's parameters read back and write back; one its kind lacks, or not a number, is named.
+  doc = small_json();
+  doc["pseudo_ensemble"]["penalties"][0]["kind"] = "pseudo_label";
+  doc["pseudo_ensemble"]["penalties"][0]["params"] = {{"threshold", 0.8}};
+  const Model labeled = parse(doc);
+  CHECK(labeled.ensemble->penalties[0].params == std::map<std::string, double>{{"threshold", 0.8}});
+  CHECK(json::parse(write_model(labeled, ValueStorage::None, "").json) == doc);
+  doc["pseudo_ensemble"]["penalties"][0]["params"]["threshold"] = "high";
+  CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/params/threshold", "number");
+  doc["pseudo_ensemble"]["penalties"][0]["params"] = {{"margin", 0.8}};
+  CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/params/margin", "no parameter 'margin'");
   doc = small_json();
   doc["pseudo_ensemble"]["pairing"] = "pairs";
   CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble", "pairing", "'pairs'");
