@@ -21,13 +21,13 @@ PAPER = {
     ("sde", 100): 22.89, ("sde", 600): 7.59, ("sde", 1000): 5.80, ("sde", 3000): 3.60,
     ("pea", 60000): 1.08, ("sde", 60000): 1.05,
 }
-METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea+": 3, "pi": 4, "mean-teacher": 5, "vat": 6}
+METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea+": 3, "pi": 4, "mean-teacher": 5, "pseudo-label": 6, "vat": 7}
 
 
 def cells(runs_dir):
     found = {}
     for summary_path in sorted(Path(runs_dir).glob("*/split*/summary.json")):
-        m = re.fullmatch(r"(raw|sde|pea\+?|pi|mean-teacher|vat)-(\d+|supervised)", summary_path.parent.parent.name)
+        m = re.fullmatch(r"(raw|sde|pea\+?|pi|mean-teacher|pseudo-label|vat)-(\d+|supervised)", summary_path.parent.parent.name)
         if not m:
             continue
         summary = json.loads(summary_path.read_text())

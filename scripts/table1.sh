@@ -10,7 +10,7 @@
 #                       100-label cell gets max(N, 5))
 #   --labels LIST       comma-separated labeled-set sizes (default 100,600,1000,3000)
 #   --methods LIST      comma-separated, from sde, pea, pea+, and the consistency
-#                       methods vat, pi, mean-teacher (their *-100.json configs, with
+#                       methods vat, pi, mean-teacher, pseudo-label (their *-100.json configs, with
 #                       --labels N) (default sde,pea); pea+ first pre-trains once (pens
 #                       pretrain, into RUNS/pretrain)
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
@@ -93,6 +93,7 @@ if [[ $report_only == 0 ]]; then
         vat) config=examples/mnist/vat-bn-100.json ;;
         pi) config=examples/mnist/pi-100.json ;;
         mean-teacher) config=examples/mnist/mean-teacher-100.json ;;
+        pseudo-label) config=examples/mnist/pseudo-label-100.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac
       [[ -f $config ]] || { echo "table1: no config $config for $method at $n labels" >&2; exit 2; }
