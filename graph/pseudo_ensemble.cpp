@@ -60,15 +60,15 @@ void PseudoEnsembleSpec::validate() const {
     const std::string where = cat("pseudo_ensemble.penalties[", i, "]");
     const std::string field = cat("penalties/", i, "/");
     if (p.node.empty()) fail_spec(field + "node", where, ".node is empty");
-    if (!PenaltyRegistry::global().find(p.kind)) {
+    const PenaltyKind* kind = PenaltyRegistry::global().find(p.kind);
+    if (!kind) {
       fail_spec(field + "kind", where, ".kind must be a registered penalty kind (", PenaltyRegistry::global().names(),
                 "), got '", p.kind, "'");
     }
-    const PenaltyKind& kind = PenaltyRegistry::global().at(p.kind);
     for (const auto& [name, value] : p.params) {
-      if (!kind.params.contains(name)) {
+      if (!kind->params.contains(name)) {
         std::string declared;
-        for (const auto& [n, d] : kind.params) declared += (declared.empty() ? "" : ", ") + n;
+        for (const auto& [n, d] : kind->params) declared += (declared.empty() ? "" : ", ") + n;
         fail_spec(field + "params/" + name, where, ".params: penalty kind '", p.kind, "' has no parameter '", name,
                   "' (", declared.empty() ? std::string("it takes none") : "it takes " + declared, ")");
       }

@@ -4,7 +4,8 @@
 // `normalize` standardises with whatever statistics it is handed. In training both come
 // from the batch; an inference graph reads the running statistics in their place (a
 // moving average of the clean pass's batch statistics, graph/graph.h), and each child of
-// a pseudo-ensemble normalises with the statistics of its own perturbed batch.
+// a pseudo-ensemble normalises with the statistics of its own perturbed batch or, with
+// `batch_statistics: parent`, with the clean parent's.
 #include <cmath>
 
 #include "pens/ops/check_case.h"
