@@ -73,8 +73,13 @@ void ParamStore<T>::initialize(const Graph& g, uint64_t seed) {
       fail("parameter '", e.name, "': unknown init '", init, "'");
     }
   }
-  // A moving average of a parameter (a mean teacher's weights) starts at its source.
+  start_averages_at_sources(g);
+}
+
+template <typename T>
+void ParamStore<T>::start_averages_at_sources(const Graph& g, std::span<const std::string> kept) {
   for (const MovingAverage& a : g.averages()) {
+    if (std::find(kept.begin(), kept.end(), a.param) != kept.end()) continue;
     const ParamEntry* source = find(a.source);
     const ParamEntry* target = find(a.param);
     if (source && target && source->shape == target->shape) value(*target).arr() = value(*source).arr();

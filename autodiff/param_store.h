@@ -55,6 +55,9 @@ class ParamStore {
   // not depend on the order parameters were declared in. A parameter holding the moving
   // average of another parameter (graph/graph.h: a mean teacher's) then starts equal to it.
   void initialize(const Graph& g, uint64_t seed);
+  // Sets every moving average of a parameter to its source's value, except the averages
+  // named in `kept` (values loaded from a file that had them).
+  void start_averages_at_sources(const Graph& g, std::span<const std::string> kept = {});
 
  private:
   using Buffer = std::vector<T, Eigen::aligned_allocator<T>>;

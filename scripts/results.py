@@ -93,7 +93,6 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     rows = cells(sys.argv[1])
-    # Records of other tables (tree runs carry a "task") are kept as they are.
     json_path = Path(sys.argv[3])
     # Records of other kinds (tree cells, data-parallel runs) are kept.
     others = [r for r in json.loads(json_path.read_text()) if "task" in r or "kind" in r] if json_path.exists() else []

@@ -236,7 +236,7 @@ void ClassifierRun::load_model_and_graphs() {
     model_.values = std::make_shared<ParamStore<float>>(model_.graph);
     model_.values->initialize(model_.graph, config_.init_seed);
   }
-  if (!config_.init_from.empty()) observer_.on_message(initialize_from(*model_.values, config_.init_from));
+  if (!config_.init_from.empty()) observer_.on_message(initialize_from(*model_.values, model_.graph, config_.init_from));
   const int64_t batch = unit_labeled_ + unit_unlabeled_;
   step_tape_ = std::make_unique<Tape<float>>(training.graph, *model_.values, CompileOptions{.batch = batch});
   if (units_ > 1) check_shardable(training.graph, batch, config_.model);
@@ -477,12 +477,13 @@ TrainSummary ClassifierRun::finish() {
 
 }  // namespace
 
-std::string initialize_from(ParamStore<float>& params, const std::string& path) {
+std::string initialize_from(ParamStore<float>& params, const Graph& graph, const std::string& path) {
   if (!std::filesystem::exists(path)) fail(path, ": no such model file to initialize from (pens pretrain writes one)");
   const Model source = load_model(path);
   if (!source.values) fail(path, ": holds no parameter values to initialize from");
   const std::vector<std::string> copied = copy_shared_values(params, *source.values, path);
   if (copied.empty()) fail(path, ": shares no parameter name with the model");
+  params.start_averages_at_sources(graph, copied);
   std::string names;
   for (const std::string& n : copied) names += (names.empty() ? "" : ", ") + n;
   return cat("initialized ", copied.size(), " of ", params.entries().size(), " parameters from ", path, ": ", names);

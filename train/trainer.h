@@ -40,7 +40,9 @@ TrainSummary train(const TrainConfig& config, const TrainData& data, const std::
 
 // Copies into `params` the values of the parameters of the model file at `path` that
 // share a name (shapes must agree); returns a line naming what was copied. Throws when
-// the file holds no values or shares no parameter.
-std::string initialize_from(ParamStore<float>& params, const std::string& path);
+// the file holds no values or shares no parameter. The moving averages of `graph`'s
+// parameters that the file does not hold (a mean teacher's) restart at their sources'
+// new values, so a teacher starts from the loaded student, not from the random one.
+std::string initialize_from(ParamStore<float>& params, const Graph& graph, const std::string& path);
 
 }  // namespace pens

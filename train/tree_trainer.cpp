@@ -81,7 +81,7 @@ TreeRun::TreeRun(const TreeConfig& config, const TreeData& data, const std::stri
     model_.values->initialize(model_.graph, config.init_seed);
   }
   ParamStore<float>& params = *model_.values;
-  if (!config.init_from.empty()) observer.on_message(initialize_from(params, config.init_from));
+  if (!config.init_from.empty()) observer.on_message(initialize_from(params, model_.graph, config.init_from));
   if (const ParamEntry* e = params.find("E"); e && e->shape[0] != data.vocabulary.size()) {
     fail(config.model, ": E has ", e->shape[0], " rows but the vocabulary of ", config.data_dir, " with min_count ",
          config.min_count, " has ", data.vocabulary.size(), " words (pens new ctn --vocabulary ", data.vocabulary.size(), ")");

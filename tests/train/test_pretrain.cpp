@@ -155,13 +155,13 @@ TEST_CASE("pre-training lowers reconstruction error layer by layer and hands the
   SUBCASE("train's init_from copies the values by name, and refuses other shapes") {
     ParamStore<float> params(network.graph);
     params.initialize(network.graph, 9);
-    const std::string line = initialize_from(params, dir / "model.json");
+    const std::string line = initialize_from(params, network.graph, dir / "model.json");
     CHECK(line.find("6 of 6") != std::string::npos);
     CHECK(params.value("W2").arr().isApprox(trained.values->value("W2").arr()));
 
     const Graph wider = build_mlp({.layers = {16, 13, 8, 4}});
     ParamStore<float> other(wider);
-    CHECK_THROWS_WITH(initialize_from(other, dir / "model.json"), doctest::Contains("'W1' has shape"));
+    CHECK_THROWS_WITH(initialize_from(other, wider, dir / "model.json"), doctest::Contains("'W1' has shape"));
   }
 }
 

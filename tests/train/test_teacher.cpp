@@ -14,7 +14,9 @@
 #include "pens/serialization/model_file.h"
 #include "pens/train/optimizer.h"
 #include "pens/train/step.h"
+#include "pens/train/trainer.h"
 #include "tests/support/helpers.h"
+#include "tests/support/temp_dir.h"
 
 using namespace pens;
 
@@ -63,6 +65,37 @@ TEST_CASE("mean teacher: frozen averages of every trainable parameter, starting 
   params.initialize(g, 4);
   CHECK(copy(params.value("teacher/W1")) == copy(params.value("W1")));
   CHECK(copy(params.value("teacher/b2")) == copy(params.value("b2")));
+}
+
+TEST_CASE("mean teacher: initialized from a model file without a teacher, it starts at the loaded student") {
+  Model pretrained;
+  pretrained.graph = build_mlp({.layers = {4, 5, 3}, .weight_std = 0.7});
+  pretrained.values = std::make_shared<ParamStore<float>>(pretrained.graph);
+  pretrained.values->initialize(pretrained.graph, 11);
+  testing::TempDir dir;
+  save_model(pretrained, dir / "student.json");
+
+  const Graph g = student_and_teacher();
+  ParamStore<float> params(g);
+  params.initialize(g, 4);
+  REQUIRE(copy(params.value("W1")) != copy(pretrained.values->value("W1")));
+  initialize_from(params, g, dir / "student.json");
+  for (const char* p : {"W1", "b1", "W2", "b2"}) {
+    INFO(p);
+    CHECK(copy(params.value(p)) == copy(pretrained.values->value(p)));
+    CHECK(copy(params.value(std::string("teacher/") + p)) == copy(pretrained.values->value(p)));
+  }
+
+  // A file that holds the teacher's values keeps them.
+  Model with_teacher;
+  with_teacher.graph = g;
+  with_teacher.values = std::make_shared<ParamStore<float>>(g);
+  with_teacher.values->initialize(g, 5);
+  with_teacher.values->value("teacher/W1").arr() += 1.0f;
+  save_model(with_teacher, dir / "both.json");
+  initialize_from(params, g, dir / "both.json");
+  CHECK(copy(params.value("teacher/W1")) == copy(with_teacher.values->value("teacher/W1")));
+  CHECK(copy(params.value("teacher/W1")) != copy(params.value("W1")));
 }
 
 TEST_CASE("mean teacher: child 1 reads the teacher's parameters, the student's children their own") {
