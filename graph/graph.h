@@ -39,12 +39,15 @@ struct ProbeBody {
 // weights). `param` must be a frozen parameter of the shape of `source`'s value, free of
 // the batch. With `at_inference`, inference graphs (build_inference) read `param` where
 // the graph reads `source`: the running statistics replace the batch's, the teacher's
-// weights the student's.
+// weights the student's. `child` k > 0 follows child k's copy of a computed `source` in a
+// pseudo-ensemble's training graph instead of the clean parent's (a mean teacher's own
+// batch statistics, which its averaged weights meet at inference).
 struct MovingAverage {
   std::string param;
   std::string source;
   double decay = 0.99;
   bool at_inference = true;
+  int64_t child = 0;
   bool operator==(const MovingAverage&) const = default;
 };
 

@@ -37,6 +37,11 @@ void verify_averages(const Graph& g, const std::vector<ValueInfo>& values, int64
       fail_at(a.param, what, ": '", a.param, "' must be a parameter marked frozen (the optimizer must not move it)");
     }
     if (!(a.decay >= 0 && a.decay < 1)) fail_at(a.param, what, ": decay ", a.decay, " is outside [0, 1)");
+    if (a.child < 0) fail_at(a.param, what, ": child ", a.child, " must be >= 0 (0: the clean parent's value)");
+    if (a.child > 0 && is_param(g[*source])) {
+      fail_at(a.param, what, ": child ", a.child, " names a child's copy, but '", a.source,
+              "' is a parameter, which every child shares (child applies to computed values)");
+    }
     if (!targets.insert(a.param).second) fail_at(a.param, what, ": '", a.param, "' already holds another average");
     const ValueInfo& s = values[*source];
     if (s.dtype != DType::Real || s.shape != other[*source].shape) {

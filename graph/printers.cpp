@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "pens/graph/infer.h"
+#include "pens/graph/noise.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/op.h"
 
@@ -90,8 +91,14 @@ std::string to_text(const Graph& g, int64_t batch) {
   }
   for (const MovingAverage& a : g.averages()) {
     out << "  moving average: %" << a.param << " <- " << a.decay << " * %" << a.param << " + " << 1 - a.decay
-        << " * %" << a.source << " after each update" << (a.at_inference ? "; read for %" + a.source + " at inference" : "")
-        << "\n";
+        << " * %" << a.source << " after each update";
+    // In a training graph a child's average names the child's copy; inference reads the
+    // parent's node of the same name.
+    std::string read_for = a.source;
+    if (const std::string prefix = child_prefix(static_cast<int>(a.child)); a.child > 0 && read_for.starts_with(prefix)) {
+      read_for.erase(0, prefix.size());
+    }
+    out << (a.at_inference ? "; read for %" + read_for + " at inference" : "") << "\n";
   }
   // Probe bodies after the graph, indented: what each probe's gradients are taken of.
   for (const auto& [name, body] : g.probes()) {

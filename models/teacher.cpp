@@ -17,6 +17,16 @@ void add_teacher(Graph& g, double decay, bool at_inference) {
     g.set_flag(t, kFrozen);
     g.add_average({.param = "teacher/" + name, .source = name, .decay = decay, .at_inference = at_inference});
   }
+  // Inference reads the teacher's weights: the running statistics read with them follow
+  // the teacher's own batch statistics (child 1's), not the student's, which fit other
+  // weights.
+  if (!at_inference) return;
+  std::vector<MovingAverage> averages = g.averages();
+  g.clear_averages();
+  for (MovingAverage& a : averages) {
+    if (!is_param(g[g.at(a.source)])) a.child = 1;
+    g.add_average(std::move(a));
+  }
 }
 
 }  // namespace pens

@@ -2,7 +2,10 @@
 // trainable parameter P a frozen parameter "teacher/P" holding the moving average of P
 // (graph/graph.h, MovingAverage), which starts equal to P (ParamStore::initialize) and
 // follows it after every update. A pseudo-ensemble with `teacher: 1` makes child 1 read
-// these in place of the student's parameters (graph/pseudo_ensemble.h).
+// these in place of the student's parameters (graph/pseudo_ensemble.h). With
+// at_inference, the moving averages of batch statistics already in the graph (batch
+// normalisation's running statistics) follow child 1's pass, the teacher's, instead of
+// the clean student's: inference pairs them with the teacher's weights.
 #pragma once
 
 #include "pens/graph/graph.h"

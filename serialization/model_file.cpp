@@ -276,12 +276,13 @@ void read_averages(const Reader& r, const json& v, Graph& g) {
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string p = "/moving_averages/" + std::to_string(i);
     const json& e = r.object(v[i], p);
-    r.only(e, p, {"param", "source", "decay", "at_inference"});
+    r.only(e, p, {"param", "source", "decay", "at_inference", "child"});
     MovingAverage a;
     a.param = r.name(r.required(e, p, "param"), p + "/param");
     a.source = r.name(r.required(e, p, "source"), p + "/source");
     a.decay = r.number(r.required(e, p, "decay"), p + "/decay");
     if (const json* x = r.optional(e, "at_inference")) a.at_inference = r.boolean(*x, p + "/at_inference");
+    if (const json* x = r.optional(e, "child")) a.child = r.integer(*x, p + "/child");
     g.add_average(std::move(a));
     r.at(p, [&] { verify(g); });
   }
@@ -669,7 +670,9 @@ json noise_list_json(const std::vector<NoiseAnnotation>& noise) {
 json averages_json(const std::vector<MovingAverage>& averages) {
   json out = json::array();
   for (const MovingAverage& a : averages) {
-    out.push_back({{"param", a.param}, {"source", a.source}, {"decay", a.decay}, {"at_inference", a.at_inference}});
+    json e = {{"param", a.param}, {"source", a.source}, {"decay", a.decay}, {"at_inference", a.at_inference}};
+    if (a.child != 0) e["child"] = a.child;
+    out.push_back(std::move(e));
   }
   return out;
 }

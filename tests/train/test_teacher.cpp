@@ -3,6 +3,7 @@
 // them, model files keep them, and the spec refuses what cannot work.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -135,6 +136,55 @@ TEST_CASE("mean teacher: after each update the teacher moves toward the updated 
     }
   }
   CHECK(copy(params.value("teacher/W1")) != copy(params.value("W1")));
+}
+
+TEST_CASE("mean teacher: its running statistics follow its own batch statistics, which inference reads with its weights") {
+  Graph parent = build_mlp({.layers = {4, 5, 3}, .weight_std = 0.7, .batch_norm = true, .batch_norm_decay = kDecay});
+  add_noise(parent, parent.at("x"), "gaussian", {{"sigma", 0.3}});
+  add_teacher(parent, kDecay);
+  const PseudoEnsemble e = build_pseudo_ensemble(parent, mean_teacher_spec());
+  bool found = false;
+  for (const MovingAverage& a : e.graph.averages()) {
+    if (a.param != "bn1/running_mean") continue;
+    found = true;
+    CHECK(a.child == 1);
+    CHECK(a.source == "c1/bn1/mean");  // the teacher's pass, not the student's bn1/mean
+  }
+  REQUIRE(found);
+
+  ParamStore<float> params(parent);
+  params.initialize(parent, 2);
+  const std::vector<float> before = copy(params.value("bn1/running_mean"));
+  const auto sgd = make_optimizer("sgd", params);
+  Step step(params, *sgd, {}, 5);
+  Tape<float> tape(e.graph, params, {.batch = kRows});
+  REQUIRE(step.run({.step = 0, .learning_rate = 0.5}, tape, feed).finite);
+  const std::vector<float> teacher_mean = copy(tape.value("c1/bn1/mean"));
+  const std::vector<float> student_mean = copy(tape.value("bn1/mean"));
+  CHECK(teacher_mean != student_mean);
+  for (size_t i = 0; i < teacher_mean.size(); ++i) {
+    const float expected = static_cast<float>(kDecay) * before[i] + static_cast<float>(1 - kDecay) * teacher_mean[i];
+    CHECK(params.value("bn1/running_mean")[static_cast<int64_t>(i)] == doctest::Approx(expected).epsilon(1e-6));
+  }
+
+  const Graph inference = build_inference(parent);
+  const std::vector<NodeId> normalize_inputs = inference.inputs(inference.at("bn1"));
+  const auto reads = [&](const std::string& name) {
+    return std::any_of(normalize_inputs.begin(), normalize_inputs.end(), [&](NodeId u) { return inference[u].name == name; });
+  };
+  CHECK(reads("bn1/running_mean"));
+  CHECK(reads("bn1/running_var"));
+
+  // A child that takes the parent's statistics computes none to follow.
+  PseudoEnsembleSpec parent_statistics = mean_teacher_spec();
+  parent_statistics.batch_statistics = "parent";
+  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(parent, parent_statistics), "bn1/running_mean",
+                       "child 1 computes no 'bn1/mean'", "batch_statistics 'parent'");
+  Model model;
+  model.graph = parent;
+  model.ensemble = mean_teacher_spec();
+  CHECK(parse_model(write_model(model, ValueStorage::None, "").json, "mt.json", ".").graph.averages() ==
+        parent.averages());
 }
 
 TEST_CASE("mean teacher: inference reads the teacher's parameters unless told otherwise") {
