@@ -147,7 +147,7 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
   for (MovingAverage& a : averages) {
     if (a.child > 0) {
       const std::string what = cat("moving average into '", a.param, "' (child ", a.child, ")");
-      if (a.child > children) throw Error(cat(what, ": the pseudo-ensemble has ", children, " children"), a.param);
+      if (a.child > children) throw Error(cat(what, ": no such child (children: ", children, ")"), a.param);
       const auto& taps = c.taps[static_cast<size_t>(a.child - 1)];
       const auto it = taps.find(a.source);
       if (it == taps.end()) {

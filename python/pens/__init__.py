@@ -230,18 +230,23 @@ class ModelBuilder:
         self._outputs.append(node)
         return node
 
-    def moving_average(self, param, source, decay, at_inference=True):
+    def moving_average(self, param, source, decay, at_inference=True, child=0):
         """Keeps frozen parameter `param` as a moving average of node `source` after every
         update, read in its place at inference when at_inference (docs/model-format.md,
-        moving_averages): running statistics, a mean teacher's weights."""
+        moving_averages): running statistics, a mean teacher's weights. child k > 0
+        follows child k's copy of `source` in training (a mean teacher's own statistics)."""
         self._find(param)
         self._find(source)
-        self._averages.append({"param": param, "source": source, "decay": decay, "at_inference": at_inference})
+        average = {"param": param, "source": source, "decay": decay, "at_inference": at_inference}
+        if child:
+            average["child"] = child
+        self._averages.append(average)
 
-    def batch_norm(self, x, name, width, decay=0.99, eps=1e-5):
+    def batch_norm(self, x, name, width, decay=0.99, eps=1e-5, child=0):
         """Batch normalisation of x [B, width] over its rows, as pens new mlp --batch-norm
         writes it: nodes "<name>/mean", "<name>/var", "<name>"; parameters "<name>/scale",
-        "<name>/shift" and the running statistics. Returns the normalised node."""
+        "<name>/shift" and the running statistics, which follow child `child`'s batch
+        statistics (0: the clean parent's). Returns the normalised node."""
         scale = self.param(f"{name}/scale", [width], init="constant", value=1.0)
         shift = self.param(f"{name}/shift", [width], init="constant", value=0.0)
         running_mean = self.param(f"{name}/running_mean", [width], init="constant", value=0.0, frozen=True)
@@ -249,8 +254,8 @@ class ModelBuilder:
         mean = self.add("mean", [x], name=f"{name}/mean", axes=[0], keepdims=0)
         var = self.add("batch_variance", [x, mean], name=f"{name}/var")
         out = self.add("normalize", [x, mean, var, scale, shift], name=name, eps=eps)
-        self.moving_average(running_mean, mean, decay)
-        self.moving_average(running_var, var, decay)
+        self.moving_average(running_mean, mean, decay, child=child)
+        self.moving_average(running_var, var, decay, child=child)
         return out
 
     def pseudo_ensemble(self, children=2, penalties=(), pairing="child-child", loss_on="parent", smoothing=1e-4,

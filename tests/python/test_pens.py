@@ -175,6 +175,24 @@ def test_batch_norm_from_the_builder_keeps_running_statistics_and_infers_row_by_
         assert np.allclose(np.array(one.forward(x=xs[r:r + 1])["logits"])[0], whole[r], atol=1e-6)
 
 
+def test_running_statistics_can_follow_a_childs_batch():
+    b = pens.ModelBuilder()
+    x = b.input("x", [None, 3], noise=[pens.noise("gaussian", sigma=0.1)])
+    y = b.input("y", [None], dtype="index")
+    a = b.add("matmul", [x, b.param("W", [3, 4], std=0.5)], name="a")
+    h = b.add("relu", [b.batch_norm(a, "bn", 4, child=2)], name="h")
+    logits = b.add("affine", [h, b.param("V", [4, 2], std=0.5), b.param("c", [2], init="zeros")], name="logits",
+                   output=True)
+    b.add("mean", [b.add("softmax_xent", [logits, y])], name="loss", loss=True)
+    b.pseudo_ensemble(children=2, penalties=[pens.penalty("logits", "softmax_l2", 1.0)])
+    model = b.build()
+    assert json.loads(model.to_json())["moving_averages"][0]["child"] == 2
+    assert "0.01 * %c2/bn/mean after each update; read for %bn/mean at inference" in model.inspect()
+    b.pseudo_ensemble(children=1, penalties=[pens.penalty("logits", "softmax_l2", 1.0)], pairing="parent-child")
+    with pytest.raises(pens.Error, match=r"no such child \(children: 1\)"):
+        b.build()
+
+
 def test_a_penalty_kind_takes_its_parameters_from_the_builder():
     b = pens.ModelBuilder()
     x = b.input("x", [None, 3], noise=[pens.noise("gaussian", sigma=0.1)])
