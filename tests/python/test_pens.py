@@ -152,16 +152,21 @@ def test_the_builder_refuses_what_a_model_file_refuses():
         b.input("x", [None, 3])
 
 
-def test_batch_norm_from_the_builder_keeps_running_statistics_and_infers_row_by_row():
+def batch_norm_network(noise=(), **batch_norm):
+    """A 3-4-2 builder network with batch normalisation of its hidden layer."""
     b = pens.ModelBuilder()
-    x = b.input("x", [None, 3])
+    x = b.input("x", [None, 3], noise=list(noise))
     y = b.input("y", [None], dtype="index")
     a = b.add("matmul", [x, b.param("W", [3, 4], std=0.5)], name="a")
-    h = b.add("relu", [b.batch_norm(a, "bn", 4, decay=0.5)], name="h")
+    h = b.add("relu", [b.batch_norm(a, "bn", 4, **batch_norm)], name="h")
     logits = b.add("affine", [h, b.param("V", [4, 2], std=0.5), b.param("c", [2], init="zeros")], name="logits",
                    output=True)
     b.add("mean", [b.add("softmax_xent", [logits, y])], name="loss", loss=True)
-    model = b.build()
+    return b
+
+
+def test_batch_norm_from_the_builder_keeps_running_statistics_and_infers_row_by_row():
+    model = batch_norm_network(decay=0.5).build()
     model.initialize(seed=1)
     assert "moving average: %bn/running_mean <- 0.5 * %bn/running_mean + 0.5 * %bn/mean" in model.inspect()
     # Inference normalises with the running statistics: each row alone gives what it
@@ -176,14 +181,7 @@ def test_batch_norm_from_the_builder_keeps_running_statistics_and_infers_row_by_
 
 
 def test_running_statistics_can_follow_a_childs_batch():
-    b = pens.ModelBuilder()
-    x = b.input("x", [None, 3], noise=[pens.noise("gaussian", sigma=0.1)])
-    y = b.input("y", [None], dtype="index")
-    a = b.add("matmul", [x, b.param("W", [3, 4], std=0.5)], name="a")
-    h = b.add("relu", [b.batch_norm(a, "bn", 4, child=2)], name="h")
-    logits = b.add("affine", [h, b.param("V", [4, 2], std=0.5), b.param("c", [2], init="zeros")], name="logits",
-                   output=True)
-    b.add("mean", [b.add("softmax_xent", [logits, y])], name="loss", loss=True)
+    b = batch_norm_network(noise=[pens.noise("gaussian", sigma=0.1)], child=2)
     b.pseudo_ensemble(children=2, penalties=[pens.penalty("logits", "softmax_l2", 1.0)])
     model = b.build()
     assert json.loads(model.to_json())["moving_averages"][0]["child"] == 2
