@@ -114,6 +114,7 @@ class Graph {
   // copy_subgraph keeps those whose source and parameter it keeps; rename follows them.
   void add_average(MovingAverage average) { averages_.push_back(std::move(average)); }
   void clear_averages() { averages_.clear(); }
+  void set_averages(std::vector<MovingAverage> averages) { averages_ = std::move(averages); }
   const std::vector<MovingAverage>& averages() const { return averages_; }
 
  private:

@@ -22,11 +22,10 @@ void add_teacher(Graph& g, double decay, bool at_inference) {
   // weights.
   if (!at_inference) return;
   std::vector<MovingAverage> averages = g.averages();
-  g.clear_averages();
   for (MovingAverage& a : averages) {
     if (!is_param(g[g.at(a.source)])) a.child = 1;
-    g.add_average(std::move(a));
   }
+  g.set_averages(std::move(averages));
 }
 
 }  // namespace pens

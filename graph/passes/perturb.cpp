@@ -143,22 +143,20 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
   }
   // An average of a child's value follows that child's copy of its source.
   std::vector<MovingAverage> averages = c.graph.averages();
-  c.graph.clear_averages();
   for (MovingAverage& a : averages) {
-    if (a.child > 0) {
-      const std::string what = cat("moving average into '", a.param, "' (child ", a.child, ")");
-      if (a.child > children) throw Error(cat(what, ": no such child (children: ", children, ")"), a.param);
-      const auto& taps = c.taps[static_cast<size_t>(a.child - 1)];
-      const auto it = taps.find(a.source);
-      if (it == taps.end()) {
-        throw Error(cat(what, ": child ", a.child, " computes no '", a.source, "' of its own",
-                        options.parent_statistics ? " (batch_statistics 'parent' gives it the parent's)" : ""),
-                    a.param);
-      }
-      a.source = it->second;
+    if (a.child == 0) continue;
+    const std::string what = cat("moving average into '", a.param, "' (child ", a.child, ")");
+    if (a.child > children) throw Error(cat(what, ": no such child (children: ", children, ")"), a.param);
+    const auto& taps = c.taps[static_cast<size_t>(a.child - 1)];
+    const auto it = taps.find(a.source);
+    if (it == taps.end()) {
+      throw Error(cat(what, ": child ", a.child, " computes no '", a.source, "' of its own",
+                      options.parent_statistics ? " (batch_statistics 'parent' gives it the parent's)" : ""),
+                  a.param);
     }
-    c.graph.add_average(std::move(a));
+    a.source = it->second;
   }
+  c.graph.set_averages(std::move(averages));
   return c;
 }
 

@@ -52,6 +52,12 @@ void feed(Tape<float>& tape, size_t = 0) {
 
 std::vector<float> copy(TensorView<const float> v) { return {v.data, v.data + v.size()}; }
 
+// Whether node `node` of g takes the node named `input` as one of its inputs.
+bool reads(const Graph& g, const std::string& node, const std::string& input) {
+  const std::vector<NodeId> inputs = g.inputs(g.at(node));
+  return std::any_of(inputs.begin(), inputs.end(), [&](NodeId u) { return g[u].name == input; });
+}
+
 }  // namespace
 
 TEST_CASE("mean teacher: frozen averages of every trainable parameter, starting equal to it") {
@@ -102,17 +108,11 @@ TEST_CASE("mean teacher: initialized from a model file without a teacher, it sta
 TEST_CASE("mean teacher: child 1 reads the teacher's parameters, the student's children their own") {
   const PseudoEnsemble e = build_pseudo_ensemble(student_and_teacher(), mean_teacher_spec());
   const Graph& g = e.graph;
-  const auto reads = [&](const std::string& node, const std::string& param) {
-    for (NodeId u : g.inputs(g.at(node))) {
-      if (g[u].name == param) return true;
-    }
-    return false;
-  };
-  CHECK(reads("c1/a1", "teacher/W1"));
-  CHECK(reads("c1/logits", "teacher/b2"));
-  CHECK(reads("c2/a1", "W1"));
-  CHECK(reads("c2/logits", "b2"));
-  CHECK(reads("loss/parent/losses", "logits"));
+  CHECK(reads(g, "c1/a1", "teacher/W1"));
+  CHECK(reads(g, "c1/logits", "teacher/b2"));
+  CHECK(reads(g, "c2/a1", "W1"));
+  CHECK(reads(g, "c2/logits", "b2"));
+  CHECK(reads(g, "loss/parent/losses", "logits"));
 }
 
 TEST_CASE("mean teacher: after each update the teacher moves toward the updated student; no gradient reaches it") {
@@ -168,12 +168,8 @@ TEST_CASE("mean teacher: its running statistics follow its own batch statistics,
   }
 
   const Graph inference = build_inference(parent);
-  const std::vector<NodeId> normalize_inputs = inference.inputs(inference.at("bn1"));
-  const auto reads = [&](const std::string& name) {
-    return std::any_of(normalize_inputs.begin(), normalize_inputs.end(), [&](NodeId u) { return inference[u].name == name; });
-  };
-  CHECK(reads("bn1/running_mean"));
-  CHECK(reads("bn1/running_var"));
+  CHECK(reads(inference, "bn1", "bn1/running_mean"));
+  CHECK(reads(inference, "bn1", "bn1/running_var"));
 
   // A child that takes the parent's statistics computes none to follow.
   PseudoEnsembleSpec parent_statistics = mean_teacher_spec();
@@ -188,14 +184,8 @@ TEST_CASE("mean teacher: its running statistics follow its own batch statistics,
 }
 
 TEST_CASE("mean teacher: inference reads the teacher's parameters unless told otherwise") {
-  const auto reads_teacher = [](const Graph& g) {
-    for (NodeId u : g.inputs(g.at("a1"))) {
-      if (g[u].name == "teacher/W1") return true;
-    }
-    return false;
-  };
-  CHECK(reads_teacher(build_inference(student_and_teacher(true))));
-  CHECK_FALSE(reads_teacher(build_inference(student_and_teacher(false))));
+  CHECK(reads(build_inference(student_and_teacher(true)), "a1", "teacher/W1"));
+  CHECK_FALSE(reads(build_inference(student_and_teacher(false)), "a1", "teacher/W1"));
 }
 
 TEST_CASE("mean teacher: model files keep it; the spec refuses a teacher it cannot use") {
