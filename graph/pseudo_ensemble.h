@@ -153,4 +153,13 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
 // are read in place of their sources (batch normalisation's running statistics).
 Graph build_inference(const Graph& parent, int64_t samples = 0);
 
+// The graph that measures a model's batch statistics as inference meets them: the parent,
+// noise ignored, with each at_inference moving average of a parameter (a teacher's
+// weights) read in place of the parameter; its outputs are the sources of the
+// at_inference moving averages of batch statistics (bn1/mean, bn1/var, ...). Running it
+// over batches of training data and averaging (recalibrate_statistics,
+// train/evaluation.h) replaces running statistics with the population's under the
+// weights inference reads. Throws when the model has no such average.
+Graph build_statistics(const Graph& model);
+
 }  // namespace pens

@@ -5,10 +5,12 @@
 // elementwise. The bias corrections come from the step number, so a resumed run needs
 // no counter in its state; the momentum of the schedule is not used.
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 
 #include "pens/ops/ir/error.h"
 #include "pens/ops/ir/memory.h"
+#include "pens/ops/parallel.h"
 #include "pens/train/optimizer.h"
 
 namespace pens {
@@ -28,6 +30,10 @@ class Adam : public Optimizer {
 
   std::string_view kind() const override { return "adam"; }
 
+  // Large enough that a chunk outweighs taking it from the pool, small enough that the
+  // VAT network's 1.9M parameters make dozens.
+  static constexpr int64_t kChunk = 1 << 16;
+
   void step(const OptimizerStep& s) override {
     const double t = static_cast<double>(s.step + 1);
     const auto correct1 = static_cast<float>(1.0 - std::pow(beta1_, t));
@@ -38,11 +44,18 @@ class Adam : public Optimizer {
     const float* g = params_.grads().data();
     float* m = mean_.data();
     float* v = square_.data();
-    for (size_t i = 0, n = mean_.size(); i < n; ++i) {
-      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-      theta[i] -= eta * (m[i] / correct1) / (std::sqrt(v[i] / correct2) + epsilon_);
-    }
+    // In chunks of kChunk elements on the kernels' threads (a chunk's elements are the same
+    // whichever thread takes it, so results do not depend on the thread count); Eigen's
+    // arrays vectorise the square root, which a scalar std::sqrt loop does not (errno).
+    const auto n = static_cast<int64_t>(mean_.size());
+    parallel_for((n + kChunk - 1) / kChunk, [&](int64_t chunk) {
+      const int64_t begin = chunk * kChunk, size = std::min(kChunk, n - begin);
+      Eigen::Map<Eigen::ArrayXf> mc(m + begin, size), vc(v + begin, size), tc(theta + begin, size);
+      const Eigen::Map<const Eigen::ArrayXf> gc(g + begin, size);
+      mc = b1 * mc + (1.0f - b1) * gc;
+      vc = b2 * vc + (1.0f - b2) * gc * gc;
+      tc -= eta * (mc / correct1) / ((vc / correct2).sqrt() + epsilon_);
+    });
   }
 
   std::vector<StateBuffer> state() override { return {{"mean", mean_}, {"mean_square", square_}}; }

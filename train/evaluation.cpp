@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "pens/graph/infer.h"
+#include "pens/graph/pseudo_ensemble.h"
 #include "pens/ops/ir/error.h"
 
 namespace pens {
@@ -67,6 +68,52 @@ double classification_error(Tape<float>& tape, const ClassifierIo& io, const Dat
   int64_t right = 0;
   for (size_t i = 0; i < c.size(); ++i) right += c[i][i];
   return 1.0 - static_cast<double>(right) / static_cast<double>(d.size);
+}
+
+StatisticsRecalibration::StatisticsRecalibration(const Graph& model, ParamStore<float>& values, int64_t batch)
+    : values_(values), graph_(build_statistics(model)), tape_(graph_, values, {.batch = batch}) {
+  size_t total = 0;
+  for (const MovingAverage& a : model.averages()) {
+    if (!a.at_inference || is_param(model[model.at(a.source)])) continue;
+    targets_.emplace_back(a.source, a.param);
+    if (tape_.value(a.source).size() != values_.value(a.param).size()) {
+      fail("running statistic '", a.param, "' has ", values_.value(a.param).size(), " values, its source '", a.source,
+           "' ", tape_.value(a.source).size());
+    }
+    total += static_cast<size_t>(values_.value(a.param).size());
+  }
+  sums_.resize(total);
+  // The examples are the one input the statistics read (no statistic reads labels).
+  for (NodeId v : graph_.nodes()) {
+    if (!is_input(graph_[v])) continue;
+    if (!x_.empty()) {
+      fail("the model's batch statistics read two inputs, '", x_, "' and '", graph_[v].name, "': expected one, the examples");
+    }
+    x_ = graph_[v].name;
+  }
+  if (x_.empty()) fail("the model's batch statistics read no input");
+}
+
+int64_t StatisticsRecalibration::run(const Dataset& d, std::span<const int64_t> rows) {
+  const int64_t b = tape_.batch();
+  const auto batches = static_cast<int64_t>(rows.size()) / b;
+  if (batches == 0) fail("recalibrating running statistics needs at least one batch of ", b, " examples, got ", rows.size());
+  std::fill(sums_.begin(), sums_.end(), 0.0);
+  for (int64_t i = 0; i < batches; ++i) {
+    gather_rows(d, rows.subspan(static_cast<size_t>(i * b), static_cast<size_t>(b)), 0, tape_.input(x_), {});
+    tape_.forward();
+    double* sum = sums_.data();
+    for (const auto& [statistic, param] : targets_) {
+      const TensorView<const float> v = tape_.value(statistic);
+      for (int64_t j = 0; j < v.size(); ++j) *sum++ += v[j];
+    }
+  }
+  const double* sum = sums_.data();
+  for (const auto& [statistic, param] : targets_) {
+    const TensorView<float> p = values_.value(param);
+    for (int64_t j = 0; j < p.size(); ++j) p[j] = static_cast<float>(*sum++ / static_cast<double>(batches));
+  }
+  return batches;
 }
 
 }  // namespace pens

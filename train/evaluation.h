@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,33 @@ std::vector<std::vector<int64_t>> confusion_matrix(Tape<float>& tape, const std:
 
 // The fraction of a data set the tape's output gets wrong; NaN for an empty set.
 double classification_error(Tape<float>& tape, const ClassifierIo& io, const Dataset& d);
+
+// Population statistics for batch normalisation: replaces the running statistics a
+// model's inference reads (the params of its at_inference moving averages of batch
+// statistics) with their mean over batches of training data, each batch normalised by
+// its own statistics under the weights inference reads (build_statistics,
+// graph/pseudo_ensemble.h). Running statistics are an average over the last few
+// hundred steps' weights; a mean teacher's averaged weights met other statistics while
+// they were kept. The VAT authors' code recomputes them so after training, and so does
+// stochastic weight averaging.
+class StatisticsRecalibration {
+ public:
+  // Compiles the statistics graph for batches of `batch` rows (the training batch's size
+  // gives statistics like training's); `values` is the store inference reads.
+  StatisticsRecalibration(const Graph& model, ParamStore<float>& values, int64_t batch);
+  // Sets each running statistic to its mean over the full batches of `rows` of `d`, in
+  // order (a ragged rest is not used: a smaller batch has other statistics); returns the
+  // number of batches. Fewer rows than one batch is an Error.
+  int64_t run(const Dataset& d, std::span<const int64_t> rows);
+  int64_t batch() const { return tape_.batch(); }
+
+ private:
+  ParamStore<float>& values_;
+  Graph graph_;  // build_statistics(model)
+  Tape<float> tape_;
+  std::string x_;                                              // the examples' input
+  std::vector<std::pair<std::string, std::string>> targets_;  // statistic node -> its running param
+  std::vector<double> sums_;
+};
 
 }  // namespace pens

@@ -74,6 +74,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
     s.number("every_epochs", c.eval_every_epochs, 1e-6, 1e9);
     s.number("batch", c.eval_batch, 1, 1e6);
     s.number("train_error_examples", c.train_error_examples, 0, 1e9);
+    s.number("recalibrate_statistics", c.recalibrate_statistics, 0, 1e9);
   }
   if (const json* k = top.child("checkpoint")) {
     ConfigSection s(*k, "checkpoint", source);
@@ -104,7 +105,9 @@ json to_json(const TrainConfig& c) {
       {"run",
        {{"epochs", c.epochs}, {"steps_per_epoch", c.steps_per_epoch}, {"budget_minutes", c.budget_minutes},
         {"seed", c.seed}, {"init_seed", c.init_seed}, {"threads", c.threads}}},
-      {"eval", {{"every_epochs", c.eval_every_epochs}, {"batch", c.eval_batch}, {"train_error_examples", c.train_error_examples}}},
+      {"eval",
+       {{"every_epochs", c.eval_every_epochs}, {"batch", c.eval_batch}, {"train_error_examples", c.train_error_examples},
+        {"recalibrate_statistics", c.recalibrate_statistics}}},
       {"checkpoint", {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}}},
   };
   if (c.lambda_schedule) {

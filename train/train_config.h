@@ -58,6 +58,9 @@ struct TrainConfig {
   double eval_every_epochs = 1;
   int64_t eval_batch = 1000;
   int64_t train_error_examples = 10000;  // labeled examples the train error is measured on
+  // > 0: before each evaluation, running statistics become the mean of this many training
+  // examples' batch statistics under the weights inference reads (StatisticsRecalibration).
+  int64_t recalibrate_statistics = 0;
   double checkpoint_every_epochs = 10;
   int64_t checkpoint_keep = 3;  // checkpoints kept on disk, the latest included
 };

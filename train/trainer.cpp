@@ -178,6 +178,7 @@ class ClassifierRun {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Step> step_;
   std::unique_ptr<Tape<float>> step_tape_, eval_tape_;
+  std::unique_ptr<StatisticsRecalibration> recalibration_;  // null unless eval.recalibrate_statistics
   std::unique_ptr<PenaltyWeights> weights_;
 
   // The data: this process's rows of each batch, and its shares of the evaluation sets.
@@ -190,6 +191,7 @@ class ClassifierRun {
   int64_t validation_total_ = 0, train_eval_total_ = 0;
   std::unique_ptr<Cycler> labeled_rows_, unlabeled_rows_;
   std::vector<int64_t> rows_;
+  std::vector<int64_t> recalibration_rows_;  // the same examples at every evaluation
 
   // Progress.
   int64_t step_count_ = 0, total_steps_ = 0;
@@ -278,6 +280,17 @@ void ClassifierRun::split_data() {
   // streams apart (and apart from the split's stream 1) for any realistic run.
   labeled_rows_ = std::make_unique<Cycler>(split_.labeled, config_.seed, 1000);
   unlabeled_rows_ = std::make_unique<Cycler>(pool, config_.seed, uint64_t{1} << 30);
+  if (config_.recalibrate_statistics > 0) {
+    if (processes_ > 1 || config_.batch_shards > 1) {
+      fail(config_.model, ": eval.recalibrate_statistics needs the whole batch in one process and one shard");
+    }
+    const int64_t batch = config_.batch_labeled + config_.batch_unlabeled;
+    const int64_t examples = std::min<int64_t>(config_.recalibrate_statistics, static_cast<int64_t>(pool.size()));
+    recalibration_ = std::make_unique<StatisticsRecalibration>(model_.graph, *model_.values, batch);
+    Cycler(pool, config_.seed, uint64_t{1} << 40).take(0, examples, recalibration_rows_);
+    observer_.on_message(cat("before each evaluation, running statistics from ", examples / batch, " batches of ", batch,
+                             " training examples"));
+  }
   observer_.on_message(cat("split ", config_.split_seed, ": ", split_.labeled.size(), " labeled, ",
                            split_.unlabeled.size(), " unlabeled, ", split_.validation.size(), " validation, ",
                            data_.test.size, " test; ", model_.values->numel(), " parameters; batch ",
@@ -412,6 +425,7 @@ void ClassifierRun::evaluate(int64_t done) {
   for (size_t i = 0; i < loss_sums_.size(); ++i) losses[step_tape_->loss_name(i)] = loss_sums_[i] / steps;
   m["losses"] = losses;
   m["objective"] = objective_sum_ / steps;
+  if (recalibration_) recalibration_->run(data_.train, recalibration_rows_);
   m["train_error"] = error_over(train_eval_, train_eval_total_);
   m["validation_error"] = validation_total_ > 0 ? json(error_over(validation_, validation_total_)) : json(nullptr);
   m["test_error"] = error_over(processes_ > 1 ? test_share_ : data_.test, data_.test.size);

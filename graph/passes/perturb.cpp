@@ -342,4 +342,26 @@ Graph build_inference(const Graph& model, int64_t samples) {
   return run_passes(g, passes);
 }
 
+Graph build_statistics(const Graph& model) {
+  Graph g = model;
+  g.clear_averages();
+  std::vector<NodeId> statistics;
+  for (const MovingAverage& a : model.averages()) {
+    if (!a.at_inference) continue;
+    const NodeId source = g.at(a.source);
+    if (is_param(g[source])) {
+      g.replace_uses(source, g.at(a.param));
+    } else {
+      statistics.push_back(source);
+    }
+  }
+  if (statistics.empty()) fail("the model has no moving average of a batch statistic read at inference: nothing to measure");
+  for (NodeId v : g.nodes()) g.node(v).flags &= ~static_cast<uint32_t>(kLoss | kOutput);
+  for (NodeId v : statistics) g.set_flag(v, kOutput);
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(std::make_unique<LookupFirst>());
+  passes.push_back(std::make_unique<PruneDeadNodes>());
+  return run_passes(g, passes);
+}
+
 }  // namespace pens

@@ -135,6 +135,52 @@ TEST_CASE("Adam: bias-corrected moments, by hand; the state saved by name") {
   CHECK_ERROR_MENTIONS(make_optimizer("adam", params, {{"beta1", 1.0}}), "beta1", "in [0, 1)");
 }
 
+TEST_CASE("Adam over many chunks: the scalar rule to float rounding, the same bits on one thread and two") {
+  // 300,001 elements: several of the update's chunks and a ragged last one.
+  Graph g;
+  g.param("w", {300001}, {{"init", std::string("normal")}, {"std", 1.0}});
+  const int saved_threads = threads();
+  // Three steps of Adam (the defaults, learning rate 0.01) from the same values and gradients.
+  auto run = [&](int thread_count) {
+    ParamStore<float> params(g);
+    params.initialize(g, 3);
+    set_threads(thread_count);
+    const auto adam = make_optimizer("adam", params);
+    auto grad = params.grad("w");
+    for (int64_t step = 0; step < 3; ++step) {
+      for (int64_t i = 0; i < grad.size(); ++i) grad[i] = std::sin(0.001f * static_cast<float>(i) + step) * 3.0f;
+      adam->step({.step = step, .learning_rate = 0.01});
+    }
+    const auto w = params.value("w");
+    return std::vector<float>(w.data, w.data + w.size());
+  };
+  const std::vector<float> one = run(1), two = run(2);
+  set_threads(saved_threads);
+  CHECK(one == two);
+
+  ParamStore<float> start(g);
+  start.initialize(g, 3);
+  const auto w0 = start.value("w");
+  std::vector<double> theta(w0.data, w0.data + w0.size()), m(theta.size(), 0.0), v(theta.size(), 0.0);
+  // The rule in double, with the constants rounded to float as the optimizer holds them.
+  const double b1 = 0.9f, b2 = 0.999f;
+  for (int step = 0; step < 3; ++step) {
+    const double c1 = static_cast<float>(1 - std::pow(0.9, step + 1));
+    const double c2 = static_cast<float>(1 - std::pow(0.999, step + 1));
+    for (size_t i = 0; i < theta.size(); ++i) {
+      const double gi = std::sin(0.001f * static_cast<float>(i) + step) * 3.0f;
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      theta[i] -= double(0.01f) * (m[i] / c1) / (std::sqrt(v[i] / c2) + double(1e-8f));
+    }
+  }
+  // Each step moves a weight by about the learning rate, so float rounding is relative
+  // to the larger of the weight and the step.
+  size_t off = 0;
+  for (size_t i = 0; i < theta.size(); ++i) off += std::abs(two[i] - theta[i]) > 1e-6 * std::max(std::abs(theta[i]), 0.01);
+  CHECK(off == 0);
+}
+
 TEST_CASE("optimizers by name: unknown kinds and bad settings are errors naming them") {
   const Graph g = two_params();
   ParamStore<float> params(g);
