@@ -157,7 +157,7 @@ Graph build_inference(const Graph& parent, int64_t samples = 0);
 // noise ignored, with each at_inference moving average of a parameter (a teacher's
 // weights) read in place of the parameter; its outputs are the sources of the
 // at_inference moving averages of batch statistics (bn1/mean, bn1/var, ...). Running it
-// over batches of training data and averaging (recalibrate_statistics,
+// over batches of training data and averaging (StatisticsRecalibration,
 // train/evaluation.h) replaces running statistics with the population's under the
 // weights inference reads. Throws when the model has no such average.
 Graph build_statistics(const Graph& model);
