@@ -227,5 +227,6 @@ Graph copy_subgraph(const Graph& g, const std::vector<char>& keep, std::vector<N
 bool is_input(const Node& n) { return n.op->name == "input"; }
 bool is_param(const Node& n) { return n.op->name == "parameter"; }
 bool is_constant(const Node& n) { return n.op->name == "constant"; }
+bool of_batch_statistic(const Graph& g, const MovingAverage& a) { return !is_param(g[g.at(a.source)]); }
 
 }  // namespace pens

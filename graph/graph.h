@@ -136,5 +136,8 @@ Graph copy_subgraph(const Graph& g, const std::vector<char>& keep,
 bool is_input(const Node& n);
 bool is_param(const Node& n);
 bool is_constant(const Node& n);
+// Whether a moving average follows a computed value of g (a batch statistic, kept as a
+// running statistic) rather than a parameter (a teacher's copy of a weight).
+bool of_batch_statistic(const Graph& g, const MovingAverage& a);
 
 }  // namespace pens

@@ -23,7 +23,7 @@ void add_teacher(Graph& g, double decay, bool at_inference) {
   if (!at_inference) return;
   std::vector<MovingAverage> averages = g.averages();
   for (MovingAverage& a : averages) {
-    if (!is_param(g[g.at(a.source)])) a.child = 1;
+    if (of_batch_statistic(g, a)) a.child = 1;
   }
   g.set_averages(std::move(averages));
 }

@@ -72,14 +72,11 @@ double classification_error(Tape<float>& tape, const ClassifierIo& io, const Dat
 
 StatisticsRecalibration::StatisticsRecalibration(const Graph& model, ParamStore<float>& values, int64_t batch)
     : values_(values), graph_(build_statistics(model)), tape_(graph_, values, {.batch = batch}) {
+  // Each running statistic has its source's shape (verify, graph/infer.h, checks it).
   size_t total = 0;
   for (const MovingAverage& a : model.averages()) {
-    if (!a.at_inference || is_param(model[model.at(a.source)])) continue;
+    if (!a.at_inference || !of_batch_statistic(model, a)) continue;
     targets_.emplace_back(a.source, a.param);
-    if (tape_.value(a.source).size() != values_.value(a.param).size()) {
-      fail("running statistic '", a.param, "' has ", values_.value(a.param).size(), " values, its source '", a.source,
-           "' ", tape_.value(a.source).size());
-    }
     total += static_cast<size_t>(values_.value(a.param).size());
   }
   sums_.resize(total);

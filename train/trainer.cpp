@@ -280,10 +280,8 @@ void ClassifierRun::split_data() {
   // streams apart (and apart from the split's stream 1) for any realistic run.
   labeled_rows_ = std::make_unique<Cycler>(split_.labeled, config_.seed, 1000);
   unlabeled_rows_ = std::make_unique<Cycler>(pool, config_.seed, uint64_t{1} << 30);
+  // Batch statistics need one process and one shard, which check_shardable has enforced.
   if (config_.recalibrate_statistics > 0) {
-    if (processes_ > 1 || config_.batch_shards > 1) {
-      fail(config_.model, ": eval.recalibrate_statistics needs the whole batch in one process and one shard");
-    }
     const int64_t batch = config_.batch_labeled + config_.batch_unlabeled;
     const int64_t examples = std::min<int64_t>(config_.recalibrate_statistics, static_cast<int64_t>(pool.size()));
     recalibration_ = std::make_unique<StatisticsRecalibration>(model_.graph, *model_.values, batch);

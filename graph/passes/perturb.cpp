@@ -300,22 +300,35 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
 }
 
 namespace {
-// The parent with each moving average used at inference read in place of its source:
-// running statistics for the batch's, a teacher's weights for the student's. Nothing
-// updates an inference graph's averages: it keeps none.
-Graph read_averages(const Graph& parent) {
+// Which of the moving averages used at inference a graph reads in place of their sources:
+// all of them (running statistics for the batch's, a teacher's weights for the
+// student's), or the averages of parameters alone (batch statistics still computed).
+enum class AveragesRead { All, Parameters };
+
+// The parent reading those averages. Nothing updates such a graph's averages: it keeps none.
+Graph read_averages(const Graph& parent, AveragesRead which) {
   Graph g = parent;
   g.clear_averages();
   for (const MovingAverage& a : parent.averages()) {
-    if (a.at_inference) g.replace_uses(g.at(a.source), g.at(a.param));
+    if (a.at_inference && (which == AveragesRead::All || !of_batch_statistic(parent, a))) {
+      g.replace_uses(g.at(a.source), g.at(a.param));
+    }
   }
   return g;
+}
+
+// g without what no output or loss reads.
+Graph prune(const Graph& g) {
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(std::make_unique<LookupFirst>());
+  passes.push_back(std::make_unique<PruneDeadNodes>());
+  return run_passes(g, passes);
 }
 }  // namespace
 
 Graph build_inference(const Graph& model, int64_t samples) {
   if (samples < 0) fail("Monte-Carlo samples must be >= 0, got ", samples);
-  const Graph parent = read_averages(model);
+  const Graph parent = read_averages(model, AveragesRead::All);
   Graph g;
   if (samples == 0) {
     g = parent;
@@ -336,32 +349,20 @@ Graph build_inference(const Graph& model, int64_t samples) {
       g.set_flag(mean, kOutput);
     }
   }
-  std::vector<std::unique_ptr<Pass>> passes;
-  passes.push_back(std::make_unique<LookupFirst>());
-  passes.push_back(std::make_unique<PruneDeadNodes>());
-  return run_passes(g, passes);
+  return prune(g);
 }
 
 Graph build_statistics(const Graph& model) {
-  Graph g = model;
-  g.clear_averages();
-  std::vector<NodeId> statistics;
-  for (const MovingAverage& a : model.averages()) {
-    if (!a.at_inference) continue;
-    const NodeId source = g.at(a.source);
-    if (is_param(g[source])) {
-      g.replace_uses(source, g.at(a.param));
-    } else {
-      statistics.push_back(source);
-    }
-  }
-  if (statistics.empty()) fail("the model has no moving average of a batch statistic read at inference: nothing to measure");
+  Graph g = read_averages(model, AveragesRead::Parameters);
   for (NodeId v : g.nodes()) g.node(v).flags &= ~static_cast<uint32_t>(kLoss | kOutput);
-  for (NodeId v : statistics) g.set_flag(v, kOutput);
-  std::vector<std::unique_ptr<Pass>> passes;
-  passes.push_back(std::make_unique<LookupFirst>());
-  passes.push_back(std::make_unique<PruneDeadNodes>());
-  return run_passes(g, passes);
+  bool any = false;
+  for (const MovingAverage& a : model.averages()) {
+    if (!a.at_inference || !of_batch_statistic(model, a)) continue;
+    g.set_flag(g.at(a.source), kOutput);
+    any = true;
+  }
+  if (!any) fail("the model has no moving average of a batch statistic read at inference: nothing to measure");
+  return prune(g);
 }
 
 }  // namespace pens
