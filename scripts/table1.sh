@@ -10,7 +10,8 @@
 #                       100-label cell gets max(N, 5))
 #   --labels LIST       comma-separated labeled-set sizes (default 100,600,1000,3000)
 #   --methods LIST      comma-separated, from sde, pea, pea+, and the consistency
-#                       methods vat, pi, mean-teacher, pseudo-label (their *-100.json configs, with
+#                       methods vat, vat-ema, pi, mean-teacher, pseudo-label and their
+#                       supervised baseline supervised-bn (their *-100.json configs, with
 #                       --labels N) (default sde,pea); pea+ first pre-trains once (pens
 #                       pretrain, into RUNS/pretrain)
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
@@ -91,6 +92,8 @@ if [[ $report_only == 0 ]]; then
         pea) config=examples/mnist/pea-$n.json ;;
         pea+) config=examples/mnist/pea-plus-$n.json ;;
         vat) config=examples/mnist/vat-bn-100.json ;;
+        vat-ema) config=examples/mnist/vat-bn-ema-100.json ;;
+        supervised-bn) config=examples/mnist/supervised-bn-100.json ;;
         pi) config=examples/mnist/pi-100.json ;;
         mean-teacher) config=examples/mnist/mean-teacher-100.json ;;
         pseudo-label) config=examples/mnist/pseudo-label-100.json ;;

@@ -1,5 +1,7 @@
 #include "pens/serialization/checkpoint.h"
 
+#include <cmath>
+
 #include "pens/ops/ir/error.h"
 #include "pens/serialization/files.h"
 #include "pens/serialization/sha256.h"
@@ -44,6 +46,7 @@ void save_checkpoint(const std::string& path, const TrainingState& state, const 
                        {"step", state.step},
                        {"seed", state.seed},
                        {"config", state.config.is_null() ? json::object() : state.config},
+                       {"elapsed_seconds", state.elapsed_seconds},
                        {"optimizer", optimizer.kind},
                        {"tensors", tensors},
                        {"payload_bytes", payload.size()},
@@ -82,6 +85,13 @@ TrainingState load_checkpoint(const std::string& path, ParamStore<float>& params
   state.step = field("step").get<int64_t>();
   state.seed = field("seed").get<uint64_t>();
   state.config = field("config");
+  if (header.contains("elapsed_seconds")) {
+    const json& elapsed = header["elapsed_seconds"];
+    if (!elapsed.is_number() || !std::isfinite(elapsed.get<double>()) || elapsed.get<double>() < 0) {
+      bad("'elapsed_seconds' must be a non-negative number");
+    }
+    state.elapsed_seconds = elapsed.get<double>();
+  }
 
   const std::string payload = bytes.substr(newline + 1);
   if (payload.size() != expected_payload || field("payload_bytes") != expected_payload) {

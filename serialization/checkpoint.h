@@ -30,6 +30,10 @@ struct TrainingState {
   int64_t step = 0;    // steps completed
   uint64_t seed = 0;   // the run's noise seed
   nlohmann::json config = nlohmann::json::object();
+  // Wall-clock seconds the run had trained when the checkpoint was written, over all its
+  // resumes: a resumed run's clock (its budget, its minutes) goes on from here. 0 in files
+  // written before pens saved it.
+  double elapsed_seconds = 0;
   int64_t version = kCheckpointVersion;  // of the file it was read from
   bool operator==(const TrainingState&) const = default;
 };

@@ -10,6 +10,7 @@
 // moment leaves files that read back.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,21 @@
 #include "pens/serialization/model.h"
 
 namespace pens {
+
+// A run's wall clock: the seconds of this process plus those the run had trained before
+// the checkpoint it resumed from, so that budgets, minutes and examples per second are
+// the whole run's across resumes.
+class RunClock {
+ public:
+  void resume_at(double earlier_seconds) { earlier_ = earlier_seconds; }
+  double seconds() const {
+    return earlier_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  double earlier_ = 0;
+};
 
 class RunFolder {
  public:

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -27,10 +26,6 @@ namespace pens {
 namespace {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 // The semi-supervised split of the config, or with data.labeled = 0 every non-validation
 // example labeled.
 Split training_split(const TrainConfig& config, const Dataset& train_set) {
@@ -169,7 +164,7 @@ class ClassifierRun {
   int rank_, processes_;
   RunFolder folder_;
   TrainObserver& observer_;
-  const Clock::time_point start_ = Clock::now();
+  RunClock clock_;
 
   // The model and its graphs.
   Model model_;
@@ -329,6 +324,8 @@ void ClassifierRun::start(bool resume) {
   const std::vector<std::string> changed =
       folder_.check_resumable(to_json(parse_train_config(state.config, folder_.checkpoint_path())), to_json(config_));
   step_count_ = state.step;
+  clock_.resume_at(state.elapsed_seconds);
+  window_start_ = clock_.seconds();
   // Evaluations the interrupted run made after its checkpoint are dropped: the resumed
   // run makes them again.
   for (const json& m : folder_.start_metrics(step_count_)) note(m);
@@ -371,7 +368,7 @@ double ClassifierRun::error_over(const Dataset& share, int64_t total) {
 // Process 0's clock decides for all: the processes stop at the same step.
 bool ClassifierRun::out_of_budget() const {
   if (config_.budget_minutes <= 0) return false;
-  const bool out = seconds_since(start_) > 60.0 * config_.budget_minutes;
+  const bool out = clock_.seconds() > 60.0 * config_.budget_minutes;
   return comm_ ? comm_->broadcast(out ? 1 : 0) != 0 : out;
 }
 
@@ -403,7 +400,7 @@ void ClassifierRun::run_steps() {
     for (size_t i = 0; i < loss_sums_.size(); ++i) loss_sums_[i] += r.losses[i];
     ++window_steps_;
     const int64_t done = step_count_ + 1;
-    observer_.on_step(done, total_steps_, epoch, r.objective, seconds_since(start_));
+    observer_.on_step(done, total_steps_, epoch, r.objective, clock_.seconds());
     if (done % eval_every == 0 || done == total_steps_) evaluate(done);
     if (done % checkpoint_every == 0 && !checkpoint(done)) {
       diverged_ = cat("training diverged by step ", done, ": a parameter or optimizer state value is not finite");
@@ -415,7 +412,7 @@ void ClassifierRun::run_steps() {
 
 void ClassifierRun::evaluate(int64_t done) {
   const double epoch = epoch_of(done);
-  const double elapsed = seconds_since(start_);
+  const double elapsed = clock_.seconds();
   json m = {{"step", done}, {"epoch", epoch}, {"learning_rate", schedule_.learning_rate_at(epoch)},
             {"momentum", schedule_.momentum_at(epoch)}, {"lambda_scale", schedule_.lambda_scale_at(epoch)}};
   const double steps = static_cast<double>(std::max<int64_t>(1, window_steps_));
@@ -438,7 +435,7 @@ void ClassifierRun::evaluate(int64_t done) {
   std::fill(loss_sums_.begin(), loss_sums_.end(), 0.0);
   objective_sum_ = 0;
   window_steps_ = 0;
-  window_start_ = seconds_since(start_);
+  window_start_ = clock_.seconds();
 }
 
 bool ClassifierRun::checkpoint(int64_t done) {
@@ -450,7 +447,8 @@ bool ClassifierRun::checkpoint(int64_t done) {
         comm_->broadcast(mine) == mine ? "" : cat("the parameters differ from process 0's at step ", done));
     if (!problem.empty()) throw CollectiveError(problem);
   }
-  const TrainingState state{.step = done, .seed = config_.seed, .config = to_json(config_)};
+  const TrainingState state{
+      .step = done, .seed = config_.seed, .config = to_json(config_), .elapsed_seconds = clock_.seconds()};
   return folder_.save_checkpoint(state, *model_.values, optimizer_->checkpoint_state());
 }
 
@@ -465,7 +463,7 @@ TrainSummary ClassifierRun::finish() {
     folder_.save_model(model_, "model.json");
   }
   json& s = summary.json;
-  s = run_summary(summary.diverged, step_count_, epoch_of(step_count_), seconds_since(start_), to_json(config_));
+  s = run_summary(summary.diverged, step_count_, epoch_of(step_count_), clock_.seconds(), to_json(config_));
   s["labeled"] = split_.labeled.size();
   s["unlabeled"] = split_.unlabeled.size();
   s["validation"] = split_.validation.size();

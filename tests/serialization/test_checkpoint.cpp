@@ -57,7 +57,7 @@ TEST_CASE("resume: N steps straight equal N/2 steps, a checkpoint, a fresh proce
 
     Run first_half(kind);
     first_half.steps(0, n / 2);
-    const TrainingState state{n / 2, first_half.seed, {{"epochs", 4}, {"lr", 0.1}}};
+    const TrainingState state{n / 2, first_half.seed, {{"epochs", 4}, {"lr", 0.1}}, 12.5};
     save_checkpoint(dir / "ckpt", state, first_half.params, first_half.state());
 
     Run resumed(kind);  // new parameters, optimizer and tape, as in a new process
@@ -137,6 +137,13 @@ TEST_CASE("corrupt, truncated and mismatched checkpoints are refused, naming the
                        "this run's optimizer is 'adagrad'");
   CHECK_ERROR_MENTIONS(load(std::string(good).replace(good.find("\"version\":2"), 11, "\"version\":7")),
                        "checkpoint version 7");
+  const size_t elapsed = good.find("\"elapsed_seconds\":0");
+  REQUIRE(elapsed != std::string::npos);
+  CHECK_ERROR_MENTIONS(load(std::string(good).replace(elapsed, 19, "\"elapsed_seconds\":-1")),
+                       "'elapsed_seconds' must be a non-negative number");
+  // Files written before pens kept the run's clock have no field: the clock starts at 0.
+  const std::string without = std::string(good).replace(elapsed, good.find(',', elapsed) + 1 - elapsed, "");
+  CHECK(load(without).elapsed_seconds == 0);
 }
 
 TEST_CASE("a checkpoint of format 1 (before optimizers had names) loads as SGD state") {

@@ -148,7 +148,7 @@ TEST_CASE("a run with eval.recalibrate_statistics evaluates and saves the popula
   m.graph = build_mlp({.layers = {16, 24, 4}, .weight_std = 0.3, .batch_norm = true});
   add_noise(m.graph, m.graph.at("x"), "gaussian", {{"sigma", 0.1}});
   m.ensemble = PseudoEnsembleSpec{.children = 1, .pairing = "parent-child", .loss_on = "parent",
-                                  .penalties = {{"logits", "kl", 1.0, "all"}}};
+                                  .penalties = {{"logits", "kl", 1.0, "all"}}, .lambda_schedule = {}};
   const std::string model = dir / "bn.model.json";
   save_model(m, model, ValueStorage::None);
   TrainConfig c;

@@ -3,6 +3,7 @@
 // NaN stops the run with a clear message and a good checkpoint; configs are checked.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -305,6 +306,43 @@ TEST_CASE("a resumed run continues exactly as an unbroken one") {
   Quiet quiet;
   CHECK_ERROR_MENTIONS(train(config, small_data(), dir / "resumed", quiet, true), "checkpoint.pens",
                        "written by a different config");
+}
+
+TEST_CASE("a resumed run's clock goes on from its checkpoint's: its minutes and its budget are the whole run's") {
+  testing::TempDir dir;
+  TrainConfig config = small_config(write_small_model(dir));
+  config.checkpoint_every_epochs = 1;
+  config.epochs = 2;
+  Quiet quiet;
+  train(config, small_data(), dir / "run", quiet);
+  // As if the first two epochs had taken 1000 seconds.
+  const std::string checkpoint = dir / "run/checkpoint.pens";
+  const std::string bytes = read_file(checkpoint, 1 << 24);
+  const size_t newline = bytes.find('\n');
+  json header = json::parse(bytes.substr(0, newline));
+  CHECK(header["elapsed_seconds"].get<double>() > 0);
+  header["elapsed_seconds"] = 1000.0;
+  write_file_atomically(checkpoint, header.dump() + bytes.substr(newline));
+
+  config.epochs = 3;
+  const TrainSummary resumed = train(config, small_data(), dir / "run", quiet, /*resume=*/true);
+  CHECK(resumed.json["steps"] == 150);
+  CHECK(resumed.json["wall_seconds"].get<double>() >= 1000);
+  std::ifstream metrics(dir / "run/metrics.jsonl");
+  std::vector<json> lines;
+  for (std::string line; std::getline(metrics, line);) lines.push_back(json::parse(line));
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[1]["elapsed_seconds"].get<double>() < 1000);
+  CHECK(lines[2]["elapsed_seconds"].get<double>() >= 1000);
+
+  // A budget of 10 minutes was spent before the checkpoint: the resumed run stops at once.
+  config.epochs = 4;
+  config.budget_minutes = 10;
+  const TrainSummary stopped = train(config, small_data(), dir / "run", quiet, /*resume=*/true);
+  CHECK(stopped.json["steps"] == 150);
+  CHECK(std::ranges::any_of(quiet.messages, [](const std::string& m) {
+    return m.find("wall-clock budget of 10 minutes reached at step 150") != std::string::npos;
+  }));
 }
 
 TEST_CASE("a run resumes from a checkpoint an earlier pens wrote (format 1), and says its draws differ") {
