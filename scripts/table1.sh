@@ -5,6 +5,7 @@
 #
 #   scripts/table1.sh [--splits N] [--labels LIST] [--methods LIST] [--budget-minutes M]
 #                     [--supervised] [--supervised-epochs E] [--runs DIR] [--report-only]
+#                     [--configs DIR] [--data-dir DIR] [--pens BINARY] [--report DIR]
 #
 #   --splits N          splits (labeled-set seeds 1..N) per cell (default 3; the
 #                       100-label cell gets max(N, 5))
@@ -17,14 +18,23 @@
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
 #   --supervised        also the fully supervised cells (raw, sde, pea on 50,000 labels)
 #   --supervised-epochs E  their length (default: the configs', the paper's 1000 epochs)
-#   --runs DIR          where runs live (default runs/table1); a run whose summary.json
-#                       says "finished" is not run again
+#   --runs DIR          where runs live (default runs/table1)
 #   --report-only       run nothing; rebuild the report from the runs that exist
+#   --configs DIR       the configs' folder (default examples/mnist; same file names)
+#   --data-dir DIR      MNIST's IDX files (default data/mnist, fetched when missing)
+#   --pens BINARY       the pens to run (default: a copy of build/pens, set up and built)
+#   --report DIR        where results.md and results.json go (default docs)
+#
+# A campaign can span sittings: run the same command again. A run whose summary.json
+# says it finished (or diverged) is not run again; a run that was interrupted resumes
+# from its checkpoint.pens (pens train --resume), or starts over if it wrote none.
+# The report is rewritten after every run, so finished cells are recorded as they
+# finish, and the script says what remains before it starts and after each run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 splits=3 labels=100,600,1000,3000 methods=sde,pea budget="" supervised=0 supervised_epochs="" runs=runs/table1
-report_only=0
+report_only=0 configs=examples/mnist data_dir="" pens="" report=docs
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --splits) splits="$2"; shift 2 ;;
@@ -35,49 +45,53 @@ while [[ $# -gt 0 ]]; do
     --supervised-epochs) supervised_epochs="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --configs) configs="$2"; shift 2 ;;
+    --data-dir) data_dir="$2"; shift 2 ;;
+    --pens) pens="$2"; shift 2 ;;
+    --report) report="$2"; shift 2 ;;
+    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table1: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
 if [[ $report_only == 0 ]]; then
-  scripts/setup.sh
-  scripts/fetch-mnist.sh
+  [[ -n $pens ]] || scripts/setup.sh
+  [[ -n $data_dir ]] || scripts/fetch-mnist.sh
 fi
 command -v python3 > /dev/null || scripts/ensure-packages.sh python3
+data_args=()
+[[ -n $data_dir ]] && data_args=(--data-dir "$data_dir")
 
 # Every run uses one copy of the tool, so rebuilding build/ meanwhile cannot break a run.
 mkdir -p "$runs"
 if [[ $report_only == 0 ]]; then
-  cp build/pens "$runs/pens.tmp" && mv "$runs/pens.tmp" "$runs/pens"
+  cp "${pens:-build/pens}" "$runs/pens.tmp" && mv "$runs/pens.tmp" "$runs/pens"
 fi
 
-# run NAME CONFIG [pens train options...]: one run, skipped when it already finished.
-run() {
-  local name="$1" config="$2"; shift 2
-  local out="$runs/$name"
-  if [[ -f "$out/summary.json" ]] && grep -q '"status": "finished"' "$out/summary.json"; then
-    echo "table1: $name already finished"
-    return
-  fi
-  local cmd=("$runs/pens" train "$config" --out "$out" "$@")
-  [[ -n "$budget" ]] && cmd+=(--budget-minutes "$budget")
-  echo "table1: ${cmd[*]}"
-  mkdir -p "$out"
-  printf '%s\n' "${cmd[*]}" > "$out/command.txt"
-  "${cmd[@]}" > "$out/train.log" 2>&1 || echo "table1: $name failed (see $out/train.log)"
-  tail -n 3 "$out/train.log"
+report() {
+  mkdir -p "$report"
+  python3 scripts/results.py "$runs" "$report/results.md" "$report/results.json"
 }
 
-# The pre-trained network of the PEA+ cells, made once.
-pretrain() {
-  local out="$runs/pretrain"
-  if [[ -f "$out/summary.json" ]] && grep -q '"status": "finished"' "$out/summary.json"; then return; fi
-  echo "table1: $runs/pens pretrain examples/mnist/pretrain.json --out $out"
-  mkdir -p "$out"
-  "$runs/pens" pretrain examples/mnist/pretrain.json --out "$out" > "$out/pretrain.log" 2>&1 ||
-    { echo "table1: pre-training failed (see $out/pretrain.log)" >&2; exit 1; }
-  tail -n 3 "$out/pretrain.log"
+# The state of run folder $1: finished, diverged, resume (a checkpoint to go on from) or new.
+state_of() {
+  local out="$1"
+  if [[ -f "$out/summary.json" ]] && grep -q '"status": "finished"' "$out/summary.json"; then echo finished
+  elif [[ -f "$out/summary.json" ]] && grep -q '"status": "diverged"' "$out/summary.json"; then echo diverged
+  elif [[ -f "$out/checkpoint.pens" ]]; then echo resume
+  else echo new; fi
+}
+
+# The campaign: one entry per run, its name, config and pens train options (separated
+# by the unit separator, so that paths may hold spaces).
+plan_names=() plan_configs=() plan_options=()
+sep=$'\x1f'
+plan() {  # plan NAME CONFIG [pens train options...]
+  plan_names+=("$1")
+  plan_configs+=("$2")
+  shift 2
+  local IFS=$sep
+  plan_options+=("$*")
 }
 
 if [[ $report_only == 0 ]]; then
@@ -88,35 +102,89 @@ if [[ $report_only == 0 ]]; then
     [[ $n == 100 && $cell_splits -lt 5 ]] && cell_splits=5
     for method in "${method_list[@]}"; do
       case "$method" in
-        sde) config=examples/mnist/sde-semi.json ;;
-        pea) config=examples/mnist/pea-$n.json ;;
-        pea+) config=examples/mnist/pea-plus-$n.json ;;
-        vat) config=examples/mnist/vat-bn-100.json ;;
-        vat-ema) config=examples/mnist/vat-bn-ema-100.json ;;
-        supervised-bn) config=examples/mnist/supervised-bn-100.json ;;
-        pi) config=examples/mnist/pi-100.json ;;
-        mean-teacher) config=examples/mnist/mean-teacher-100.json ;;
-        pseudo-label) config=examples/mnist/pseudo-label-100.json ;;
+        sde) config=sde-semi.json ;;
+        pea) config=pea-$n.json ;;
+        pea+) config=pea-plus-$n.json ;;
+        vat) config=vat-bn-100.json ;;
+        vat-ema) config=vat-bn-ema-100.json ;;
+        supervised-bn) config=supervised-bn-100.json ;;
+        pi) config=pi-100.json ;;
+        mean-teacher) config=mean-teacher-100.json ;;
+        pseudo-label) config=pseudo-label-100.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac
+      config=$configs/$config
       [[ -f $config ]] || { echo "table1: no config $config for $method at $n labels" >&2; exit 2; }
       init=()
-      if [[ $method == pea+ ]]; then
-        pretrain
-        init=(--init "$runs/pretrain/model.json")
-      fi
+      [[ $method == pea+ ]] && init=(--init "$runs/pretrain/model.json")
       for s in $(seq 1 "$cell_splits"); do
-        run "$method-$n/split$s" "$config" --labels "$n" --split-seed "$s" "${init[@]}"
+        plan "$method-$n/split$s" "$config" --labels "$n" --split-seed "$s" "${init[@]}"
       done
     done
   done
   if [[ $supervised == 1 ]]; then
     for method in raw sde pea; do
-      run "$method-supervised/split1" "examples/mnist/$method-supervised.json" \
+      plan "$method-supervised/split1" "$configs/$method-supervised.json" \
         ${supervised_epochs:+--epochs "$supervised_epochs"}
     done
   fi
 fi
 
-python3 scripts/results.py "$runs" docs/results.md docs/results.json
-echo "table1: wrote docs/results.md and docs/results.json"
+# Prints the runs not finished yet, with what will happen to each.
+remaining() {
+  local left=() i state
+  for i in "${!plan_names[@]}"; do
+    state=$(state_of "$runs/${plan_names[$i]}")
+    case $state in
+      finished|diverged) ;;
+      resume) left+=("${plan_names[$i]} (resumes)") ;;
+      new) left+=("${plan_names[$i]}") ;;
+    esac
+  done
+  echo "table1: $(( ${#plan_names[@]} - ${#left[@]} )) of ${#plan_names[@]} runs done; remaining: ${left[*]:-none}"
+}
+
+# The pre-trained network of the PEA+ cells, made once.
+pretrain() {
+  local out="$runs/pretrain"
+  if [[ -f "$out/summary.json" ]] && grep -q '"status": "finished"' "$out/summary.json"; then return; fi
+  echo "table1: $runs/pens pretrain $configs/pretrain.json --out $out"
+  mkdir -p "$out"
+  "$runs/pens" pretrain "$configs/pretrain.json" --out "$out" "${data_args[@]}" > "$out/pretrain.log" 2>&1 ||
+    { echo "table1: pre-training failed (see $out/pretrain.log)" >&2; exit 1; }
+  tail -n 3 "$out/pretrain.log"
+}
+
+# run NAME CONFIG [pens train options...]: one run, skipped when it already ended.
+run() {
+  local name="$1" config="$2"; shift 2
+  local out="$runs/$name" state
+  state=$(state_of "$out")
+  case $state in
+    finished) echo "table1: $name already finished"; return ;;
+    diverged) echo "table1: $name diverged (see $out/summary.json); not run again: remove the folder to rerun"; return ;;
+  esac
+  local cmd=("$runs/pens" train "$config" --out "$out" "$@" "${data_args[@]}")
+  [[ -n "$budget" ]] && cmd+=(--budget-minutes "$budget")
+  mkdir -p "$out"
+  # The run's command as it would be typed afresh; --resume is how this sitting goes on.
+  printf '%s\n' "${cmd[*]}" > "$out/command.txt"
+  [[ $state == resume ]] && cmd+=(--resume)
+  echo "table1: ${cmd[*]}"
+  "${cmd[@]}" >> "$out/train.log" 2>&1 || echo "table1: $name failed (see $out/train.log)"
+  tail -n 3 "$out/train.log"
+}
+
+if [[ $report_only == 0 ]]; then
+  remaining
+  for i in "${!plan_names[@]}"; do
+    IFS=$sep read -ra options <<< "${plan_options[$i]}"
+    [[ ${plan_names[$i]} == pea+-* ]] && pretrain
+    run "${plan_names[$i]}" "${plan_configs[$i]}" "${options[@]}"
+    report
+    remaining
+  done
+fi
+
+report
+echo "table1: wrote $report/results.md and $report/results.json"

@@ -1,0 +1,78 @@
+"""scripts/table1.sh as a campaign over several sittings: killed in the middle of a run
+and started again, it does not repeat the finished run, resumes the interrupted one from
+its checkpoint, runs the rest, and records each cell as its runs finish."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+from conftest import ROOT, small_model
+
+
+def campaign(tmp_path, small_mnist, pens_binary):
+    """The table1.sh command of a 3-split PEA cell at 20 labels on the small data set,
+    with its configs folder: long enough (200 epochs of 10 steps, a checkpoint each
+    epoch) to be interrupted between checkpoints."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    small_model().save(str(configs / "small.model.json"))
+    (configs / "pea-20.json").write_text(json.dumps({
+        "model": "small.model.json",
+        "data": {"labeled": 100, "validation": 100, "split_seed": 1},
+        "batch": {"labeled": 16, "unlabeled": 16},
+        "optimizer": {"learning_rate": 0.1},
+        "run": {"epochs": 200, "steps_per_epoch": 10, "seed": 3, "threads": 1},
+        "eval": {"every_epochs": 1},
+        "checkpoint": {"every_epochs": 1},
+    }))
+    return [str(ROOT / "scripts" / "table1.sh"), "--methods", "pea", "--labels", "20", "--splits", "3",
+            "--configs", str(configs), "--data-dir", str(small_mnist), "--pens", pens_binary,
+            "--runs", str(tmp_path / "runs"), "--report", str(tmp_path / "report")]
+
+
+def test_an_interrupted_campaign_resumes_without_repeating_finished_runs(tmp_path, small_mnist, pens_binary):
+    command = campaign(tmp_path, small_mnist, pens_binary)
+    runs = tmp_path / "runs" / "pea-20"
+
+    # First sitting: killed, script and pens at once, once split 2 has a checkpoint.
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not (runs / "split2" / "checkpoint.pens").exists():
+        assert first.poll() is None, "table1.sh ended before split 2 wrote a checkpoint:\n" + first.stdout.read()
+        assert time.monotonic() < deadline, "split 2 wrote no checkpoint in 300 s"
+        time.sleep(0.02)
+    os.killpg(first.pid, signal.SIGKILL)
+    first_output = first.communicate()[0]
+    assert "table1: 0 of 3 runs done; remaining: pea-20/split1 pea-20/split2 pea-20/split3" in first_output
+    assert "table1: 1 of 3 runs done; remaining: pea-20/split2 pea-20/split3" in first_output
+    assert not (runs / "split2" / "summary.json").exists(), "split 2 finished before the kill: make it longer"
+    finished_split1 = (runs / "split1" / "summary.json").read_bytes()
+    # Split 1's cell was recorded when it finished, before the interruption.
+    cells = [r for r in json.loads((tmp_path / "report" / "results.json").read_text()) if r.get("method") == "pea"]
+    assert [(c["labels"], c["splits"]) for c in cells] == [(20, 1)]
+
+    # Second sitting: the same command.
+    second = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stdout + second.stderr
+    out = second.stdout
+    assert "table1: 1 of 3 runs done; remaining: pea-20/split2 (resumes) pea-20/split3" in out
+    assert "table1: pea-20/split1 already finished" in out
+    assert (runs / "split1" / "summary.json").read_bytes() == finished_split1
+    resumed_command = next(line for line in out.splitlines() if "--out" in line and "/split2" in line)
+    assert resumed_command.endswith("--resume")
+    assert "resuming from" in (runs / "split2" / "train.log").read_text()
+    assert "table1: 3 of 3 runs done; remaining: none" in out
+
+    # Split 2's evaluations: each epoch once, in order, across the two sittings.
+    steps = [json.loads(line)["step"] for line in (runs / "split2" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [10 * e for e in range(1, 201)]
+    for split in (2, 3):
+        summary = json.loads((runs / f"split{split}" / "summary.json").read_text())
+        assert summary["status"] == "finished" and summary["steps"] == 2000
+    cells = [r for r in json.loads((tmp_path / "report" / "results.json").read_text()) if r.get("method") == "pea"]
+    assert [(c["labels"], c["splits"]) for c in cells] == [(20, 3)]
+    # The recorded command is the one to type afresh, without the sitting's --resume.
+    assert "--resume" not in cells[0]["command"]
+    assert "| pea | 20 | 3 |" in (tmp_path / "report" / "results.md").read_text()
