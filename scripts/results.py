@@ -4,7 +4,8 @@
 usage: scripts/results.py RUNS_DIR RESULTS.md RESULTS.json
 
 A run is a folder RUNS_DIR/<method>-<labels>/split<k>/ holding summary.json (written by
-pens train) and command.txt. Cells group the runs of one method and label count.
+pens train) and command.txt. Cells group the runs of one method and label count; a
+cell already in RESULTS.json whose runs are not under RUNS_DIR stays as it was.
 """
 import json
 import re
@@ -95,8 +96,14 @@ def main():
         sys.exit(__doc__)
     rows = cells(sys.argv[1])
     json_path = Path(sys.argv[3])
-    # Records of other kinds (tree cells, data-parallel runs) are kept.
-    others = [r for r in json.loads(json_path.read_text()) if "task" in r or "kind" in r] if json_path.exists() else []
+    records = json.loads(json_path.read_text()) if json_path.exists() else []
+    # Records of other kinds (tree cells, data-parallel runs) are kept, and so are the
+    # cells whose runs are not in this runs folder (measured on another machine, or in a
+    # folder since removed): the record accumulates, a campaign only adds or updates.
+    others = [r for r in records if "task" in r or "kind" in r]
+    measured = {(r["method"], r["labels"]) for r in rows}
+    rows += [r for r in records if not ("task" in r or "kind" in r) and (r["method"], r["labels"]) not in measured]
+    rows.sort(key=lambda r: (r["labels"], METHOD_ORDER[r["method"]]))
     json_path.write_text(json.dumps(rows + others, indent=2) + "\n")
     md_path = Path(sys.argv[2])
     # Hand-written notes below the marker survive regeneration.

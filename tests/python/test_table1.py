@@ -1,6 +1,7 @@
 """scripts/table1.sh as a campaign over several sittings: killed in the middle of a run
 and started again, it does not repeat the finished run, resumes the interrupted one from
-its checkpoint, runs the rest, and records each cell as its runs finish."""
+its checkpoint, runs the rest, and records each cell as its runs finish, keeping the
+records it did not measure."""
 import json
 import os
 import signal
@@ -34,6 +35,12 @@ def campaign(tmp_path, small_mnist, pens_binary):
 def test_an_interrupted_campaign_resumes_without_repeating_finished_runs(tmp_path, small_mnist, pens_binary):
     command = campaign(tmp_path, small_mnist, pens_binary)
     runs = tmp_path / "runs" / "pea-20"
+    # The record holds a cell measured elsewhere and a tree cell: both stay.
+    (tmp_path / "report").mkdir()
+    earlier = [{"method": "sde", "labels": 100, "splits": 5, "mean": 23.67, "std": 2.53, "errors": [23.67] * 5,
+                "minutes": [2.4] * 5, "epochs": [40.0] * 5, "paper": 22.89, "command": "elsewhere"},
+               {"task": "fine", "method": "ctn", "mean": 40.31}]
+    (tmp_path / "report" / "results.json").write_text(json.dumps(earlier))
 
     # First sitting: killed, script and pens at once, once split 2 has a checkpoint.
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -71,8 +78,10 @@ def test_an_interrupted_campaign_resumes_without_repeating_finished_runs(tmp_pat
     for split in (2, 3):
         summary = json.loads((runs / f"split{split}" / "summary.json").read_text())
         assert summary["status"] == "finished" and summary["steps"] == 2000
-    cells = [r for r in json.loads((tmp_path / "report" / "results.json").read_text()) if r.get("method") == "pea"]
+    record = json.loads((tmp_path / "report" / "results.json").read_text())
+    cells = [r for r in record if r.get("method") == "pea"]
     assert [(c["labels"], c["splits"]) for c in cells] == [(20, 3)]
+    assert earlier[0] in record and earlier[1] in record
     # The recorded command is the one to type afresh, without the sitting's --resume.
     assert "--resume" not in cells[0]["command"]
     assert "| pea | 20 | 3 |" in (tmp_path / "report" / "results.md").read_text()
