@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "pens/models/mlp.h"
@@ -61,6 +62,23 @@ struct Quiet : TrainObserver {
   void on_message(const std::string& text) override { messages.push_back(text); }
 };
 
+// The evaluations in a run folder's metrics.jsonl.
+std::vector<json> metrics_of(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+  return out;
+}
+
+// Rewrites the JSON header of the checkpoint at `path` with `edit`, keeping its payload.
+void edit_checkpoint_header(const std::string& path, const std::function<void(json&)>& edit) {
+  const std::string bytes = read_file(path, 1 << 24);
+  const size_t newline = bytes.find('\n');
+  json header = json::parse(bytes.substr(0, newline));
+  edit(header);
+  write_file_atomically(path, header.dump() + bytes.substr(newline));
+}
+
 // Trains `config` for 4 epochs into dir/unbroken, and for 2 epochs then resumed to 4 into
 // dir/resumed, and checks that both end with the same parameters, bit for bit.
 TrainSummary check_resume_is_exact(TrainConfig config, const testing::TempDir& dir) {
@@ -90,9 +108,7 @@ TEST_CASE("a short semi-supervised run lowers validation error and writes a well
   const TrainSummary summary = train(config, small_data(), dir / "run", quiet);
   REQUIRE_FALSE(summary.diverged);
 
-  std::ifstream metrics(dir / "run/metrics.jsonl");
-  std::vector<json> lines;
-  for (std::string line; std::getline(metrics, line);) lines.push_back(json::parse(line));
+  const std::vector<json> lines = metrics_of(dir / "run/metrics.jsonl");
   REQUIRE(lines.size() == 6);
   for (size_t i = 0; i < lines.size(); ++i) {
     const json& m = lines[i];
@@ -286,13 +302,7 @@ TEST_CASE("a resumed run continues exactly as an unbroken one") {
   testing::TempDir dir;
   TrainConfig config = small_config(write_small_model(dir));
   check_resume_is_exact(config, dir);
-  const auto lines = [](const std::string& path) {
-    std::vector<json> out;
-    std::ifstream in(path);
-    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
-    return out;
-  };
-  const std::vector<json> ma = lines(dir / "unbroken/metrics.jsonl"), mb = lines(dir / "resumed/metrics.jsonl");
+  const std::vector<json> ma = metrics_of(dir / "unbroken/metrics.jsonl"), mb = metrics_of(dir / "resumed/metrics.jsonl");
   REQUIRE(ma.size() == 4);
   REQUIRE(mb.size() == 4);
   for (size_t i = 0; i < 4; ++i) {
@@ -316,21 +326,16 @@ TEST_CASE("a resumed run's clock goes on from its checkpoint's: its minutes and 
   Quiet quiet;
   train(config, small_data(), dir / "run", quiet);
   // As if the first two epochs had taken 1000 seconds.
-  const std::string checkpoint = dir / "run/checkpoint.pens";
-  const std::string bytes = read_file(checkpoint, 1 << 24);
-  const size_t newline = bytes.find('\n');
-  json header = json::parse(bytes.substr(0, newline));
-  CHECK(header["elapsed_seconds"].get<double>() > 0);
-  header["elapsed_seconds"] = 1000.0;
-  write_file_atomically(checkpoint, header.dump() + bytes.substr(newline));
+  edit_checkpoint_header(dir / "run/checkpoint.pens", [](json& header) {
+    CHECK(header["elapsed_seconds"].get<double>() > 0);
+    header["elapsed_seconds"] = 1000.0;
+  });
 
   config.epochs = 3;
   const TrainSummary resumed = train(config, small_data(), dir / "run", quiet, /*resume=*/true);
   CHECK(resumed.json["steps"] == 150);
   CHECK(resumed.json["wall_seconds"].get<double>() >= 1000);
-  std::ifstream metrics(dir / "run/metrics.jsonl");
-  std::vector<json> lines;
-  for (std::string line; std::getline(metrics, line);) lines.push_back(json::parse(line));
+  const std::vector<json> lines = metrics_of(dir / "run/metrics.jsonl");
   REQUIRE(lines.size() == 3);
   CHECK(lines[1]["elapsed_seconds"].get<double>() < 1000);
   CHECK(lines[2]["elapsed_seconds"].get<double>() >= 1000);
@@ -353,18 +358,16 @@ TEST_CASE("a run resumes from a checkpoint an earlier pens wrote (format 1), and
   Quiet quiet;
   train(config, small_data(), dir / "run", quiet);
   // The checkpoint as format 1 wrote it: no optimizer kind, SGD's velocity as "momentum",
-  // and a config without the fields pens has since added (optimizer.kind).
-  const std::string path = dir / "run/checkpoint.pens";
-  const std::string bytes = read_file(path, 1 << 24);
-  const size_t newline = bytes.find('\n');
-  json header = json::parse(bytes.substr(0, newline));
-  header["version"] = 1;
-  header.erase("optimizer");
-  header["config"]["optimizer"].erase("kind");
-  for (json& t : header["tensors"]) {
-    if (t["part"] == "velocity") t["part"] = "momentum";
-  }
-  write_file_atomically(path, header.dump() + "\n" + bytes.substr(newline + 1));
+  // and none of the fields pens has since added (optimizer.kind, the elapsed seconds).
+  edit_checkpoint_header(dir / "run/checkpoint.pens", [](json& header) {
+    header["version"] = 1;
+    header.erase("optimizer");
+    header.erase("elapsed_seconds");
+    header["config"]["optimizer"].erase("kind");
+    for (json& t : header["tensors"]) {
+      if (t["part"] == "velocity") t["part"] = "momentum";
+    }
+  });
 
   config.epochs = 3;
   Quiet resumed;
