@@ -79,6 +79,16 @@ void edit_checkpoint_header(const std::string& path, const std::function<void(js
   write_file_atomically(path, header.dump() + bytes.substr(newline));
 }
 
+// Trains the small config for 2 epochs into dir/run, a checkpoint after each; its config.
+TrainConfig two_epochs_into_run(const testing::TempDir& dir) {
+  TrainConfig config = small_config(write_small_model(dir));
+  config.epochs = 2;
+  config.checkpoint_every_epochs = 1;
+  Quiet quiet;
+  train(config, small_data(), dir / "run", quiet);
+  return config;
+}
+
 // Trains `config` for 4 epochs into dir/unbroken, and for 2 epochs then resumed to 4 into
 // dir/resumed, and checks that both end with the same parameters, bit for bit.
 TrainSummary check_resume_is_exact(TrainConfig config, const testing::TempDir& dir) {
@@ -320,11 +330,8 @@ TEST_CASE("a resumed run continues exactly as an unbroken one") {
 
 TEST_CASE("a resumed run's clock goes on from its checkpoint's: its minutes and its budget are the whole run's") {
   testing::TempDir dir;
-  TrainConfig config = small_config(write_small_model(dir));
-  config.checkpoint_every_epochs = 1;
-  config.epochs = 2;
+  TrainConfig config = two_epochs_into_run(dir);
   Quiet quiet;
-  train(config, small_data(), dir / "run", quiet);
   // As if the first two epochs had taken 1000 seconds.
   edit_checkpoint_header(dir / "run/checkpoint.pens", [](json& header) {
     CHECK(header["elapsed_seconds"].get<double>() > 0);
@@ -352,11 +359,7 @@ TEST_CASE("a resumed run's clock goes on from its checkpoint's: its minutes and 
 
 TEST_CASE("a run resumes from a checkpoint an earlier pens wrote (format 1), and says its draws differ") {
   testing::TempDir dir;
-  TrainConfig config = small_config(write_small_model(dir));
-  config.epochs = 2;
-  config.checkpoint_every_epochs = 1;
-  Quiet quiet;
-  train(config, small_data(), dir / "run", quiet);
+  TrainConfig config = two_epochs_into_run(dir);
   // The checkpoint as format 1 wrote it: no optimizer kind, SGD's velocity as "momentum",
   // and none of the fields pens has since added (optimizer.kind, the elapsed seconds).
   edit_checkpoint_header(dir / "run/checkpoint.pens", [](json& header) {
