@@ -102,7 +102,7 @@ def main():
     # folder since removed): the record accumulates, a campaign only adds or updates.
     others = [r for r in records if "task" in r or "kind" in r]
     measured = {(r["method"], r["labels"]) for r in rows}
-    rows += [r for r in records if not ("task" in r or "kind" in r) and (r["method"], r["labels"]) not in measured]
+    rows += [r for r in records if r not in others and (r["method"], r["labels"]) not in measured]
     rows.sort(key=lambda r: (r["labels"], METHOD_ORDER[r["method"]]))
     json_path.write_text(json.dumps(rows + others, indent=2) + "\n")
     md_path = Path(sys.argv[2])

@@ -2,7 +2,6 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "pens/autodiff/tape.h"
@@ -96,13 +95,10 @@ class Pretraining {
   TrainSummary finish();
 
  private:
-  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
-
   const PretrainConfig& config_;
   const Dataset& images_;
   RunFolder folder_;
   TrainObserver& observer_;
-  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   Model network_;
   std::string examples_;
   Dataset watched_images_;
@@ -148,7 +144,7 @@ bool Pretraining::train_layer(size_t index) {
   const auto watch = [&](json m) {
     m["denoising_error"] = denoising_error(denoise_tape, recon_error, watched, config_.seed);
     m["clean_reconstruction"] = reconstruction_error(eval_tape, watched);
-    m["elapsed_seconds"] = elapsed();
+    m["elapsed_seconds"] = folder_.seconds();
     folder_.append_metrics(m);
     return m;
   };
@@ -181,7 +177,7 @@ bool Pretraining::train_layer(size_t index) {
       }
       objective_sum += r.objective;
       observer_.on_step(s + 1, total, static_cast<double>(s + 1) / static_cast<double>(config_.steps_per_epoch),
-                        r.objective, elapsed());
+                        r.objective, folder_.seconds());
     }
     if (!all_finite(ae_params.values())) {
       diverged_ = cat("pre-training diverged at layer ", name, ", epoch ", epoch + 1, ": a parameter is not finite");
@@ -211,7 +207,7 @@ TrainSummary Pretraining::finish() {
     folder_.save_model(network_, "model.json");
   }
   summary.json = {{"status", summary.diverged ? "diverged" : "finished"},
-                  {"wall_seconds", elapsed()},
+                  {"wall_seconds", folder_.seconds()},
                   {"config", to_json(config_)},
                   {"layers", layers_summary_}};
   if (summary.diverged) summary.json["message"] = diverged_;

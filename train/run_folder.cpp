@@ -62,6 +62,10 @@ void RunFolder::append_metrics(const nlohmann::json& line) {
 
 bool RunFolder::has_checkpoint() const { return std::filesystem::exists(checkpoint_path()); }
 
+double RunFolder::seconds() const {
+  return earlier_seconds_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count();
+}
+
 bool RunFolder::save_checkpoint(const TrainingState& state, const ParamStore<float>& params,
                                 const OptimizerState& optimizer) {
   if (!all_finite(params.values())) return false;
@@ -70,7 +74,9 @@ bool RunFolder::save_checkpoint(const TrainingState& state, const ParamStore<flo
   }
   last_checkpoint_step_ = state.step;
   if (!writes_) return true;
-  pens::save_checkpoint(checkpoint_path(), state, params, optimizer);
+  TrainingState timed = state;
+  timed.elapsed_seconds = seconds();
+  pens::save_checkpoint(checkpoint_path(), timed, params, optimizer);
   // With keep 1 the latest is checkpoint.pens alone, and kept ones from a run that kept
   // more are removed.
   const size_t keep = keep_checkpoints_ > 1 ? static_cast<size_t>(keep_checkpoints_) : 0;
@@ -107,6 +113,7 @@ TrainingState RunFolder::load_checkpoint(ParamStore<float>& params, const Optimi
   if (writes_) remove_interrupted_writes(dir_);  // what a killed run's last write left behind
   TrainingState state = pens::load_checkpoint(checkpoint_path(), params, optimizer);
   last_checkpoint_step_ = state.step;
+  earlier_seconds_ = state.elapsed_seconds;
   if (!writes_) return state;
   std::error_code ignored;
   for (const auto& [step, file] : kept_checkpoints()) {

@@ -1,7 +1,7 @@
 // The folder a training run writes, and reads back when it resumes:
 //   config.json        the effective config
 //   metrics.jsonl      one JSON object per evaluation
-//   checkpoint.pens    parameters, optimizer state, step, seed, config (atomic)
+//   checkpoint.pens    parameters, optimizer state, step, seed, config, elapsed seconds (atomic)
 //   checkpoint-S.pens  the checkpoints of steps S before it (as many as the config keeps):
 //                      where a run that diverged rolls back to (--resume-from)
 //   summary.json       how the run ended
@@ -21,21 +21,6 @@
 #include "pens/serialization/model.h"
 
 namespace pens {
-
-// A run's wall clock: the seconds of this process plus those the run had trained before
-// the checkpoint it resumed from, so that budgets, minutes and examples per second are
-// the whole run's across resumes.
-class RunClock {
- public:
-  void resume_at(double earlier_seconds) { earlier_ = earlier_seconds; }
-  double seconds() const {
-    return earlier_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-
- private:
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  double earlier_ = 0;
-};
 
 class RunFolder {
  public:
@@ -59,12 +44,18 @@ class RunFolder {
   std::vector<nlohmann::json> start_metrics(int64_t resumed_step = -1);
   void append_metrics(const nlohmann::json& line);
 
+  // The run's wall-clock seconds: those since this folder was opened, plus those the run
+  // had trained before the checkpoint it resumed from (load_checkpoint reads them,
+  // save_checkpoint records them), so budgets, minutes and examples per second are the
+  // whole run's over all its sittings.
+  double seconds() const;
+
   std::string checkpoint_path() const { return path("checkpoint.pens"); }
   bool has_checkpoint() const;
   // Saves unless a parameter or optimizer value is not finite (a good checkpoint is
   // never replaced by a bad one); says whether it saved. Keeps the checkpoint also as
   // checkpoint-STEP.pens (a second name of the same file) and removes those beyond
-  // keep_checkpoints.
+  // keep_checkpoints. The state's elapsed_seconds are this folder's seconds().
   bool save_checkpoint(const TrainingState& state, const ParamStore<float>& params, const OptimizerState& optimizer);
   // Loads checkpoint.pens. Kept checkpoints of later steps (a trajectory abandoned by
   // roll_back_to) are removed.
@@ -96,6 +87,8 @@ class RunFolder {
   std::ofstream metrics_;
   int64_t last_checkpoint_step_ = -1;
   nlohmann::json resume_changes_;
+  std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
+  double earlier_seconds_ = 0;  // trained before the checkpoint resumed from
 };
 
 // The fields every summary.json starts with: status, steps, epochs, wall_seconds, the

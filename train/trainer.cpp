@@ -164,7 +164,6 @@ class ClassifierRun {
   int rank_, processes_;
   RunFolder folder_;
   TrainObserver& observer_;
-  RunClock clock_;
 
   // The model and its graphs.
   Model model_;
@@ -324,8 +323,7 @@ void ClassifierRun::start(bool resume) {
   const std::vector<std::string> changed =
       folder_.check_resumable(to_json(parse_train_config(state.config, folder_.checkpoint_path())), to_json(config_));
   step_count_ = state.step;
-  clock_.resume_at(state.elapsed_seconds);
-  window_start_ = clock_.seconds();
+  window_start_ = folder_.seconds();
   // Evaluations the interrupted run made after its checkpoint are dropped: the resumed
   // run makes them again.
   for (const json& m : folder_.start_metrics(step_count_)) note(m);
@@ -368,7 +366,7 @@ double ClassifierRun::error_over(const Dataset& share, int64_t total) {
 // Process 0's clock decides for all: the processes stop at the same step.
 bool ClassifierRun::out_of_budget() const {
   if (config_.budget_minutes <= 0) return false;
-  const bool out = clock_.seconds() > 60.0 * config_.budget_minutes;
+  const bool out = folder_.seconds() > 60.0 * config_.budget_minutes;
   return comm_ ? comm_->broadcast(out ? 1 : 0) != 0 : out;
 }
 
@@ -400,7 +398,7 @@ void ClassifierRun::run_steps() {
     for (size_t i = 0; i < loss_sums_.size(); ++i) loss_sums_[i] += r.losses[i];
     ++window_steps_;
     const int64_t done = step_count_ + 1;
-    observer_.on_step(done, total_steps_, epoch, r.objective, clock_.seconds());
+    observer_.on_step(done, total_steps_, epoch, r.objective, folder_.seconds());
     if (done % eval_every == 0 || done == total_steps_) evaluate(done);
     if (done % checkpoint_every == 0 && !checkpoint(done)) {
       diverged_ = cat("training diverged by step ", done, ": a parameter or optimizer state value is not finite");
@@ -412,7 +410,7 @@ void ClassifierRun::run_steps() {
 
 void ClassifierRun::evaluate(int64_t done) {
   const double epoch = epoch_of(done);
-  const double elapsed = clock_.seconds();
+  const double elapsed = folder_.seconds();
   json m = {{"step", done}, {"epoch", epoch}, {"learning_rate", schedule_.learning_rate_at(epoch)},
             {"momentum", schedule_.momentum_at(epoch)}, {"lambda_scale", schedule_.lambda_scale_at(epoch)}};
   const double steps = static_cast<double>(std::max<int64_t>(1, window_steps_));
@@ -435,7 +433,7 @@ void ClassifierRun::evaluate(int64_t done) {
   std::fill(loss_sums_.begin(), loss_sums_.end(), 0.0);
   objective_sum_ = 0;
   window_steps_ = 0;
-  window_start_ = clock_.seconds();
+  window_start_ = folder_.seconds();
 }
 
 bool ClassifierRun::checkpoint(int64_t done) {
@@ -447,8 +445,7 @@ bool ClassifierRun::checkpoint(int64_t done) {
         comm_->broadcast(mine) == mine ? "" : cat("the parameters differ from process 0's at step ", done));
     if (!problem.empty()) throw CollectiveError(problem);
   }
-  const TrainingState state{
-      .step = done, .seed = config_.seed, .config = to_json(config_), .elapsed_seconds = clock_.seconds()};
+  const TrainingState state{.step = done, .seed = config_.seed, .config = to_json(config_)};
   return folder_.save_checkpoint(state, *model_.values, optimizer_->checkpoint_state());
 }
 
@@ -463,7 +460,7 @@ TrainSummary ClassifierRun::finish() {
     folder_.save_model(model_, "model.json");
   }
   json& s = summary.json;
-  s = run_summary(summary.diverged, step_count_, epoch_of(step_count_), clock_.seconds(), to_json(config_));
+  s = run_summary(summary.diverged, step_count_, epoch_of(step_count_), folder_.seconds(), to_json(config_));
   s["labeled"] = split_.labeled.size();
   s["unlabeled"] = split_.unlabeled.size();
   s["validation"] = split_.validation.size();

@@ -56,7 +56,6 @@ class TreeRun {
   SentimentTask task_;
   RunFolder folder_;
   TrainObserver& observer_;
-  RunClock clock_;
   Model model_;
   std::unique_ptr<TreeModel> trees_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -126,8 +125,7 @@ void TreeRun::start(bool resume) {
       folder_.check_resumable(to_json(parse_tree_config(state.config, folder_.checkpoint_path())),
                               to_json(parse_tree_config(to_json(config_), "the run's config")));
   step_count_ = state.step;
-  clock_.resume_at(state.elapsed_seconds);
-  window_start_ = clock_.seconds();
+  window_start_ = folder_.seconds();
   for (const json& m : folder_.start_metrics(step_count_)) {
     last_ = m;
     if (m["dev_root_accuracy"].get<double>() > best_accuracy_) {
@@ -151,7 +149,7 @@ void TreeRun::run_steps() {
   ParamStore<float>& params = *model_.values;
   for (; step_count_ < total_steps_; ++step_count_) {
     const int64_t epoch = step_count_ / steps_per_epoch_;
-    if (config_.budget_minutes > 0 && clock_.seconds() > 60.0 * config_.budget_minutes) {
+    if (config_.budget_minutes > 0 && folder_.seconds() > 60.0 * config_.budget_minutes) {
       observer_.on_message(cat("wall-clock budget of ", config_.budget_minutes, " minutes reached at step ", step_count_,
                                " (epoch ", epoch_of(step_count_), ")"));
       return;
@@ -180,7 +178,7 @@ void TreeRun::run_steps() {
     objective_sum_ += r.objective;
     ++window_steps_;
     const int64_t done = step_count_ + 1;
-    observer_.on_step(done, total_steps_, epoch_of(done), r.objective, clock_.seconds());
+    observer_.on_step(done, total_steps_, epoch_of(done), r.objective, folder_.seconds());
     if (done % steps_per_epoch_ == 0 || done == total_steps_) evaluate(done);
     if (done % checkpoint_every == 0 && !checkpoint(done)) {
       diverged_ = cat("training diverged by step ", done, ": a parameter or optimizer state value is not finite");
@@ -191,7 +189,7 @@ void TreeRun::run_steps() {
 }
 
 void TreeRun::evaluate(int64_t done) {
-  const double train_seconds = clock_.seconds() - window_start_;
+  const double train_seconds = folder_.seconds() - window_start_;
   ParamStore<float>& params = *model_.values;
   const uint64_t eval_seed = config_.seed + 0x5eed;
   const Clock::time_point eval_start = Clock::now();
@@ -219,7 +217,7 @@ void TreeRun::evaluate(int64_t done) {
             {"test_confusion", test.confusion},
             {"train_nodes_per_second", static_cast<double>(window_nodes_) / std::max(1e-9, train_seconds)},
             {"eval_nodes_per_second", static_cast<double>(eval_nodes) / std::max(1e-9, eval_seconds)},
-            {"elapsed_seconds", clock_.seconds()}};
+            {"elapsed_seconds", folder_.seconds()}};
   folder_.append_metrics(m);
   observer_.on_eval(m);
   observer_.on_message(cat("epoch ", epoch_of(done), ": objective ", m["objective"].get<double>(), ", root accuracy train ",
@@ -233,12 +231,11 @@ void TreeRun::evaluate(int64_t done) {
   }
   objective_sum_ = 0;
   window_steps_ = window_nodes_ = 0;
-  window_start_ = clock_.seconds();
+  window_start_ = folder_.seconds();
 }
 
 bool TreeRun::checkpoint(int64_t done) {
-  const TrainingState state{
-      .step = done, .seed = config_.seed, .config = to_json(config_), .elapsed_seconds = clock_.seconds()};
+  const TrainingState state{.step = done, .seed = config_.seed, .config = to_json(config_)};
   return folder_.save_checkpoint(state, *model_.values, optimizer_->checkpoint_state());
 }
 
@@ -253,7 +250,7 @@ TrainSummary TreeRun::finish() {
     folder_.save_model(model_, "model.json");
   }
   json& s = summary.json;
-  s = run_summary(summary.diverged, step_count_, epoch_of(step_count_), clock_.seconds(), to_json(config_));
+  s = run_summary(summary.diverged, step_count_, epoch_of(step_count_), folder_.seconds(), to_json(config_));
   s["task"] = config_.task;
   s["training_trees"] = train_rows_.size();
   s["parameters"] = model_.values->numel();
