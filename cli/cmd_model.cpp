@@ -6,7 +6,9 @@
 #include "cli/args.h"
 #include "pens/graph/noise.h"
 #include "pens/models/ctn.h"
+#include "pens/models/dataset.h"
 #include "pens/models/mlp.h"
+#include "pens/models/mnist.h"
 #include "pens/models/sst.h"
 #include "pens/models/teacher.h"
 #include "pens/ops/ir/error.h"
@@ -163,7 +165,7 @@ int run_new(const std::vector<std::string>& argv) {
   }
   const Args args(argv, {"batch-norm"},
                   {"batch-norm-decay", "teacher", "layers", "mask-input", "mask-hidden", "gaussian-input",
-                   "gaussian-bias", "max-norm", "weight-std", "hidden-bias", "output-bias", "loss", "penalty",
+                   "gaussian-bias", "center", "max-norm", "weight-std", "hidden-bias", "output-bias", "loss", "penalty",
                    "children", "pairing", "loss-on", "smoothing", "output", "description", "values", "noise"});
   const std::string& kind = args.one_positional("a model kind (mlp, ctn)");
   if (kind != "mlp") fail("unknown model kind '", kind, "' (mlp, ctn)");
@@ -174,6 +176,7 @@ int run_new(const std::vector<std::string>& argv) {
   spec.mask_hidden = args.option_double("mask-hidden", 0, probability);
   spec.gaussian_input = args.option_double("gaussian-input", 0, non_negative);
   spec.gaussian_bias = args.option_double("gaussian-bias", 0, non_negative);
+  if (auto dir = args.option("center")) spec.input_mean = feature_means(load_mnist(*dir, "train"));
   spec.max_norm = args.option_double("max-norm", 0, non_negative);
   spec.weight_std = args.option_double("weight-std", spec.weight_std, non_negative);
   spec.hidden_bias = args.option_double("hidden-bias", spec.hidden_bias, AttrRange{});

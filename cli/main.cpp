@@ -78,6 +78,8 @@ const std::vector<Command>& commands() {
        "  --mask-input P          mask noise on the input\n"
        "  --mask-hidden P         mask noise on each hidden layer\n"
        "  --gaussian-input S      Gaussian noise on the input\n"
+       "  --center DIR            subtract the mean training image of the MNIST files in DIR\n"
+       "                          (stored in the model; the input noise then perturbs x - mean)\n"
        "  --gaussian-bias S       Gaussian noise on each hidden pre-activation\n"
        "  --noise N:K[:P=V,...]   a noise annotation of kind K on node N, e.g.\n"
        "                          W2:fuzz:sigma=0.02 or W1:subspace:group=h1,keep=400,axes=1;\n"

@@ -31,13 +31,15 @@ std::string flags_str(const Node& n) {
 }
 
 // Attributes worth showing inline: everything but a leaf's shape (printed as its value
-// shape anyway) and long constant payloads.
+// shape anyway) and long constant payloads, which show as their count (a constant with
+// listed values ignores its single 'value', so that is left out too).
 std::string attrs_str(const Node& n) {
+  const bool listed = n.attrs.has("values");
   std::string out;
   for (const auto& [k, v] : n.attrs.items()) {
-    if (k == "shape" || k == "values") continue;
+    if (k == "shape" || (listed && k == "value")) continue;
     if (!out.empty()) out += ", ";
-    out += k + "=" + attr_to_string(v);
+    out += k + "=" + (k == "values" ? cat(n.attrs.get_floats("values").size(), " listed") : attr_to_string(v));
   }
   return out;
 }

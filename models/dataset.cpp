@@ -58,6 +58,17 @@ Dataset subset(const Dataset& d, std::span<const int64_t> rows) {
   return s;
 }
 
+std::vector<double> feature_means(const Dataset& d) {
+  if (d.size == 0) fail("feature means of an empty data set");
+  std::vector<double> mean(static_cast<size_t>(d.dim), 0.0);
+  for (int64_t r = 0; r < d.size; ++r) {
+    const float* row = d.x.data() + r * d.dim;
+    for (int64_t j = 0; j < d.dim; ++j) mean[static_cast<size_t>(j)] += row[j];
+  }
+  for (double& m : mean) m /= static_cast<double>(d.size);
+  return mean;
+}
+
 double error_rate(const Dataset& d, TensorView<const float> scores) {
   if (scores.shape.rows() != d.size || scores.shape.cols() != d.classes) {
     fail("scores of shape ", scores.shape.str(), " do not fit ", d.size, " examples of ",

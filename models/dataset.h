@@ -38,6 +38,10 @@ void gather_rows(const Dataset& d, std::span<const int64_t> rows, int64_t at, Te
 // The examples `rows` as a dataset of their own.
 Dataset subset(const Dataset& d, std::span<const int64_t> rows);
 
+// The mean of each feature over the examples (in double precision; an Error for an
+// empty set).
+std::vector<double> feature_means(const Dataset& d);
+
 // Fraction of examples whose largest score is not their label; scores [size, classes].
 double error_rate(const Dataset& d, TensorView<const float> scores);
 

@@ -17,6 +17,15 @@ Graph build_mlp(const MlpSpec& spec) {
   Graph g;
   NodeId h = g.input("x", {kBatch, spec.layers[0]});
   g.node(h).layer = "in";
+  if (!spec.input_mean.empty()) {
+    if (static_cast<int64_t>(spec.input_mean.size()) != spec.layers[0]) {
+      fail("the input mean has ", spec.input_mean.size(), " values, the input has ", spec.layers[0], " features");
+    }
+    const NodeId mean = g.add("constant", {}, {{"shape", std::vector<int64_t>{spec.layers[0]}}, {"values", spec.input_mean}},
+                              "x_mean");
+    h = g.add("sub", {h, mean}, {}, "xc");
+    g.node(h).layer = "in";
+  }
   if (spec.gaussian_input > 0) add_noise(g, h, "gaussian", {{"sigma", spec.gaussian_input}});
   if (spec.mask_input > 0) add_noise(g, h, "mask", {{"p", spec.mask_input}});
   const NodeId labels = g.input("y", {kBatch}, DType::Index);

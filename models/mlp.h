@@ -32,12 +32,17 @@ struct MlpSpec {
   double gaussian_input = 0.0;   // gaussian(sigma) on x
   double gaussian_bias = 0.0;    // gaussian(sigma) on every hidden pre-activation a<i>
   std::string loss = "softmax_xent";  // or "squared_hinge"
+  // Non-empty (one value per input feature): the network reads x − input_mean, and the
+  // input noise perturbs that, as the authors' code fed zero-mean images to their 600-3000
+  // label runs. The means are constants of the graph, so a saved model carries them.
+  std::vector<double> input_mean = {};
 };
 
 // Node names: inputs "x" [B, layers[0]] and "y" [B] (labels); per layer i = 1..L
 // parameters "W<i>", "b<i>" and pre-activation "a<i>"; hidden activations "h<i>";
 // the output scores "logits" (flagged output); per-example losses "losses"; their mean
-// "loss" (flagged loss). Layer tags: "h<i>" for hidden layers, "out" for the last. With
+// "loss" (flagged loss). With input_mean, the constant "x_mean" and "xc" = x − x_mean
+// (layer "in", carrying the input noise) come before the first layer. Layer tags: "h<i>" for hidden layers, "out" for the last. With
 // batch_norm, hidden layers have no "b<i>" and add the nodes and parameters of "bn<i>".
 Graph build_mlp(const MlpSpec& spec);
 

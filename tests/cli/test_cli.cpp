@@ -318,6 +318,9 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   CHECK(pens_cli("new mlp --teacher 0.99").out.find("--teacher needs a pseudo-ensemble") != std::string::npos);
   CHECK(pens_cli("new mlp --batch-norm-decay 0.9").out.find("needs --batch-norm") != std::string::npos);
   CHECK(pens_cli("new mlp --penalty logits:kl:1:all:x").out.find("can only be 'fixed'") != std::string::npos);
+  const Run uncentred = pens_cli("new mlp --center /nonexistent/mnist");
+  CHECK(uncentred.status == 1);
+  CHECK(uncentred.out.find("/nonexistent/mnist") != std::string::npos);
 }
 
 TEST_CASE("pens eval, train and pretrain: a corrupt IDX file or a bad config is one line and exit 1") {

@@ -135,6 +135,42 @@ TEST_CASE("perturb: a parent builds one graph; what its children draw follows th
   CHECK(logits("c1/logits", key) != logits("c1/logits", {3, 4, 1}));                // graph of the step
 }
 
+TEST_CASE("a centred MLP is the plain MLP on x - mean, and its children perturb x - mean") {
+  MlpSpec centred = pea_mlp({6, 5, 4, 3});
+  centred.input_mean = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
+  const Graph a = build_mlp(centred);
+  const Graph b = build_mlp(pea_mlp({6, 5, 4, 3}));
+  CHECK_ERROR_MENTIONS(build_mlp({.layers = {6, 3}, .input_mean = {0.5}}), "1 values", "6 features");
+  std::vector<double> x, shifted;
+  for (int64_t r = 0; r < 5; ++r) {
+    for (int64_t j = 0; j < 6; ++j) {
+      x.push_back(0.1 * static_cast<double>((r * 7 + j * 3) % 11));
+      shifted.push_back(x.back() - centred.input_mean[static_cast<size_t>(j)]);
+    }
+  }
+  const testing::Values y{{"y", labels(5, 3)}};
+  testing::Values va = y, vb = y;
+  va["x"] = x;
+  vb["x"] = shifted;
+  CHECK(testing::evaluate(a, va, "logits", 5) == testing::evaluate(b, vb, "logits", 5));
+  // The input noise sits on xc: a child masks and jitters x - mean, not x.
+  CHECK(a["xc"].noise.size() == 2);
+  CHECK(a["x"].noise.empty());
+  const Graph ea = build_pseudo_ensemble(a, semi_supervised_spec(), {.labeled_rows = 2}).graph;
+  CHECK(ea[ea.inputs(ea.at("c1/a1"))[0]].name == "c1/xc~mask");
+  const auto noisy = testing::evaluate(ea, {{"x", x}, {"y", labels(2, 3)}}, "c1/xc~mask", 5, {3, 4});
+  REQUIRE(noisy.size() == shifted.size());
+  int masked = 0;
+  for (size_t i = 0; i < noisy.size(); ++i) {
+    if (noisy[i] == 0) {
+      ++masked;
+    } else {
+      CHECK(std::abs(noisy[i] * 0.8 - shifted[i]) < 0.6);  // rescaled by 1/(1 - 0.2), N(0, 0.1²) added
+    }
+  }
+  CHECK(masked > 0);
+}
+
 TEST_CASE("the combined objective's gradient, every penalty kind, both pairings, every noise kind") {
   MlpSpec m = pea_mlp({6, 5, 4, 3});
   Graph parent = build_mlp(m);

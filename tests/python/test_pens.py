@@ -42,6 +42,22 @@ def test_forward_on_numpy_equals_pens_eval(tmp_path, mnist_shaped, pens_binary):
     np.testing.assert_allclose(net64.forward(x=images / 255.0)["logits"], logits, rtol=1e-4, atol=1e-5)
 
 
+def test_a_centred_model_carries_the_mean_training_image(tmp_path, small_mnist, pens_binary):
+    # pens new mlp --center: the model subtracts the mean of the folder's training images,
+    # so its scores on x are the uncentred network's on x - mean, with the same weights.
+    run_pens(pens_binary, "new", "mlp", "--layers", "16,8,10", "--center", small_mnist, "--values", "3",
+             "--output", tmp_path / "centred.json")
+    run_pens(pens_binary, "new", "mlp", "--layers", "16,8,10", "--values", "3", "--output", tmp_path / "plain.json")
+    images = np.fromfile(small_mnist / "train-images-idx3-ubyte", np.uint8, offset=16).reshape(600, 16) / 255.0
+    centred = pens.load(tmp_path / "centred.json")
+    stored = next(n for n in json.loads((tmp_path / "centred.json").read_text())["nodes"] if n["name"] == "x_mean")
+    np.testing.assert_allclose(stored["attrs"]["values"], images.mean(axis=0), atol=1e-12)
+    x = images[:20]
+    scores = pens.compile(centred, batch=20, dtype="float64").forward(x=x)["logits"]
+    plain = pens.compile(pens.load(tmp_path / "plain.json"), batch=20, dtype="float64")
+    np.testing.assert_allclose(scores, plain.forward(x=x - images.mean(axis=0))["logits"], rtol=1e-9, atol=1e-10)
+
+
 def test_training_from_python_gives_the_metrics_of_pens_train(tmp_path, small_config, pens_binary):
     run_pens(pens_binary, "train", small_config, "--out", tmp_path / "cli")
     events = []
