@@ -109,12 +109,22 @@ PenaltyKind pseudo_label_kind() {
           {{"threshold", 0.95}}};
 }
 
+// The authors' activation L2 (their code's lam_l2a, 1e-3 on every layer): the mean square
+// of a child's units. Symmetrised over a child pair it is the mean of both children's, as
+// their code averages it over the children; it needs no agreement, only one side.
+PenaltyKind activation_l2_kind() {
+  return {"activation_l2", "mean over units of b^2, the energy of b's activity (a unused)", true,
+          [](PenaltyBuilder& b, NodeId, NodeId y) {
+            return b.add("mean", {b.add("square", {y})}, {{"axes", std::vector<int64_t>{-1}}});
+          }};
+}
+
 }  // namespace
 
 template <>
 std::vector<PenaltyKind> builtin_kinds<PenaltyKind>() {
-  return {kl_kind(), xent_kind(), tanh_kind(), direction_kind(), l2_kind(), softmax_l2_kind(), entropy_kind(),
-          pseudo_label_kind()};
+  return {kl_kind(),         xent_kind(),    tanh_kind(),         direction_kind(),     l2_kind(),
+          softmax_l2_kind(), entropy_kind(), pseudo_label_kind(), activation_l2_kind()};
 }
 
 }  // namespace pens

@@ -18,18 +18,19 @@ from pathlib import Path
 PAPER = {
     ("vat", 100): 1.36, ("vat", 1000): 1.27, ("vat-ema", 100): 1.36, ("vat-ema", 1000): 1.27,
     ("pea", 100): 10.79, ("pea", 600): 2.44, ("pea", 1000): 2.23, ("pea", 3000): 1.91,
+    ("pea-authors", 600): 2.44, ("pea-authors", 1000): 2.23, ("pea-authors", 3000): 1.91,
     ("pea+", 100): 5.21, ("pea+", 600): 2.87, ("pea+", 1000): 2.64, ("pea+", 3000): 2.30,
     ("sde", 100): 22.89, ("sde", 600): 7.59, ("sde", 1000): 5.80, ("sde", 3000): 3.60,
     ("pea", 60000): 1.08, ("sde", 60000): 1.05,
 }
-METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea+": 3, "supervised-bn": 4, "pi": 5, "mean-teacher": 6,
-                "pseudo-label": 7, "vat": 8, "vat-ema": 9}
+METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "supervised-bn": 5, "pi": 6,
+                "mean-teacher": 7, "pseudo-label": 8, "vat": 9, "vat-ema": 10}
 
 
 def cells(runs_dir):
     found = {}
     for summary_path in sorted(Path(runs_dir).glob("*/split*/summary.json")):
-        m = re.fullmatch(r"(raw|sde|pea\+?|supervised-bn|pi|mean-teacher|pseudo-label|vat|vat-ema)-(\d+|supervised)", summary_path.parent.parent.name)
+        m = re.fullmatch(r"(raw|sde|pea\+?|pea-authors|supervised-bn|pi|mean-teacher|pseudo-label|vat|vat-ema)-(\d+|supervised)", summary_path.parent.parent.name)
         if not m:
             continue
         summary = json.loads(summary_path.read_text())

@@ -10,7 +10,8 @@
 #   --splits N          splits (labeled-set seeds 1..N) per cell (default 3; the
 #                       100-label cell gets max(N, 5))
 #   --labels LIST       comma-separated labeled-set sizes (default 100,600,1000,3000)
-#   --methods LIST      comma-separated, from sde, pea, pea+, and the consistency
+#   --methods LIST      comma-separated, from sde, pea, pea+, pea-authors (the authors'
+#                       600-epoch PEA as their code runs it, pea-authors.json), and the consistency
 #                       methods vat, vat-ema, pi, mean-teacher, pseudo-label and their
 #                       supervised baseline supervised-bn (their *-100.json configs, with
 #                       --labels N) (default sde,pea); pea+ first pre-trains once (pens
@@ -49,7 +50,7 @@ while [[ $# -gt 0 ]]; do
     --data-dir) data_dir="$2"; shift 2 ;;
     --pens) pens="$2"; shift 2 ;;
     --report) report="$2"; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table1: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -105,6 +106,7 @@ if [[ $report_only == 0 ]]; then
         sde) config=sde-semi.json ;;
         pea) config=pea-$n.json ;;
         pea+) config=pea-plus-$n.json ;;
+        pea-authors) config=pea-authors.json ;;
         vat) config=vat-bn-100.json ;;
         vat-ema) config=vat-bn-ema-100.json ;;
         supervised-bn) config=supervised-bn-100.json ;;

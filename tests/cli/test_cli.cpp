@@ -83,11 +83,12 @@ TEST_CASE("pens kinds lists the noise kinds, penalty kinds and optimizers, in te
   };
   CHECK(names("noise") == std::set<std::string>{"adversarial", "fuzz", "gaussian", "mask", "subspace"});
   CHECK(names("penalty") ==
-        std::set<std::string>{"direction", "entropy", "kl", "l2", "pseudo_label", "softmax_l2", "tanh", "xent"});
+        std::set<std::string>{"activation_l2", "direction", "entropy", "kl", "l2", "pseudo_label", "softmax_l2", "tanh",
+                              "xent"});
   CHECK(names("optimizer") == std::set<std::string>{"adagrad", "adam", "sgd"});
   for (const auto& k : doc.at("penalty")) {
     const std::string name = k.at("name");
-    CHECK(k.at("symmetrised") == (name == "kl" || name == "xent" || name == "entropy"));
+    CHECK(k.at("symmetrised") == (name == "kl" || name == "xent" || name == "entropy" || name == "activation_l2"));
     CHECK(k.at("params") == (name == "pseudo_label" ? nlohmann::json{{"threshold", 0.95}} : nlohmann::json::object()));
   }
   const Run text = pens_cli("kinds");

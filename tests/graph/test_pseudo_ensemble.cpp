@@ -236,6 +236,24 @@ TEST_CASE("a penalty with a fixed target moves the other side only") {
   }
 }
 
+TEST_CASE("activation_l2 is the mean square of both children's units, as the authors' lam_l2a") {
+  PseudoEnsembleSpec spec;
+  spec.loss_on = "children";
+  spec.penalties = {{"h1", "activation_l2", 1.0, "all"}};
+  const Graph g = build_pseudo_ensemble(build_mlp(pea_mlp({6, 5, 4, 3})), spec).graph;
+  ParamStore<double> params(g);
+  params.initialize(g, 3);
+  Tape<double> tape(g, params, {.batch = 4});
+  auto x = tape.input("x");
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.3 * static_cast<double>(i));
+  tape.set_noise_key({1, 2});
+  tape.forward();
+  const auto h1 = tape.value("c1/h1"), h2 = tape.value("c2/h1");
+  const double expected = (h1.arr().square().mean() + h2.arr().square().mean()) / 2;
+  CHECK(expected > 0.01);
+  CHECK(tape.value("pen/h1/activation_l2")[0] == doctest::Approx(expected).epsilon(1e-12));
+}
+
 TEST_CASE("pseudo-labels: cross-entropy against the parent's confident argmax, rows under the threshold ignored") {
   const Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));
   std::vector<double> max_probs;
