@@ -21,8 +21,8 @@ Graph build_mlp(const MlpSpec& spec) {
     if (static_cast<int64_t>(spec.input_mean.size()) != spec.layers[0]) {
       fail("the input mean has ", spec.input_mean.size(), " values, the input has ", spec.layers[0], " features");
     }
-    const NodeId mean = g.add("constant", {}, {{"shape", std::vector<int64_t>{spec.layers[0]}}, {"values", spec.input_mean}},
-                              "x_mean");
+    const NodeId mean =
+        g.add("constant", {}, {{"shape", std::vector<int64_t>{spec.layers[0]}}, {"values", spec.input_mean}}, "x_mean");
     h = g.add("sub", {h, mean}, {}, "xc");
     g.node(h).layer = "in";
   }

@@ -41,9 +41,10 @@ struct MlpSpec {
 // Node names: inputs "x" [B, layers[0]] and "y" [B] (labels); per layer i = 1..L
 // parameters "W<i>", "b<i>" and pre-activation "a<i>"; hidden activations "h<i>";
 // the output scores "logits" (flagged output); per-example losses "losses"; their mean
-// "loss" (flagged loss). With input_mean, the constant "x_mean" and "xc" = x − x_mean
-// (layer "in", carrying the input noise) come before the first layer. Layer tags: "h<i>" for hidden layers, "out" for the last. With
+// "loss" (flagged loss). Layer tags: "h<i>" for hidden layers, "out" for the last. With
 // batch_norm, hidden layers have no "b<i>" and add the nodes and parameters of "bn<i>".
+// With input_mean, the constant "x_mean" and "xc" = x − x_mean (layer "in", carrying the
+// input noise) come before the first layer.
 Graph build_mlp(const MlpSpec& spec);
 
 }  // namespace pens
