@@ -4,8 +4,9 @@
 usage: scripts/results.py RUNS_DIR RESULTS.md RESULTS.json
 
 A run is a folder RUNS_DIR/<method>-<labels>/split<k>/ holding summary.json (written by
-pens train) and command.txt. Cells group the runs of one method and label count; a
-cell already in RESULTS.json whose runs are not under RUNS_DIR stays as it was.
+pens train) and command.txt. Cells group the runs of one method and label count, by split
+seed k; the splits of a cell already in RESULTS.json whose runs are not under RUNS_DIR
+stay as recorded, so a cell can grow over sittings whose runs folders are gone.
 """
 import json
 import re
@@ -27,40 +28,75 @@ METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "supe
                 "mean-teacher": 7, "pseudo-label": 8, "vat": 9, "vat-ema": 10}
 
 
-def cells(runs_dir):
+CELL = re.compile(r"(raw|sde|pea\+?|pea-authors|supervised-bn|pi|mean-teacher|pseudo-label|vat|vat-ema)-(\d+|supervised)")
+
+
+def typed(command):
+    """A run's command as a user types it: build/pens for table1.sh's copy of it."""
+    return re.sub(r"^\S*/pens ", "build/pens ", command)
+
+
+def template(command):
+    """One command standing for a cell's runs: the split seed is S."""
+    return re.sub(r"/split\d+", "/splitS", re.sub(r"--split-seed \d+", "--split-seed S", command))
+
+
+def measured_splits(runs_dir):
+    """The finished runs under runs_dir, by cell and split seed: {(method, labels): {seed: split}}."""
     found = {}
     for summary_path in sorted(Path(runs_dir).glob("*/split*/summary.json")):
-        m = re.fullmatch(r"(raw|sde|pea\+?|pea-authors|supervised-bn|pi|mean-teacher|pseudo-label|vat|vat-ema)-(\d+|supervised)", summary_path.parent.parent.name)
-        if not m:
+        m = CELL.fullmatch(summary_path.parent.parent.name)
+        seed = re.fullmatch(r"split(\d+)", summary_path.parent.name)
+        if not m or not seed:
             continue
         summary = json.loads(summary_path.read_text())
         if summary.get("status") != "finished" or "test_error" not in summary:
             continue
         labels = 60000 if m.group(2) == "supervised" else int(m.group(2))
         command_file = summary_path.parent / "command.txt"
-        command = command_file.read_text().strip() if command_file.exists() else ""
-        found.setdefault((m.group(1), labels), []).append((summary_path.parent.name, summary, command))
-    out = []
-    for (method, labels), runs in sorted(found.items(), key=lambda kv: (kv[0][1], METHOD_ORDER[kv[0][0]])):
-        errors = [100.0 * s["test_error"] for _, s, _ in runs]
-        minutes = [s["wall_seconds"] / 60.0 for _, s, _ in runs]
-        # One command stands for the cell: the split seed varies over the splits.
-        command = re.sub(r"--split-seed \d+", "--split-seed S", runs[0][2])
-        # table1.sh runs a copy of build/pens kept in the runs folder.
-        command = re.sub(r"^\S*/pens ", "build/pens ", command)
-        command = re.sub(r"/split\d+", "/splitS", command)
-        out.append({
-            "method": method,
-            "labels": labels,
-            "splits": len(runs),
-            "mean": round(statistics.fmean(errors), 3),
-            "std": round(statistics.stdev(errors), 3) if len(errors) > 1 else 0.0,
-            "errors": [round(e, 3) for e in errors],
-            "minutes": [round(x, 2) for x in minutes],
-            "epochs": [round(s["epochs"], 2) for _, s, _ in runs],
-            "paper": PAPER.get((method, labels)),
-            "command": command,
-        })
+        found.setdefault((m.group(1), labels), {})[int(seed.group(1))] = {
+            "error": 100.0 * summary["test_error"],
+            "minutes": summary["wall_seconds"] / 60.0,
+            "epochs": summary["epochs"],
+            "best_validation_epoch": summary.get("best_validation", {}).get("epoch"),
+            "command": typed(command_file.read_text().strip()) if command_file.exists() else "",
+        }
+    return found
+
+
+def recorded_splits(record):
+    """A cell's record split by split seed, as measured_splits gives them. Records written
+    before split seeds were kept hold splits 1..N, with one command for all."""
+    seeds = record.get("split_seeds") or list(range(1, record["splits"] + 1))
+    n = len(seeds)
+    commands = record.get("commands") or [record["command"].replace("splitS", f"split{k}")
+                                          .replace("--split-seed S", f"--split-seed {k}") for k in seeds]
+    best = record.get("best_validation_epochs") or [None] * n
+    return {k: {"error": record["errors"][i], "minutes": record["minutes"][i], "epochs": record["epochs"][i],
+                "best_validation_epoch": best[i], "command": commands[i]} for i, k in enumerate(seeds)}
+
+
+def cell(method, labels, splits):
+    """The record of one cell from its splits {seed: split}."""
+    seeds = sorted(splits)
+    runs = [splits[k] for k in seeds]
+    errors = [r["error"] for r in runs]
+    out = {
+        "method": method,
+        "labels": labels,
+        "splits": len(runs),
+        "split_seeds": seeds,
+        "mean": round(statistics.fmean(errors), 3),
+        "std": round(statistics.stdev(errors), 3) if len(errors) > 1 else 0.0,
+        "errors": [round(e, 3) for e in errors],
+        "minutes": [round(r["minutes"], 2) for r in runs],
+        "epochs": [round(r["epochs"], 2) for r in runs],
+        "paper": PAPER.get((method, labels)),
+        "command": template(runs[-1]["command"]),
+        "commands": [r["command"] for r in runs],
+    }
+    if all(r["best_validation_epoch"] is not None for r in runs):
+        out["best_validation_epochs"] = [r["best_validation_epoch"] for r in runs]
     return out
 
 
@@ -86,24 +122,34 @@ def markdown(rows):
             f"| {statistics.fmean(r['epochs']):.1f} | {statistics.fmean(r['minutes']):.1f} |")
     lines += ["", "## Per split, and the command of each cell", ""]
     for r in rows:
+        seeds = r.get("split_seeds") or list(range(1, r["splits"] + 1))
         lines.append(f"- **{r['method']}, {r['labels']} labels**: "
                      + ", ".join(f"{e:.2f}%" for e in r["errors"])
-                     + f"  \n  `{r['command']}` (S = 1..{r['splits']})")
+                     + f"  \n  `{r['command']}` (S = {', '.join(map(str, seeds))})")
     return "\n".join(lines) + "\n"
 
 
 def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
-    rows = cells(sys.argv[1])
+    measured = measured_splits(sys.argv[1])
     json_path = Path(sys.argv[3])
     records = json.loads(json_path.read_text()) if json_path.exists() else []
     # Records of other kinds (tree cells, data-parallel runs) are kept, and so are the
-    # cells whose runs are not in this runs folder (measured on another machine, or in a
-    # folder since removed): the record accumulates, a campaign only adds or updates.
+    # splits whose runs are not in this runs folder (measured in an earlier sitting whose
+    # folder is gone, or on another machine): the record accumulates, a campaign only adds
+    # splits or updates them. A cell with no new split stays exactly as it was recorded.
     others = [r for r in records if "task" in r or "kind" in r]
-    measured = {(r["method"], r["labels"]) for r in rows}
-    rows += [r for r in records if r not in others and (r["method"], r["labels"]) not in measured]
+    rows = []
+    for r in records:
+        if r in others:
+            continue
+        key = (r["method"], r["labels"])
+        if key in measured:
+            measured[key] = {**recorded_splits(r), **measured[key]}
+        else:
+            rows.append(r)
+    rows += [cell(method, labels, splits) for (method, labels), splits in measured.items()]
     rows.sort(key=lambda r: (r["labels"], METHOD_ORDER[r["method"]]))
     json_path.write_text(json.dumps(rows + others, indent=2) + "\n")
     md_path = Path(sys.argv[2])

@@ -11,7 +11,8 @@
 #                       100-label cell gets max(N, 5))
 #   --labels LIST       comma-separated labeled-set sizes (default 100,600,1000,3000)
 #   --methods LIST      comma-separated, from sde, pea, pea+, pea-authors (the authors'
-#                       600-epoch PEA as their code runs it, pea-authors.json), and the consistency
+#                       PEA as their code runs it: pea-authors.json, 600 epochs, and at 100
+#                       labels pea-authors-100.json, 110 epochs in stages), and the consistency
 #                       methods vat, vat-ema, pi, mean-teacher, pseudo-label and their
 #                       supervised baseline supervised-bn (their *-100.json configs, with
 #                       --labels N) (default sde,pea); pea+ first pre-trains once (pens
@@ -50,7 +51,7 @@ while [[ $# -gt 0 ]]; do
     --data-dir) data_dir="$2"; shift 2 ;;
     --pens) pens="$2"; shift 2 ;;
     --report) report="$2"; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table1: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -106,7 +107,8 @@ if [[ $report_only == 0 ]]; then
         sde) config=sde-semi.json ;;
         pea) config=pea-$n.json ;;
         pea+) config=pea-plus-$n.json ;;
-        pea-authors) config=pea-authors.json ;;
+        pea-authors) config=pea-authors.json
+                     [[ $n == 100 ]] && config=pea-authors-100.json ;;  # their 100-label recipe differs
         vat) config=vat-bn-100.json ;;
         vat-ema) config=vat-bn-ema-100.json ;;
         supervised-bn) config=supervised-bn-100.json ;;

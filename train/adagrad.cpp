@@ -2,6 +2,7 @@
 //   G ← G + g²,   θ ← θ − η g / (sqrt(G) + ε)
 // elementwise, G starting at `initial_accumulator`.
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 
 #include "pens/ops/ir/error.h"
@@ -17,8 +18,9 @@ class AdaGrad : public Optimizer {
   AdaGrad(ParamStore<float>& params, const Attributes& settings)
       : params_(params),
         epsilon_(static_cast<float>(settings.get_float("epsilon"))),
+        initial_(static_cast<float>(settings.get_float("initial_accumulator"))),
         memory_(params.values().size() * sizeof(float), "adagrad's sums of squares"),
-        squares_(params.values().size(), static_cast<float>(settings.get_float("initial_accumulator"))) {
+        squares_(params.values().size(), initial_) {
     const double initial = settings.get_float("initial_accumulator");
     if (!(settings.get_float("epsilon") >= 0 && initial >= 0)) {
       fail("optimizer adagrad: epsilon and initial_accumulator must be >= 0, got ", settings.get_float("epsilon"),
@@ -44,10 +46,12 @@ class AdaGrad : public Optimizer {
   }
 
   std::vector<StateBuffer> state() override { return {{"sum_squares", squares_}}; }
+  void restart() override { std::ranges::fill(squares_, initial_); }
 
  private:
   ParamStore<float>& params_;
   float epsilon_;
+  float initial_;
   MemoryCharge memory_;  // squares_ against pens' memory limit, before it is allocated
   std::vector<float, Eigen::aligned_allocator<float>> squares_;
 };

@@ -52,6 +52,12 @@ class ConfigSection {
       out[name] = checked<typename Map::mapped_type>(value, where(key) + "." + name, low, high);
     }
   }
+  void boolean(const char* key, bool& out) {
+    used_.insert(key);
+    if (!j_->contains(key)) return;
+    if (!(*j_)[key].is_boolean()) fail(source_, ": ", where(key), " must be true or false");
+    out = (*j_)[key].get<bool>();
+  }
   void string(const char* key, std::string& out) {
     used_.insert(key);
     if (!j_->contains(key)) return;

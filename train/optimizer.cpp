@@ -1,5 +1,7 @@
 #include "pens/train/optimizer.h"
 
+#include <algorithm>
+
 namespace pens {
 
 // The built-in kinds, one file each.
@@ -10,6 +12,10 @@ OptimizerKind adam_optimizer();     // train/adam.cpp
 template <>
 std::vector<OptimizerKind> builtin_kinds<OptimizerKind>() {
   return {sgd_optimizer(), adagrad_optimizer(), adam_optimizer()};
+}
+
+void Optimizer::restart() {
+  for (const StateBuffer& b : state()) std::ranges::fill(b.values, 0.0f);
 }
 
 std::unique_ptr<Optimizer> make_optimizer(std::string_view kind, ParamStore<float>& params, Attributes settings) {

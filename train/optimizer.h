@@ -39,6 +39,9 @@ class Optimizer {
   // Every buffer of state, by name, laid out like the store's values: what a checkpoint
   // saves and restores. Empty for a stateless optimizer.
   virtual std::vector<StateBuffer> state() = 0;
+  // Forgets every update so far, as a newly made optimizer with the same settings: a
+  // schedule's restart (train/schedule.h). By default every state buffer becomes 0.
+  virtual void restart();
 
   OptimizerState checkpoint_state() { return {std::string(kind()), state()}; }
 };

@@ -5,13 +5,35 @@
 
 namespace pens {
 
+namespace {
+
+// The last restart at or before `epoch`, or null.
+const Restart* restart_at(const std::vector<Restart>& restarts, double epoch) {
+  const Restart* last = nullptr;
+  for (const Restart& r : restarts) {
+    if (r.epoch > epoch) break;
+    last = &r;
+  }
+  return last;
+}
+
+}  // namespace
+
+double Schedule::origin_at(double epoch) const {
+  const Restart* r = restart_at(restarts, epoch);
+  return r ? r->epoch : 0.0;
+}
+
 double Schedule::learning_rate_at(double epoch) const {
-  const double warm = warmup_epochs > 0 ? std::min(1.0, epoch / warmup_epochs) : 1.0;
-  return learning_rate * warm * std::pow(decay, epoch);
+  const Restart* r = restart_at(restarts, epoch);
+  const double t = r ? epoch - r->epoch : epoch;
+  const double warm = warmup_epochs > 0 ? std::min(1.0, t / warmup_epochs) : 1.0;
+  return (r ? r->learning_rate.value_or(learning_rate) : learning_rate) * warm * std::pow(decay, t);
 }
 
 double Schedule::momentum_at(double epoch) const {
-  const double f = momentum_epochs > 0 ? std::min(1.0, epoch / momentum_epochs) : 1.0;
+  const double t = epoch - origin_at(epoch);
+  const double f = momentum_epochs > 0 ? std::min(1.0, t / momentum_epochs) : 1.0;
   return momentum_start + (momentum_end - momentum_start) * f;
 }
 

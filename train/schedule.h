@@ -1,8 +1,12 @@
 // Schedules: the values of a training run that follow training time t, in fractional
 // epochs: the learning rate (linear warm-up, then exponential decay), the momentum
-// (a linear ramp) and the scale of every penalty's λ (stages).
+// (a linear ramp) and the scale of every penalty's λ (stages). A run may restart its
+// optimizer at given epochs, as the authors' code does by calling its trainer once per
+// λ stage: the warm-up, decay and momentum ramp then count from the restart, at the
+// restart's own base learning rate, and the trainer resets the optimizer's state there.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "pens/autodiff/tape.h"
@@ -11,22 +15,37 @@
 
 namespace pens {
 
+// The optimizer starts afresh at `epoch`, from base learning rate `learning_rate` (the
+// schedule's own when not given).
+struct Restart {
+  double epoch = 0;
+  std::optional<double> learning_rate = {};
+  bool operator==(const Restart&) const = default;
+};
+
 struct Schedule {
-  // η_t = learning_rate · min(1, t / warmup_epochs) · decay^t
+  // η_t = η₀ · min(1, τ / warmup_epochs) · decay^τ, with τ = t − the last restart at or
+  // before t (0 without one) and η₀ that restart's learning rate (else learning_rate)
   double learning_rate = 0.1;
   double warmup_epochs = 0;
   double decay = 1;
-  // μ_t = momentum_start → momentum_end linearly over momentum_epochs
+  // μ_t = momentum_start → momentum_end linearly over momentum_epochs of τ
   double momentum_start = 0;
   double momentum_end = 0;
   double momentum_epochs = 0;
   // λ_t = λ · the scale of the stage t falls in (the last stage holds); 1 without stages
   std::vector<LambdaStage> lambda_stages = {};
+  // In increasing epochs, each > 0.
+  std::vector<Restart> restarts = {};
 
   double learning_rate_at(double epoch) const;
   double momentum_at(double epoch) const;
   double lambda_scale_at(double epoch) const;
-  // The optimizer's view of update `step`, made at `epoch`.
+  // The epoch the optimizer's clock counts from at `epoch`: the last restart at or before
+  // it, else 0.
+  double origin_at(double epoch) const;
+  // The optimizer's view of an update made at `epoch`, the `step`-th since the optimizer
+  // (re)started (Adam's bias corrections count from it).
   OptimizerStep at(int64_t step, double epoch) const;
 };
 

@@ -52,12 +52,28 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
   if (const json* l = top.child("lambda_schedule")) {
     if (!l->is_array()) fail(source, ": lambda_schedule must be an array of {epochs, scale}");
     c.lambda_schedule.emplace();
+    double start = 0;
     for (size_t i = 0; i < l->size(); ++i) {
       ConfigSection s((*l)[i], cat("lambda_schedule[", i, "]"), source);
       LambdaStage stage;
       s.number("epochs", stage.epochs, 1e-9, 1e9);
       s.number("scale", stage.scale, 0, 1e9);
+      // A stage may start the optimizer afresh (train/schedule.h), at a learning rate of its own.
+      bool restart = false;
+      s.boolean("restart", restart);
+      double learning_rate = -1;
+      s.number("learning_rate", learning_rate, 0, 1e3);
+      if (learning_rate >= 0 && !restart) {
+        fail(source, ": ", s.where("learning_rate"), " is given without \"restart\": true (a stage's learning rate is "
+             "the base of its restarted schedule)");
+      }
+      if (restart && i == 0) fail(source, ": ", s.where("restart"), ": the first stage starts the run; nothing to restart");
+      if (restart) {
+        c.schedule.restarts.push_back(
+            {.epoch = start, .learning_rate = learning_rate >= 0 ? std::optional(learning_rate) : std::nullopt});
+      }
       c.lambda_schedule->push_back(stage);
+      start += stage.epochs;
     }
   }
   if (const json* r = top.child("run")) {
@@ -112,7 +128,17 @@ json to_json(const TrainConfig& c) {
   };
   if (c.lambda_schedule) {
     j["lambda_schedule"] = json::array();
-    for (const LambdaStage& s : *c.lambda_schedule) j["lambda_schedule"].push_back({{"epochs", s.epochs}, {"scale", s.scale}});
+    double start = 0;
+    for (const LambdaStage& s : *c.lambda_schedule) {
+      json stage = {{"epochs", s.epochs}, {"scale", s.scale}};
+      for (const Restart& r : c.schedule.restarts) {
+        if (r.epoch != start) continue;
+        stage["restart"] = true;
+        if (r.learning_rate) stage["learning_rate"] = *r.learning_rate;
+      }
+      j["lambda_schedule"].push_back(stage);
+      start += s.epochs;
+    }
   }
   return j;
 }

@@ -384,7 +384,12 @@ void ClassifierRun::run_steps() {
       return;
     }
     weights_->set(tape, schedule_.lambda_scale_at(epoch));
-    const OptimizerStep update = schedule_.at(step_count_, epoch);
+    // The optimizer's period: from the run's start or its last restart, whose first step
+    // resets the optimizer's state (also on a resume, which lands on it as any run does).
+    const double origin = schedule_.origin_at(epoch);
+    const auto first_step = static_cast<int64_t>(std::ceil(origin * static_cast<double>(config_.steps_per_epoch) - 1e-9));
+    if (origin > 0 && step_count_ == first_step) optimizer_->restart();
+    const OptimizerStep update = schedule_.at(step_count_ - first_step, epoch);
     const StepResult r =
         config_.batch_shards > 1
             ? step_->run_shards(update, tape, units_, first_unit_, local_units_,

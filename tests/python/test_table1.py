@@ -85,3 +85,40 @@ def test_an_interrupted_campaign_resumes_without_repeating_finished_runs(tmp_pat
     # The recorded command is the one to type afresh, without the sitting's --resume.
     assert "--resume" not in cells[0]["command"]
     assert "| pea | 20 | 3 |" in (tmp_path / "report" / "results.md").read_text()
+
+
+def test_a_cell_grows_by_split_over_sittings_whose_runs_folders_are_gone(tmp_path):
+    """results.py keeps a cell's recorded splits that the runs folder lacks, adds the splits
+    it finds, and replaces a recorded split the folder holds again."""
+    runs = tmp_path / "runs"
+    for seed, error, minutes in ((2, 0.0251, 70.5), (3, 0.0233, 69.0)):
+        run = runs / "pea-authors-600" / f"split{seed}"
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text(json.dumps({
+            "status": "finished", "test_error": error, "wall_seconds": 60 * minutes, "epochs": 600.0,
+            "best_validation": {"epoch": 590.0, "test_error": error, "validation_error": 0.03}}))
+        (run / "command.txt").write_text(
+            f"runs/table1/pens train examples/mnist/pea-authors.json --out runs/table1/pea-authors-600/split{seed} "
+            f"--labels 600 --split-seed {seed} --threads 1\n")
+    # Split 1 from an earlier sitting (no runs folder left), and a split 3 the folder replaces.
+    earlier = [{"method": "pea-authors", "labels": 600, "splits": 2, "split_seeds": [1, 3], "errors": [2.24, 9.0],
+                "mean": 5.62, "std": 4.78, "minutes": [80.89, 1.0], "epochs": [600.0, 600.0],
+                "best_validation_epochs": [592.0, 1.0], "paper": 2.44,
+                "command": "build/pens train examples/mnist/pea-authors.json --split-seed S --out "
+                           "runs/table1/pea-authors-600/splitS"}]
+    md, record = tmp_path / "results.md", tmp_path / "results.json"
+    record.write_text(json.dumps(earlier))
+    subprocess.run(["python3", str(ROOT / "scripts" / "results.py"), str(runs), str(md), str(record)], check=True)
+    [c] = json.loads(record.read_text())
+    assert c["split_seeds"] == [1, 2, 3]
+    assert c["errors"] == [2.24, 2.51, 2.33]
+    assert c["minutes"] == [80.89, 70.5, 69.0]
+    assert c["best_validation_epochs"] == [592.0, 590.0, 590.0]
+    assert c["mean"] == round((2.24 + 2.51 + 2.33) / 3, 3) and c["splits"] == 3
+    assert c["commands"][0] == ("build/pens train examples/mnist/pea-authors.json --split-seed 1 --out "
+                                "runs/table1/pea-authors-600/split1")
+    assert c["commands"][2].startswith("build/pens train examples/mnist/pea-authors.json --out "
+                                       "runs/table1/pea-authors-600/split3 --labels 600 --split-seed 3")
+    assert "--split-seed S" in c["command"] and "/splitS" in c["command"]
+    assert "| pea-authors | 600 | 3 | 2.36 ± 0.14 | 2.44 | -0.08 |" in md.read_text()
+    assert "(S = 1, 2, 3)" in md.read_text()

@@ -36,6 +36,28 @@ TEST_CASE("the learning rate warms up and decays, the momentum ramps, lambda fol
   CHECK(u.momentum == s.momentum_at(10));
 }
 
+TEST_CASE("a restart starts the warm-up, decay and momentum ramp again, from its own learning rate") {
+  const Schedule s{.learning_rate = 0.1,
+                   .warmup_epochs = 5,
+                   .decay = 0.9,
+                   .momentum_start = 0.5,
+                   .momentum_end = 0.99,
+                   .momentum_epochs = 500,
+                   .restarts = {{.epoch = 10}, {.epoch = 40, .learning_rate = 0.05}}};
+  CHECK(s.origin_at(9.99) == 0);
+  CHECK(s.origin_at(10) == 10);
+  CHECK(s.origin_at(39) == 10);
+  CHECK(s.origin_at(400) == 40);
+  CHECK(s.learning_rate_at(9) == doctest::Approx(0.1 * std::pow(0.9, 9)));
+  CHECK(s.learning_rate_at(10) == 0.0);  // warming up again
+  CHECK(s.learning_rate_at(12.5) == doctest::Approx(0.05 * std::pow(0.9, 2.5)));
+  CHECK(s.learning_rate_at(20) == doctest::Approx(0.1 * std::pow(0.9, 10)));
+  CHECK(s.learning_rate_at(50) == doctest::Approx(0.05 * std::pow(0.9, 10)));
+  CHECK(s.momentum_at(9) == doctest::Approx(0.5 + 0.49 * 9 / 500));
+  CHECK(s.momentum_at(10) == 0.5);
+  CHECK(s.momentum_at(290) == doctest::Approx(0.745));
+}
+
 TEST_CASE("penalty weights follow the schedule through the handles the passes return") {
   const Graph parent = build_mlp({.layers = {6, 5, 3}, .weight_std = 0.7, .mask_input = 0.2, .mask_hidden = 0.5});
   PseudoEnsembleSpec spec;

@@ -3,6 +3,7 @@
 // step, and a non-finite objective; and a short training run that learns.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -133,6 +134,32 @@ TEST_CASE("Adam: bias-corrected moments, by hand; the state saved by name") {
   CHECK(state[1].values[params.at("b").offset] == doctest::Approx(1.0));
   CHECK_ERROR_MENTIONS(make_optimizer("adam", params, {{"epsilon", 0.0}}), "epsilon", "> 0");
   CHECK_ERROR_MENTIONS(make_optimizer("adam", params, {{"beta1", 1.0}}), "beta1", "in [0, 1)");
+}
+
+TEST_CASE("a restarted optimizer continues as a newly made one: every kind's state back to its start") {
+  const Graph g = two_params();
+  for (const auto& [kind, settings] : std::vector<std::pair<std::string, Attributes>>{
+           {"sgd", {}}, {"adagrad", {{"initial_accumulator", 0.5}}}, {"adam", {}}}) {
+    INFO(kind);
+    ParamStore<float> used(g), fresh(g);
+    used.initialize(g, 0);
+    fresh.initialize(g, 0);
+    const auto a = make_optimizer(kind, used, settings), b = make_optimizer(kind, fresh, settings);
+    used.grad("b")[0] = 2.0f;
+    a->step({.step = 0, .learning_rate = 0.1, .momentum = 0.5});
+    a->step({.step = 1, .learning_rate = 0.1, .momentum = 0.5});
+    a->restart();
+    // From the same values, the restarted and the new optimizer take the same next step.
+    std::ranges::copy(used.values(), fresh.values().begin());
+    used.grad("b")[0] = fresh.grad("b")[0] = -1.0f;
+    a->step({.step = 0, .learning_rate = 0.1, .momentum = 0.5});
+    b->step({.step = 0, .learning_rate = 0.1, .momentum = 0.5});
+    const auto va = used.values(), vb = fresh.values();
+    CHECK(std::equal(va.begin(), va.end(), vb.begin(), vb.end()));
+    const auto sa = a->state(), sb = b->state();
+    REQUIRE(sa.size() == sb.size());
+    for (size_t i = 0; i < sa.size(); ++i) CHECK(std::ranges::equal(sa[i].values, sb[i].values));
+  }
 }
 
 TEST_CASE("Adam over many chunks: the scalar rule to float rounding, the same bits on one thread and two") {

@@ -415,6 +415,40 @@ TEST_CASE("AdaGrad trains the semi-supervised run from a config, and its state r
   CHECK(unbroken.json["best_validation"]["validation_error"].get<double>() < 0.5);  // chance is 0.75
 }
 
+TEST_CASE("a stage that restarts the optimizer: read from a config, seen in the metrics, resumed exactly") {
+  const TrainConfig c = parse_train_config(json::parse(R"({"model": "m.json", "lambda_schedule": [
+      {"epochs": 1, "scale": 0}, {"epochs": 1, "scale": 1, "restart": true, "learning_rate": 0.05},
+      {"epochs": 2, "scale": 2, "restart": true}]})"), "c.json");
+  CHECK(c.schedule.restarts == std::vector<Restart>{{.epoch = 1, .learning_rate = 0.05}, {.epoch = 2}});
+  CHECK(parse_train_config(to_json(c), "again").schedule.restarts == c.schedule.restarts);
+  CHECK(to_json(c)["lambda_schedule"][2] == json{{"epochs", 2.0}, {"scale", 2.0}, {"restart", true}});
+  const auto config_with = [](const char* stages) {
+    return parse_train_config(json::parse(cat(R"({"model": "m.json", "lambda_schedule": )", stages, "}")), "c.json");
+  };
+  CHECK_ERROR_MENTIONS(config_with(R"([{"epochs": 1, "scale": 0}, {"epochs": 1, "scale": 1, "learning_rate": 0.05}])"),
+                       "lambda_schedule[1].learning_rate", "without \"restart\": true");
+  CHECK_ERROR_MENTIONS(config_with(R"([{"epochs": 1, "scale": 0, "restart": true}])"), "lambda_schedule[0].restart",
+                       "first stage");
+  CHECK_ERROR_MENTIONS(config_with(R"([{"epochs": 1, "scale": 0}, {"epochs": 1, "scale": 1, "restart": 1}])"),
+                       "lambda_schedule[1].restart", "true or false");
+
+  // Restarts at epochs 2 and 3.5 of 4, the first at a checkpoint: the run resumed there
+  // resets the optimizer as the unbroken run does, and ends with the same parameters.
+  testing::TempDir dir;
+  TrainConfig config = small_config(write_small_model(dir));
+  config.schedule.warmup_epochs = 1;
+  config.lambda_schedule = {{2, 1.0}, {1.5, 1.0}, {0.5, 1.0}};
+  config.schedule.restarts = {{.epoch = 2, .learning_rate = 0.04}, {.epoch = 3.5}};
+  check_resume_is_exact(config, dir);
+  const std::vector<json> m = metrics_of(dir / "unbroken/metrics.jsonl");
+  REQUIRE(m.size() == 4);
+  // The rate each evaluation reports is the one at its epoch, for the updates after it.
+  CHECK(m[0]["learning_rate"].get<double>() == doctest::Approx(0.1));
+  CHECK(m[1]["learning_rate"].get<double>() == 0.0);                    // epoch 2: the restart, warming up
+  CHECK(m[2]["learning_rate"].get<double>() == doctest::Approx(0.04));  // epoch 3: warmed up, at its own rate
+  CHECK(m[3]["learning_rate"].get<double>() == doctest::Approx(0.05));  // epoch 4: half warmed up at the base 0.1
+}
+
 TEST_CASE("the complete config in docs/training.md parses and is examples/mnist/pea-600.json with its defaults") {
   const std::string page = read_file(std::string(PENS_SOURCE_DIR) + "/docs/training.md", 1 << 20);
   const size_t intro = page.find("One complete config");
