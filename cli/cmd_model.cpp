@@ -56,13 +56,15 @@ std::vector<int64_t> parse_layers(const std::string& text) {
   return out;
 }
 
-// NODE:KIND:LAMBDA[:ROWS[:fixed]]
+// NODE:KIND:LAMBDA[:ROWS[:FLAGS]], FLAGS a comma-separated list of fixed and unscheduled
 PenaltyTerm parse_penalty(const std::string& text) {
   std::vector<std::string> parts;
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ':')) parts.push_back(item);
-  if (parts.size() < 3 || parts.size() > 5) fail("--penalty '", text, "': expected NODE:KIND:LAMBDA[:ROWS[:fixed]]");
+  if (parts.size() < 3 || parts.size() > 5) {
+    fail("--penalty '", text, "': expected NODE:KIND:LAMBDA[:ROWS[:fixed,unscheduled]]");
+  }
   PenaltyTerm t;
   t.node = parts[0];
   t.kind = parts[1];
@@ -73,8 +75,17 @@ PenaltyTerm parse_penalty(const std::string& text) {
   }
   if (parts.size() >= 4) t.rows = parts[3];
   if (parts.size() == 5) {
-    if (parts[4] != "fixed") fail("--penalty '", text, "': the fifth part can only be 'fixed' (a fixed target)");
-    t.fixed_target = true;
+    std::stringstream flags(parts[4]);
+    for (std::string flag; std::getline(flags, flag, ',');) {
+      if (flag == "fixed") {
+        t.fixed_target = true;
+      } else if (flag == "unscheduled") {
+        t.scheduled = false;
+      } else {
+        fail("--penalty '", text, "': the fifth part takes 'fixed' (a fixed target) and 'unscheduled' (λ stages do "
+             "not scale it), got '", flag, "'");
+      }
+    }
   }
   return t;
 }

@@ -36,10 +36,13 @@ struct PenaltyTerm {
   bool fixed_target = false;
   // Values of the kind's parameters (PenaltyKind::params); the rest keep their defaults.
   std::map<std::string, double> params = {};
+  // Whether the λ stages (lambda_schedule) scale this term; false: its λ holds throughout,
+  // as for a regulariser that the stages are not about (the authors' activation L2).
+  bool scheduled = true;
   bool operator==(const PenaltyTerm&) const = default;
 };
 
-// A stage of the lambda schedule: every penalty's lambda is multiplied by `scale` for
+// A stage of the lambda schedule: every scheduled penalty's lambda is multiplied by `scale` for
 // `epochs` epochs; the last stage holds to the end of training (train/schedule.h).
 struct LambdaStage {
   double epochs = 0;

@@ -53,7 +53,9 @@ OptimizerStep Schedule::at(int64_t step, double epoch) const {
 
 void PenaltyWeights::set(Tape<float>& tape, double scale) {
   if (scale == scale_) return;
-  for (const PenaltyHandle& p : penalties_) tape.set_constant(p.lambda, static_cast<float>(p.term.lambda * scale));
+  for (const PenaltyHandle& p : penalties_) {
+    tape.set_constant(p.lambda, static_cast<float>(p.term.scheduled ? p.term.lambda * scale : p.term.lambda));
+  }
   scale_ = scale;
 }
 

@@ -50,7 +50,8 @@ struct Schedule {
 };
 
 // Keeps the λ constants of a pseudo-ensemble's penalties on a tape at their weights
-// times a scale, writing them only when the scale changes.
+// times a scale (the scheduled ones; the others at their weights), writing them only when
+// the scale changes.
 class PenaltyWeights {
  public:
   explicit PenaltyWeights(std::vector<PenaltyHandle> penalties) : penalties_(std::move(penalties)) {}

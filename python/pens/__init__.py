@@ -130,13 +130,16 @@ def noise(kind, **params):
     return dict(kind=kind, **params)
 
 
-def penalty(node, kind, weight=1.0, rows="all", fixed_target=False, **params):
+def penalty(node, kind, weight=1.0, rows="all", fixed_target=False, scheduled=True, **params):
     """A pseudo-ensemble penalty term: V of `kind` on `node`'s taps, weighted by `weight` (λ);
-    `fixed_target`: the pair's first side gets no gradient; `params`: the kind's parameters,
+    `fixed_target`: the pair's first side gets no gradient; `scheduled=False`: the λ stages
+    do not scale it; `params`: the kind's parameters,
     penalty("logits", "pseudo_label", 1.0, threshold=0.9)."""
     term = {"node": node, "kind": kind, "lambda": float(weight), "rows": rows}
     if fixed_target:
         term["fixed_target"] = True
+    if not scheduled:
+        term["scheduled"] = False
     if params:
         term["params"] = {name: float(value) for name, value in params.items()}
     return term

@@ -318,7 +318,13 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   CHECK(md.at("pseudo_ensemble").at("penalties")[0].at("fixed_target") == true);
   CHECK(pens_cli("new mlp --teacher 0.99").out.find("--teacher needs a pseudo-ensemble") != std::string::npos);
   CHECK(pens_cli("new mlp --batch-norm-decay 0.9").out.find("needs --batch-norm") != std::string::npos);
-  CHECK(pens_cli("new mlp --penalty logits:kl:1:all:x").out.find("can only be 'fixed'") != std::string::npos);
+  CHECK(pens_cli("new mlp --penalty logits:kl:1:all:x").out.find("takes 'fixed' (a fixed target) and 'unscheduled'") !=
+        std::string::npos);
+  const Run both = pens_cli("new mlp --penalty h1:activation_l2:0.01:all:unscheduled,fixed");
+  REQUIRE(both.status == 0);
+  const auto term = nlohmann::json::parse(both.out).at("pseudo_ensemble").at("penalties")[0];
+  CHECK(term.at("scheduled") == false);
+  CHECK(term.at("fixed_target") == true);
   const Run uncentred = pens_cli("new mlp --center /nonexistent/mnist");
   CHECK(uncentred.status == 1);
   CHECK(uncentred.out.find("/nonexistent/mnist") != std::string::npos);

@@ -219,7 +219,11 @@ def test_a_penalty_kind_takes_its_parameters_from_the_builder():
     model = b.build()
     term = json.loads(model.to_json())["pseudo_ensemble"]["penalties"][0]
     assert term["params"] == {"threshold": 0.9}
+    assert "scheduled" not in term
     assert "pseudo_label" in model.inspect()
+    b.pseudo_ensemble(children=1, pairing="parent-child",
+                      penalties=[pens.penalty("logits", "activation_l2", 0.01, scheduled=False)])
+    assert json.loads(b.build().to_json())["pseudo_ensemble"]["penalties"][0]["scheduled"] is False
     b.pseudo_ensemble(children=1, pairing="parent-child",
                       penalties=[pens.penalty("logits", "pseudo_label", 0.5, margin=0.9)])
     with pytest.raises(pens.Error, match="no parameter 'margin'"):

@@ -164,6 +164,16 @@ TEST_CASE("bad model files: unknown ops and noise kinds, arity, dangling inputs,
   CHECK(fixed.ensemble->penalties[0].fixed_target);
   CHECK(json::parse(write_model(fixed, ValueStorage::None, "").json) == doc);
   CHECK_FALSE(small_json()["pseudo_ensemble"]["penalties"][0].contains("fixed_target"));
+  // A term the λ stages do not scale: read back, written back only when so.
+  doc = small_json();
+  doc["pseudo_ensemble"]["penalties"][0]["scheduled"] = 0;
+  CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/scheduled", "expected true or false");
+  doc["pseudo_ensemble"]["penalties"][0]["scheduled"] = false;
+  const Model unscheduled = parse(doc);
+  CHECK_FALSE(unscheduled.ensemble->penalties[0].scheduled);
+  CHECK(json::parse(write_model(unscheduled, ValueStorage::None, "").json) == doc);
+  CHECK(parse(small_json()).ensemble->penalties[0].scheduled);
+  CHECK_FALSE(small_json()["pseudo_ensemble"]["penalties"][0].contains("scheduled"));
   // A kind's parameters read back and write back; one its kind lacks, or not a number, is named.
   doc = small_json();
   doc["pseudo_ensemble"]["penalties"][0]["kind"] = "pseudo_label";

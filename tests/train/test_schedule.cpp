@@ -83,4 +83,14 @@ TEST_CASE("penalty weights follow the schedule through the handles the passes re
   CHECK(tape.value(ensemble.penalties[1].lambda)[0] == 1.0f);  // 0.5 × 2
   CHECK(tape.objective() == doctest::Approx(all + penalties));
   CHECK_ERROR_MENTIONS(tape.set_constant("W1", 1.0f), "'W1' is not a constant");
+
+  // A term the stages do not scale keeps its λ at every scale.
+  std::vector<PenaltyHandle> handles = ensemble.penalties;
+  handles[1].term.scheduled = false;
+  PenaltyWeights partly(handles);
+  for (const double scale : {0.0, 3.0}) {
+    partly.set(tape, scale);
+    CHECK(tape.value(ensemble.penalties[0].lambda)[0] == static_cast<float>(scale));
+    CHECK(tape.value(ensemble.penalties[1].lambda)[0] == 0.5f);
+  }
 }
