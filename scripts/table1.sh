@@ -5,7 +5,7 @@
 #
 #   scripts/table1.sh [--splits N] [--labels LIST] [--methods LIST] [--budget-minutes M]
 #                     [--supervised] [--supervised-epochs E] [--runs DIR] [--report-only]
-#                     [--configs DIR] [--data-dir DIR] [--pens BINARY] [--report DIR]
+#                     [--configs DIR] [--data-dir DIR] [--pens BINARY] [--report DIR] [--jobs J]
 #
 #   --splits N          splits (labeled-set seeds 1..N) per cell (default 3; the
 #                       100-label cell gets max(N, 5))
@@ -26,6 +26,9 @@
 #   --data-dir DIR      MNIST's IDX files (default data/mnist, fetched when missing)
 #   --pens BINARY       the pens to run (default: a copy of build/pens, set up and built)
 #   --report DIR        where results.md and results.json go (default docs)
+#   --jobs J            runs at once (default 1), each on nproc / J threads (at least 1):
+#                       on a few cores, two one-thread runs side by side finish more runs
+#                       an hour than one two-thread run at a time (docs/results.md)
 #
 # A campaign can span sittings: run the same command again. A run whose summary.json
 # says it finished (or diverged) is not run again; a run that was interrupted resumes
@@ -36,7 +39,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 splits=3 labels=100,600,1000,3000 methods=sde,pea budget="" supervised=0 supervised_epochs="" runs=runs/table1
-report_only=0 configs=examples/mnist data_dir="" pens="" report=docs
+report_only=0 configs=examples/mnist data_dir="" pens="" report=docs jobs=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --splits) splits="$2"; shift 2 ;;
@@ -51,7 +54,8 @@ while [[ $# -gt 0 ]]; do
     --data-dir) data_dir="$2"; shift 2 ;;
     --pens) pens="$2"; shift 2 ;;
     --report) report="$2"; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table1: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -180,14 +184,19 @@ run() {
 }
 
 if [[ $report_only == 0 ]]; then
+  [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "table1: --jobs takes a positive integer, got '$jobs'" >&2; exit 2; }
+  threads=()
+  (( jobs > 1 )) && threads=(--threads $(( $(nproc) / jobs > 1 ? $(nproc) / jobs : 1 )))
+  # The report is written by this shell alone, after each run that ends.
+  ended() { wait -n || true; report; remaining; }
   remaining
   for i in "${!plan_names[@]}"; do
     IFS=$sep read -ra options <<< "${plan_options[$i]}"
     [[ ${plan_names[$i]} == pea+-* ]] && pretrain
-    run "${plan_names[$i]}" "${plan_configs[$i]}" "${options[@]}"
-    report
-    remaining
+    while (( $(jobs -rp | wc -l) >= jobs )); do ended; done
+    run "${plan_names[$i]}" "${plan_configs[$i]}" "${options[@]}" "${threads[@]}" &
   done
+  while (( $(jobs -rp | wc -l) > 0 )); do ended; done
 fi
 
 report

@@ -122,3 +122,22 @@ def test_a_cell_grows_by_split_over_sittings_whose_runs_folders_are_gone(tmp_pat
     assert "--split-seed S" in c["command"] and "/splitS" in c["command"]
     assert "| pea-authors | 600 | 3 | 2.36 ± 0.14 | 2.44 | -0.08 |" in md.read_text()
     assert "(S = 1, 2, 3)" in md.read_text()
+
+
+def test_a_campaign_runs_its_runs_jobs_at_a_time(tmp_path, small_mnist, pens_binary):
+    command = campaign(tmp_path, small_mnist, pens_binary)
+    command[command.index("--splits") + 1] = "2"
+    (tmp_path / "configs" / "pea-20.json").write_text(
+        (tmp_path / "configs" / "pea-20.json").read_text().replace('"epochs": 200', '"epochs": 3'))
+    out = subprocess.run(command + ["--jobs", "2"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "table1: 2 of 2 runs done; remaining: none" in out.stdout
+    runs = tmp_path / "runs" / "pea-20"
+    threads = max(1, len(os.sched_getaffinity(0)) // 2)
+    for split in (1, 2):
+        assert json.loads((runs / f"split{split}" / "summary.json").read_text())["status"] == "finished"
+        assert f" --threads {threads} " in (runs / f"split{split}" / "command.txt").read_text()
+    [cell] = [r for r in json.loads((tmp_path / "report" / "results.json").read_text()) if r.get("method") == "pea"]
+    assert cell["split_seeds"] == [1, 2]
+    bad = subprocess.run(command + ["--jobs", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--jobs takes a positive integer" in bad.stderr
