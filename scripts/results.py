@@ -19,7 +19,7 @@ from pathlib import Path
 PAPER = {
     ("vat", 100): 1.36, ("vat", 1000): 1.27, ("vat-ema", 100): 1.36, ("vat-ema", 1000): 1.27,
     ("pea", 100): 10.79, ("pea", 600): 2.44, ("pea", 1000): 2.23, ("pea", 3000): 1.91,
-    ("pea-authors", 600): 2.44, ("pea-authors", 1000): 2.23, ("pea-authors", 3000): 1.91,
+    ("pea-authors", 100): 10.79, ("pea-authors", 600): 2.44, ("pea-authors", 1000): 2.23, ("pea-authors", 3000): 1.91,
     ("pea+", 100): 5.21, ("pea+", 600): 2.87, ("pea+", 1000): 2.64, ("pea+", 3000): 2.30,
     ("sde", 100): 22.89, ("sde", 600): 7.59, ("sde", 1000): 5.80, ("sde", 3000): 3.60,
     ("pea", 60000): 1.08, ("sde", 60000): 1.05,
@@ -72,8 +72,11 @@ def recorded_splits(record):
     commands = record.get("commands") or [record["command"].replace("splitS", f"split{k}")
                                           .replace("--split-seed S", f"--split-seed {k}") for k in seeds]
     best = record.get("best_validation_epochs") or [None] * n
+    # What a record says of its splits in words: per split, or one note of a one-split record.
+    notes = record.get("notes") or ({str(seeds[0]): record["note"]} if "note" in record and n == 1 else {})
     return {k: {"error": record["errors"][i], "minutes": record["minutes"][i], "epochs": record["epochs"][i],
-                "best_validation_epoch": best[i], "command": commands[i]} for i, k in enumerate(seeds)}
+                "best_validation_epoch": best[i], "command": commands[i], "note": notes.get(str(k))}
+            for i, k in enumerate(seeds)}
 
 
 def cell(method, labels, splits):
@@ -97,6 +100,9 @@ def cell(method, labels, splits):
     }
     if all(r["best_validation_epoch"] is not None for r in runs):
         out["best_validation_epochs"] = [r["best_validation_epoch"] for r in runs]
+    notes = {str(k): splits[k]["note"] for k in seeds if splits[k].get("note")}
+    if notes:
+        out["notes"] = notes
     return out
 
 

@@ -104,6 +104,7 @@ def test_a_cell_grows_by_split_over_sittings_whose_runs_folders_are_gone(tmp_pat
     earlier = [{"method": "pea-authors", "labels": 600, "splits": 2, "split_seeds": [1, 3], "errors": [2.24, 9.0],
                 "mean": 5.62, "std": 4.78, "minutes": [80.89, 1.0], "epochs": [600.0, 600.0],
                 "best_validation_epochs": [592.0, 1.0], "paper": 2.44,
+                "notes": {"1": "shared the cores with builds", "3": "a run since redone"},
                 "command": "build/pens train examples/mnist/pea-authors.json --split-seed S --out "
                            "runs/table1/pea-authors-600/splitS"}]
     md, record = tmp_path / "results.md", tmp_path / "results.json"
@@ -120,6 +121,7 @@ def test_a_cell_grows_by_split_over_sittings_whose_runs_folders_are_gone(tmp_pat
     assert c["commands"][2].startswith("build/pens train examples/mnist/pea-authors.json --out "
                                        "runs/table1/pea-authors-600/split3 --labels 600 --split-seed 3")
     assert "--split-seed S" in c["command"] and "/splitS" in c["command"]
+    assert c["notes"] == {"1": "shared the cores with builds"}  # the note of the replaced split 3 is gone
     assert "| pea-authors | 600 | 3 | 2.36 ± 0.14 | 2.44 | -0.08 |" in md.read_text()
     assert "(S = 1, 2, 3)" in md.read_text()
 
