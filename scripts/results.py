@@ -151,10 +151,17 @@ def main():
         if r in others:
             continue
         key = (r["method"], r["labels"])
-        if key in measured:
-            measured[key] = {**recorded_splits(r), **measured[key]}
-        else:
+        if key not in measured:
             rows.append(r)
+            continue
+        recorded = recorded_splits(r)
+        for seed, split in measured[key].items():
+            # The same run recorded before keeps what its record says of it in words.
+            was = recorded.get(seed)
+            if was and (round(was["error"], 3), round(was["minutes"], 2)) == (round(split["error"], 3),
+                                                                               round(split["minutes"], 2)):
+                split["note"] = was["note"]
+        measured[key] = {**recorded, **measured[key]}
     rows += [cell(method, labels, splits) for (method, labels), splits in measured.items()]
     rows.sort(key=lambda r: (r["labels"], METHOD_ORDER[r["method"]]))
     json_path.write_text(json.dumps(rows + others, indent=2) + "\n")

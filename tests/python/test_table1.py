@@ -122,6 +122,11 @@ def test_a_cell_grows_by_split_over_sittings_whose_runs_folders_are_gone(tmp_pat
                                        "runs/table1/pea-authors-600/split3 --labels 600 --split-seed 3")
     assert "--split-seed S" in c["command"] and "/splitS" in c["command"]
     assert c["notes"] == {"1": "shared the cores with builds"}  # the note of the replaced split 3 is gone
+    # Recorded again from the same runs, a split keeps a note written beside it.
+    c["notes"]["2"] = "beside another run"
+    record.write_text(json.dumps([c]))
+    subprocess.run(["python3", str(ROOT / "scripts" / "results.py"), str(runs), str(md), str(record)], check=True)
+    assert json.loads(record.read_text()) == [c]
     assert "| pea-authors | 600 | 3 | 2.36 ± 0.14 | 2.44 | -0.08 |" in md.read_text()
     assert "(S = 1, 2, 3)" in md.read_text()
 
