@@ -111,8 +111,8 @@ if [[ $report_only == 0 ]]; then
         sde) config=sde-semi.json ;;
         pea) config=pea-$n.json ;;
         pea+) config=pea-plus-$n.json ;;
-        pea-authors) config=pea-authors.json
-                     [[ $n == 100 ]] && config=pea-authors-100.json ;;  # their 100-label recipe differs
+        pea-authors)  # their 100-label recipe differs from their 600-3000 one
+          if [[ $n == 100 ]]; then config=pea-authors-100.json; else config=pea-authors.json; fi ;;
         vat) config=vat-bn-100.json ;;
         vat-ema) config=vat-bn-ema-100.json ;;
         supervised-bn) config=supervised-bn-100.json ;;

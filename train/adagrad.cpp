@@ -21,12 +21,11 @@ class AdaGrad : public Optimizer {
         initial_(static_cast<float>(settings.get_float("initial_accumulator"))),
         memory_(params.values().size() * sizeof(float), "adagrad's sums of squares"),
         squares_(params.values().size(), initial_) {
-    const double initial = settings.get_float("initial_accumulator");
-    if (!(settings.get_float("epsilon") >= 0 && initial >= 0)) {
+    if (!(settings.get_float("epsilon") >= 0 && initial_ >= 0)) {
       fail("optimizer adagrad: epsilon and initial_accumulator must be >= 0, got ", settings.get_float("epsilon"),
-           " and ", initial);
+           " and ", settings.get_float("initial_accumulator"));
     }
-    if (epsilon_ == 0 && initial == 0) {
+    if (epsilon_ == 0 && initial_ == 0) {
       fail("optimizer adagrad: epsilon and initial_accumulator are both 0: a parameter whose gradients are all 0 "
            "would be updated by 0/0");
     }
