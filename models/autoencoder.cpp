@@ -39,6 +39,7 @@ Model denoising_autoencoder(const Graph& network, const AutoencoderSpec& spec) {
   for (const NoiseAnnotation& a : spec.corruption) add_noise(g, x, a.kind, a.params);
   const NodeId target = g.input("target", {kBatch, n_in});
   const NodeId w = copy_param(g, network, in[1]);
+  if (spec.weight_noise > 0) add_noise(g, w, "fuzz", {{"sigma", spec.weight_noise}});
   const NodeId b = copy_param(g, network, in[2]);
   const NodeId visible_bias = g.param(spec.node + "/visible_bias", {n_in}, {{"init", std::string("zeros")}});
   const NodeId a = g.add("affine", {x, w, b}, network[affine].attrs, network[affine].name);
@@ -54,6 +55,19 @@ Model denoising_autoencoder(const Graph& network, const AutoencoderSpec& spec) {
     const NodeId per_row = g.add("sum", {g.add("abs", {code}, {}, "code_abs")}, {{"axes", std::vector<int64_t>{1}}}, "code_l1");
     const NodeId mean = g.add("mean", {per_row}, {}, "code_l1_mean");
     g.set_flag(g.add("scale", {mean}, {{"factor", spec.l1}}, "activity_l1"), kLoss);
+  }
+  if (spec.sparsity > 0) {
+    const auto l1 = [&](NodeId unit, int64_t axis, const std::string& name) {
+      const NodeId sums = g.add("sum", {g.add("abs", {unit}, {}, name + "_abs")}, {{"axes", std::vector<int64_t>{axis}}},
+                                name + "_l1");
+      return g.add("mean", {sums}, {}, name + "_l1_mean");
+    };
+    const NodeId rows = l1(g.add("l2_normalize", {code}, {{"eps", 1e-6}}, "code_unit_rows"), 1, "code_unit_rows");
+    const NodeId cols =
+        l1(g.add("l2_normalize_columns", {code}, {{"eps", 1e-6}}, "code_unit_columns"), 0, "code_unit_columns");
+    g.set_flag(g.add("scale", {g.add("add", {rows, cols}, {}, "code_sparsity")}, {{"factor", spec.sparsity}},
+                     "sparsity"),
+               kLoss);
   }
   PseudoEnsembleSpec one_child;
   one_child.children = 1;

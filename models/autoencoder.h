@@ -19,6 +19,13 @@ struct AutoencoderSpec {
   std::string node;  // the encoder's affine node in the network ("a1"); its W and b are trained
   std::vector<NoiseAnnotation> corruption;  // on the layer's input, in this order
   double l1 = 0;  // weight of the L1 activity penalty, mean over rows of Σ|code|
+  // Weight of the authors' sparsity cost: the code's L1 with each row scaled to unit norm
+  // (mean over rows) plus with each column scaled to unit norm over the batch (mean over
+  // columns), which favours few active units per example and few examples per unit.
+  double sparsity = 0;
+  // σ of Gaussian noise on W, drawn each step and used by encoder and decoder (the
+  // authors' "noisy weights"); gradients reach W. 0: none.
+  double weight_noise = 0;
 };
 
 // The denoising autoencoder of one layer of `network`, as a model with a pseudo-ensemble
@@ -29,7 +36,8 @@ struct AutoencoderSpec {
 //   recon             matmul(code, W, transpose_b) + "<node>/visible_bias": the decoder
 //                     shares W with the encoder, so W's gradient adds both uses
 //   recon_error       ‖recon − target‖² per row; its mean is the loss
-//                     (+ l1 · mean Σ|code|)
+//                     (+ l1 · mean Σ|code|, + sparsity · the normalised L1s)
+// With weight_noise, W carries a "fuzz" annotation: the one child computes with W + noise.
 // The activation is the affine node's only consumer and must be elementwise.
 Model denoising_autoencoder(const Graph& network, const AutoencoderSpec& spec);
 

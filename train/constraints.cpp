@@ -25,8 +25,9 @@ MaxNorm::MaxNorm(const Graph& model, ParamStore<float>& params, MaxNormRule rule
   }
 }
 
-void MaxNorm::apply() {
+void MaxNorm::apply(std::span<const ParamEntry* const> held) {
   for (const Bound& c : bounds_) {
+    if (std::ranges::find(held, c.param) != held.end()) continue;
     auto w = params_.value(*c.param).mat();
     if (rule_ == MaxNormRule::UnitIncoming) {
       // Column norms of a row-major matrix, accumulated row by row (contiguous, vectorized),

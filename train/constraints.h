@@ -9,6 +9,7 @@
 
 #include <Eigen/Core>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,8 @@ namespace pens {
 class Constraint {
  public:
   virtual ~Constraint() = default;
-  virtual void apply() = 0;
+  // After an update; parameters in `held` were not updated and are left as they are.
+  virtual void apply(std::span<const ParamEntry* const> held) = 0;
 };
 
 enum class MaxNormRule { UnitIncoming, InputOutgoingSquared };
@@ -33,7 +35,7 @@ class MaxNorm : public Constraint {
   // Reads the max_norm attributes of the model's parameter nodes (an Error for one that
   // is not a matrix).
   MaxNorm(const Graph& model, ParamStore<float>& params, MaxNormRule rule);
-  void apply() override;
+  void apply(std::span<const ParamEntry* const> held) override;
   bool empty() const { return bounds_.empty(); }
 
  private:

@@ -132,11 +132,14 @@ bool Pretraining::train_layer(size_t index) {
   copy_shared_values(ae_params, params, config_.model);
   const PseudoEnsemble training = build_pseudo_ensemble(ae.graph, *ae.ensemble);
   const std::unique_ptr<Optimizer> sgd = make_optimizer("sgd", ae_params);
-  Step step(ae_params, *sgd, model_constraints(ae.graph, ae_params, MaxNormRule::UnitIncoming), config_.seed);
+  Step step(ae_params, *sgd, model_constraints(ae.graph, ae_params, parse_max_norm_rule(config_.max_norm_rule)),
+            config_.seed);
   const Schedule schedule{.learning_rate = config_.learning_rate,
+                          .warmup_epochs = config_.warmup_epochs,
                           .decay = config_.decay,
-                          .momentum_start = config_.momentum,
-                          .momentum_end = config_.momentum};
+                          .momentum_start = config_.momentum_start,
+                          .momentum_end = config_.momentum_end,
+                          .momentum_epochs = config_.momentum_epochs};
   Tape<float> step_tape(training.graph, ae_params, {.batch = config_.batch});
   Tape<float> eval_tape(build_inference(ae.graph), ae_params, {.batch = 500});
   Tape<float> denoise_tape(training.graph, ae_params, {.batch = 500});
@@ -166,10 +169,11 @@ bool Pretraining::train_layer(size_t index) {
   };
   for (int64_t epoch = 0; epoch < layer.epochs; ++epoch) {
     double objective_sum = 0;
-    // The learning rate is fixed within an epoch of the layer.
-    const auto layer_epoch = static_cast<double>(epoch);
     for (int64_t s = epoch * config_.steps_per_epoch; s < (epoch + 1) * config_.steps_per_epoch; ++s) {
-      const StepResult r = step.run(schedule.at(global_step_++, layer_epoch), step_tape,
+      // The schedule runs on the layer's own time, in fractional epochs (as a training
+      // run's): each layer warms up and decays from its start.
+      const double layer_time = static_cast<double>(s) / static_cast<double>(config_.steps_per_epoch);
+      const StepResult r = step.run(schedule.at(global_step_++, layer_time), step_tape,
                                     [&](Tape<float>& tape, size_t) { feed(tape, s); });
       if (!r.finite) {
         diverged_ = cat("pre-training diverged at layer ", name, ", step ", s, ": ", r.problem);
@@ -185,7 +189,7 @@ bool Pretraining::train_layer(size_t index) {
     }
     last = watch({{"layer", name},
                   {"epoch", epoch + 1},
-                  {"learning_rate", schedule.learning_rate_at(layer_epoch)},
+                  {"learning_rate", schedule.learning_rate_at(static_cast<double>(epoch))},  // at its start
                   {"objective", objective_sum / static_cast<double>(config_.steps_per_epoch)}});
     observer_.on_eval(last);
   }

@@ -2,6 +2,7 @@
 
 #include "pens/serialization/model_file.h"
 #include "pens/train/config_reader.h"
+#include "pens/train/constraints.h"
 
 namespace pens {
 
@@ -18,7 +19,7 @@ PretrainConfig parse_pretrain_config(const json& j, const std::string& source) {
   }
   const json* layers = top.child("layers");
   if (!layers || !layers->is_array() || layers->empty()) {
-    fail(source, ": layers must be a non-empty array of {node, corruption, epochs, l1}");
+    fail(source, ": layers must be a non-empty array of {node, corruption, epochs, l1, sparsity, weight_noise}");
   }
   for (size_t i = 0; i < layers->size(); ++i) {
     const std::string where = cat("layers[", i, "]");
@@ -28,6 +29,8 @@ PretrainConfig parse_pretrain_config(const json& j, const std::string& source) {
     if (layer.autoencoder.node.empty()) fail(source, ": ", where, ".node names no node");
     s.number("epochs", layer.epochs, 1, 1e9);
     s.number("l1", layer.autoencoder.l1, 0, 1e6);
+    s.number("sparsity", layer.autoencoder.sparsity, 0, 1e6);
+    s.number("weight_noise", layer.autoencoder.weight_noise, 0, 1e6);
     if (const json* noise = s.child("corruption")) {
       Node input;  // corruption applies to a real input
       input.name = where + ".corruption";
@@ -39,8 +42,23 @@ PretrainConfig parse_pretrain_config(const json& j, const std::string& source) {
   if (const json* o = top.child("optimizer")) {
     ConfigSection s(*o, "optimizer", source);
     s.number("learning_rate", c.learning_rate, 0, 1e3);
+    s.number("warmup_epochs", c.warmup_epochs, 0, 1e6);
     s.number("decay", c.decay, 0, 1);
-    s.number("momentum", c.momentum, 0, 1);
+    double momentum = -1;
+    s.number("momentum", momentum, 0, 1);
+    if (momentum >= 0) c.momentum_start = c.momentum_end = momentum;
+    s.number("momentum_start", c.momentum_start, 0, 1);
+    s.number("momentum_end", c.momentum_end, 0, 1);
+    s.number("momentum_epochs", c.momentum_epochs, 0, 1e6);
+    if (momentum >= 0 && (o->contains("momentum_start") || o->contains("momentum_end"))) {
+      fail(source, ": optimizer: give either momentum (constant) or momentum_start and momentum_end, not both");
+    }
+    s.string("max_norm_rule", c.max_norm_rule);
+    try {
+      parse_max_norm_rule(c.max_norm_rule);
+    } catch (const Error& e) {
+      fail(source, ": optimizer.max_norm_rule: ", e.what());
+    }
   }
   if (const json* r = top.child("run")) {
     ConfigSection s(*r, "run", source);
@@ -58,14 +76,23 @@ json to_json(const PretrainConfig& c) {
     layers.push_back({{"node", l.autoencoder.node},
                       {"corruption", noise_list_json(l.autoencoder.corruption)},
                       {"epochs", l.epochs},
-                      {"l1", l.autoencoder.l1}});
+                      {"l1", l.autoencoder.l1},
+                      {"sparsity", l.autoencoder.sparsity},
+                      {"weight_noise", l.autoencoder.weight_noise}});
   }
   return {{"description", c.description},
           {"model", c.model},
           {"data", {{"dir", c.data_dir}}},
           {"layers", layers},
           {"batch", c.batch},
-          {"optimizer", {{"learning_rate", c.learning_rate}, {"decay", c.decay}, {"momentum", c.momentum}}},
+          {"optimizer",
+           {{"learning_rate", c.learning_rate},
+            {"warmup_epochs", c.warmup_epochs},
+            {"decay", c.decay},
+            {"momentum_start", c.momentum_start},
+            {"momentum_end", c.momentum_end},
+            {"momentum_epochs", c.momentum_epochs},
+            {"max_norm_rule", c.max_norm_rule}}},
           {"run", {{"steps_per_epoch", c.steps_per_epoch}, {"seed", c.seed}, {"init_seed", c.init_seed}, {"threads", c.threads}}}};
 }
 

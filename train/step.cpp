@@ -1,5 +1,6 @@
 #include "pens/train/step.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "pens/ops/ir/error.h"
@@ -44,8 +45,9 @@ Step::Step(ParamStore<float>& params, Optimizer& optimizer, std::vector<std::uni
 
 void Step::apply_update(const OptimizerStep& update, std::span<const StepGraph> graphs) {
   if (hook_) hook_(params_);
+  for (const ParamEntry* p : held_) std::fill_n(params_.grads().data() + p->offset, p->shape.numel(), 0.0f);
   optimizer_.step(update);
-  for (const auto& c : constraints_) c->apply();
+  for (const auto& c : constraints_) c->apply(held_);
   for (const StepGraph& graph : graphs) graph.tape->update_averages();
 }
 

@@ -64,6 +64,12 @@ class Step {
   // (Tape::set_row_placement). An error in one process's step is thrown on every process
   // as a CollectiveError.
   void set_communicator(Communicator* communicator) { communicator_ = communicator; }
+  // Parameters the next updates leave as they are (a stage that trains only some, as the
+  // authors' output-layer-only first epochs of PEA+); empty: every one is updated. Their
+  // gradients are zeroed before the optimizer and the constraints skip them, so they stay
+  // put as long as the optimizer holds no state that moves them on its own (momentum, a
+  // moment estimate): hold parameters from a fresh or restarted optimizer.
+  void hold(std::vector<const ParamEntry*> held) { held_ = std::move(held); }
 
   // One update, numbered update.step, with the schedule's learning rate and momentum.
   StepResult run(const OptimizerStep& update, std::span<const StepGraph> graphs, const Feed& feed);
@@ -99,6 +105,7 @@ class Step {
   uint64_t seed_;
   GradientHook hook_;
   Communicator* communicator_ = nullptr;
+  std::vector<const ParamEntry*> held_;
   std::vector<double> totals_;  // what the processes sum after the forward pass (agree)
   // The pairwise sum of run_shards: partial sums by level, and the processes' partial sums.
   std::vector<std::vector<float>> levels_;

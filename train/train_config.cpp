@@ -1,5 +1,7 @@
 #include "pens/train/train_config.h"
 
+#include <algorithm>
+
 #include "pens/serialization/model_file.h"
 #include "pens/train/config_reader.h"
 #include "pens/train/constraints.h"
@@ -68,6 +70,20 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
              "the base of its restarted schedule)");
       }
       if (restart && i == 0) fail(source, ": ", s.where("restart"), ": the first stage starts the run; nothing to restart");
+      // A stage may update some parameters only (the authors' output-layer-only epochs
+      // of PEA+); the held ones stay put only from a fresh optimizer (Step::hold).
+      if (const json* t = s.child("trainable")) {
+        if (!t->is_array() || t->empty() ||
+            !std::ranges::all_of(*t, [](const json& n) { return n.is_string() && !n.get<std::string>().empty(); })) {
+          fail(source, ": ", s.where("trainable"), " must be a non-empty array of parameter names");
+        }
+        if (i > 0 && !restart) {
+          fail(source, ": ", s.where("trainable"), " needs \"restart\": true on this stage (the optimizer's momentum "
+               "from the stages before would move the parameters it holds)");
+        }
+        c.trainable_periods.push_back({.from = start, .to = start + stage.epochs,
+                                       .parameters = t->get<std::vector<std::string>>()});
+      }
       if (restart) {
         c.schedule.restarts.push_back(
             {.epoch = start, .learning_rate = learning_rate >= 0 ? std::optional(learning_rate) : std::nullopt});
@@ -135,6 +151,9 @@ json to_json(const TrainConfig& c) {
         if (r.epoch != start) continue;
         stage["restart"] = true;
         if (r.learning_rate) stage["learning_rate"] = *r.learning_rate;
+      }
+      for (const TrainablePeriod& p : c.trainable_periods) {
+        if (p.from == start) stage["trainable"] = p.parameters;
       }
       j["lambda_schedule"].push_back(stage);
       start += s.epochs;

@@ -15,6 +15,15 @@
 
 namespace pens {
 
+// Epochs [from, to) in which only the named parameters are updated (a lambda stage's
+// "trainable"); the others are held as they are (Step::hold).
+struct TrainablePeriod {
+  double from = 0;
+  double to = 0;
+  std::vector<std::string> parameters;
+  bool operator==(const TrainablePeriod&) const = default;
+};
+
 struct TrainConfig {
   std::string description;  // free text: what the config is for
   std::string model;  // model file (a path relative to the config file is resolved against it)
@@ -48,6 +57,8 @@ struct TrainConfig {
   std::string max_norm_rule = "unit-incoming";  // or input-outgoing-squared (train/constraints.h)
   // Overrides the model's lambda stages when set.
   std::optional<std::vector<LambdaStage>> lambda_schedule;
+  // From the stages' "trainable" lists; each period starts the run or a restart.
+  std::vector<TrainablePeriod> trainable_periods;
   // Length: `epochs` of `steps_per_epoch` steps, or less when `budget_minutes` (> 0) runs out.
   int64_t epochs = 600;
   int64_t steps_per_epoch = 250;

@@ -141,6 +141,9 @@ class ClassifierRun {
  private:
   void load_model_and_graphs();
   void make_optimizer_and_step();
+  // Holds the parameters that the trainable period at `epoch` does not train (none outside
+  // such periods).
+  void hold_for(double epoch);
   void split_data();
   void feed(Tape<float>& tape, int64_t unit);
   std::string sharing() const;
@@ -174,6 +177,9 @@ class ClassifierRun {
   std::unique_ptr<Tape<float>> step_tape_, eval_tape_;
   std::unique_ptr<StatisticsRecalibration> recalibration_;  // null unless eval.recalibrate_statistics
   std::unique_ptr<PenaltyWeights> weights_;
+  // Per config_.trainable_periods, the parameters each one holds; the one in force.
+  std::vector<std::vector<const ParamEntry*>> held_by_period_;
+  int held_period_ = -1;
 
   // The data: this process's rows of each batch, and its shares of the evaluation sets.
   // Units of each batch: this process computes units first_unit_ .. + local_units_ - 1.
@@ -249,6 +255,28 @@ void ClassifierRun::make_optimizer_and_step() {
                                  model_constraints(model_.graph, params, parse_max_norm_rule(config_.max_norm_rule)),
                                  config_.seed);
   step_->set_communicator(comm_);
+  for (const TrainablePeriod& period : config_.trainable_periods) {
+    for (const std::string& name : period.parameters) {
+      if (!params.find(name)) {
+        fail(config_.model, ": lambda_schedule: trainable names '", name, "', which is not a parameter of the model");
+      }
+    }
+    std::vector<const ParamEntry*>& held = held_by_period_.emplace_back();
+    for (const ParamEntry& e : params.entries()) {
+      if (std::ranges::find(period.parameters, e.name) == period.parameters.end()) held.push_back(&e);
+    }
+  }
+}
+
+void ClassifierRun::hold_for(double epoch) {
+  int period = -1;
+  for (size_t i = 0; i < config_.trainable_periods.size(); ++i) {
+    const TrainablePeriod& p = config_.trainable_periods[i];
+    if (epoch >= p.from && epoch < p.to) period = static_cast<int>(i);
+  }
+  if (period == held_period_) return;
+  step_->hold(period < 0 ? std::vector<const ParamEntry*>{} : held_by_period_[static_cast<size_t>(period)]);
+  held_period_ = period;
 }
 
 void ClassifierRun::split_data() {
@@ -389,6 +417,7 @@ void ClassifierRun::run_steps() {
     const double origin = schedule_.origin_at(epoch);
     const auto first_step = static_cast<int64_t>(std::ceil(origin * static_cast<double>(config_.steps_per_epoch) - 1e-9));
     if (origin > 0 && step_count_ == first_step) optimizer_->restart();
+    hold_for(epoch);
     const OptimizerStep update = schedule_.at(step_count_ - first_step, epoch);
     const StepResult r =
         config_.batch_shards > 1

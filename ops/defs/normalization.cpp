@@ -131,9 +131,59 @@ struct Normalize {
   }
 };
 
+// l2_normalize_columns: y_rj = x_rj / s_j, s_j = sqrt(Σ_r x_rj² + eps): each feature scaled
+// to unit norm over the rows of the batch (the column half of the authors' sparsity cost
+// of their denoising autoencoders; l2_normalize is the row half).
+//   dx_rj = (dy_rj − y_rj Σ_r' y_r'j dy_r'j) / s_j.
+struct L2NormalizeColumns {
+  static constexpr const char* kName = "l2_normalize_columns";
+  static constexpr const char* kSummary = "x / sqrt(sum over the rows of x^2 + eps), per column";
+  static std::vector<InputSlot> inputs() { return {{"x"}}; }
+  static std::vector<AttrSpec> attrs() {
+    return {{"eps", AttrType::Float, false, AttrValue(1e-6), "added to the squared norm", AttrRange::at_least(0)}};
+  }
+  static ValueInfo infer(const InferCtx& ctx) {
+    infer::expect(ctx, 0, 2);
+    return ctx.in[0];
+  }
+  // One value per column: s_j from forward, then backward's Σ_r y_rj dy_rj.
+  static int64_t scratch(const InferCtx& ctx, const ValueInfo&) { return 2 * ctx.in[0].shape[1]; }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    auto x = args.in[0].mat();
+    auto y = args.out.mat();
+    const int64_t n = x.cols();
+    auto norm = args.scratch.mat(2, n).row(0);
+    norm.setZero();
+    for (int64_t r = 0; r < x.rows(); ++r) norm.array() += x.row(r).array().square();
+    norm.array() = (norm.array() + static_cast<T>(args.attr().get_float("eps"))).sqrt();
+    for (int64_t r = 0; r < x.rows(); ++r) y.row(r).array() = x.row(r).array() / norm.array();
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>& args) {
+    auto y = args.out.mat();
+    auto gy = args.gout.mat();
+    auto gx = args.gin[0].mat();
+    const int64_t n = y.cols();
+    auto norm = args.scratch.mat(2, n).row(0);  // from forward
+    auto dot = args.scratch.mat(2, n).row(1);
+    dot.setZero();
+    for (int64_t r = 0; r < y.rows(); ++r) dot.array() += y.row(r).array() * gy.row(r).array();
+    for (int64_t r = 0; r < y.rows(); ++r) {
+      gx.row(r).array() += (gy.row(r).array() - y.row(r).array() * dot.array()) / norm.array();
+    }
+  }
+  static void check(CheckBuilder& b) {
+    b.check({b.real({5, 3}, uniform(-2, 2))});
+    b.check({b.real({1, 4}, uniform(-2, 2))}, {}, "one row");
+    b.check({b.real({4, 2}, uniform(-0.1, 0.1))}, {{"eps", 0.01}}, "small columns, eps");
+  }
+};
+
 void register_normalization_ops(OpRegistry& r) {
   r.add<BatchVariance>();
   r.add<Normalize>();
+  r.add<L2NormalizeColumns>();
 }
 
 }  // namespace pens

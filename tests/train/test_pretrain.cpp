@@ -3,11 +3,14 @@
 // hands its values to the network, its config errors, and train's init_from.
 #include <doctest/doctest.h>
 
+#include <Eigen/Core>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "pens/autodiff/gradcheck.h"
+#include "pens/autodiff/tape.h"
 #include "pens/graph/noise.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/autoencoder.h"
@@ -92,10 +95,42 @@ TEST_CASE("the autoencoder encodes with the network's own W and b and decodes wi
     INFO(r.worst);
     CHECK(r.passed);
   }
+  SUBCASE("with the authors' sparsity cost and noisy weights: the noise replays from its key") {
+    const Model s = denoising_autoencoder(net, {.node = "a1", .corruption = {}, .sparsity = 0.2, .weight_noise = 0.05});
+    REQUIRE(s.graph["W1"].noise.size() == 1);
+    CHECK(s.graph["W1"].noise[0].kind == "fuzz");
+    const Graph training = build_pseudo_ensemble(s.graph, *s.ensemble).graph;
+    CHECK(training.find("c1/W1~fuzz"));
+    const GradcheckResult r = gradcheck(training, {}, {.tolerance = 1e-6, .batch = 4});
+    INFO(r.worst);
+    CHECK(r.entries > 0);
+    CHECK(r.passed);
+  }
   SUBCASE("a node that is not an affine layer is refused by name") {
     CHECK_THROWS_WITH(denoising_autoencoder(net, {.node = "h1", .corruption = {}, .l1 = 0}),
                       doctest::Contains("'h1'"));
   }
+}
+
+TEST_CASE("the sparsity cost is the L1 of the code with rows, then columns, scaled to unit norm") {
+  const Graph net = small_tanh_network();
+  const Model ae = denoising_autoencoder(net, {.node = "a1", .corruption = {}, .sparsity = 0.5});
+  ParamStore<double> params(ae.graph);
+  params.initialize(ae.graph, 4);
+  Tape<double> tape(ae.graph, params, {.batch = 6});
+  auto x = tape.input("x");
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7 * static_cast<double>(i) + 0.2);
+  tape.forward();
+  const Eigen::MatrixXd code = tape.value("h1").mat();
+  REQUIRE(code.rows() == 6);
+  double rows = 0, columns = 0;
+  for (int64_t r = 0; r < code.rows(); ++r) rows += code.row(r).cwiseAbs().sum() / std::sqrt(code.row(r).squaredNorm() + 1e-6);
+  for (int64_t c = 0; c < code.cols(); ++c) {
+    columns += code.col(c).cwiseAbs().sum() / std::sqrt(code.col(c).squaredNorm() + 1e-6);
+  }
+  const double expected = 0.5 * (rows / static_cast<double>(code.rows()) + columns / static_cast<double>(code.cols()));
+  CHECK(expected > 0.5);
+  CHECK(tape.value("sparsity")[0] == doctest::Approx(expected).epsilon(1e-12));
 }
 
 TEST_CASE("pre-training lowers reconstruction error layer by layer and hands the network its values") {
@@ -177,4 +212,33 @@ TEST_CASE("pre-training configs: errors name the field") {
                     doctest::Contains("layers[0].corruption/0"));
   CHECK_THROWS_WITH(parse(R"({"model": "m", "layers": [{"node": "a1"}], "optimizer": {"momentum": 1.5}})"),
                     doctest::Contains("optimizer.momentum"));
+  CHECK_THROWS_WITH(
+      parse(R"({"model": "m", "layers": [{"node": "a1"}], "optimizer": {"momentum": 0.5, "momentum_end": 0.9}})"),
+      doctest::Contains("either momentum (constant) or momentum_start and momentum_end"));
+  CHECK_THROWS_WITH(parse(R"({"model": "m", "layers": [{"node": "a1"}], "optimizer": {"max_norm_rule": "rows"}})"),
+                    doctest::Contains("optimizer.max_norm_rule"));
+  CHECK_THROWS_WITH(parse(R"({"model": "m", "layers": [{"node": "a1", "sparsity": -1}]})"),
+                    doctest::Contains("layers[0].sparsity"));
+}
+
+TEST_CASE("pre-training configs: the authors' settings read and round-trip") {
+  const PretrainConfig c = parse_pretrain_config(json::parse(R"({"model": "m",
+      "layers": [{"node": "a1", "sparsity": 0.2, "weight_noise": 0.01}],
+      "optimizer": {"learning_rate": 0.02, "warmup_epochs": 20, "decay": 0.998, "momentum_start": 0.5,
+                    "momentum_end": 0.99, "momentum_epochs": 500, "max_norm_rule": "input-outgoing-squared"}})"),
+                                                 "p.json");
+  CHECK(c.layers[0].autoencoder.sparsity == 0.2);
+  CHECK(c.layers[0].autoencoder.weight_noise == 0.01);
+  CHECK(c.warmup_epochs == 20);
+  CHECK(c.momentum_start == 0.5);
+  CHECK(c.momentum_end == 0.99);
+  CHECK(c.momentum_epochs == 500);
+  CHECK(c.max_norm_rule == "input-outgoing-squared");
+  CHECK(to_json(parse_pretrain_config(to_json(c), "again")) == to_json(c));
+  // "momentum" alone is a constant momentum.
+  const PretrainConfig constant =
+      parse_pretrain_config(json::parse(R"({"model": "m", "layers": [{"node": "a1"}], "optimizer": {"momentum": 0.7}})"),
+                            "p.json");
+  CHECK(constant.momentum_start == 0.7);
+  CHECK(constant.momentum_end == 0.7);
 }

@@ -223,7 +223,7 @@ TEST_CASE("max-norm: the paper's rule bounds columns, the authors' squared rows;
   ParamStore<float> params(g);
   params.initialize(g, 0);
   MaxNorm columns(g, params, MaxNormRule::UnitIncoming);
-  columns.apply();
+  columns.apply({});
   // W's columns had norm sqrt(2) > 1: rescaled to norm 1. b has no bound.
   auto w = params.value("W").mat();
   for (int j = 0; j < 2; ++j) CHECK(w.col(j).norm() == doctest::Approx(1.0));
@@ -234,7 +234,7 @@ TEST_CASE("max-norm: the paper's rule bounds columns, the authors' squared rows;
   ParamStore<float> p(net);
   p.value("W1").mat() << 3, 0, 1, 1, 0, 0.5;
   MaxNorm rows(net, p, MaxNormRule::InputOutgoingSquared);
-  rows.apply();
+  rows.apply({});
   auto w1 = p.value("W1").mat();
   CHECK(w1.row(0).squaredNorm() == doctest::Approx(2.0));
   CHECK(w1(1, 0) == 1.0f);  // squared norm 2: untouched
@@ -259,7 +259,7 @@ TEST_CASE("a step: feed, key, forward, backward, the hook on the summed gradient
   std::vector<std::string> order;
   struct Recorder : Constraint {
     std::vector<std::string>* order;
-    void apply() override { order->push_back("constraint"); }
+    void apply(std::span<const ParamEntry* const>) override { order->push_back("constraint"); }
   };
   std::vector<std::unique_ptr<Constraint>> constraints;
   auto recorder = std::make_unique<Recorder>();

@@ -303,6 +303,12 @@ TEST_CASE("every training config under examples/ parses and names a model file t
     const TrainConfig c = parse_train_config(json::parse(read_file(entry.path().string(), 1 << 20)), name);
     const Model m = load_model((entry.path().parent_path() / c.model).string());
     if (c.batch_unlabeled > 0) CHECK(m.ensemble.has_value());
+    for (const TrainablePeriod& period : c.trainable_periods) {
+      for (const std::string& parameter : period.parameters) {
+        INFO("trainable " << parameter);
+        CHECK((m.graph.find(parameter) && m.graph[parameter].op->name == "parameter"));
+      }
+    }
     ++configs;
   }
   CHECK(configs >= 6);
@@ -447,6 +453,59 @@ TEST_CASE("a stage that restarts the optimizer: read from a config, seen in the 
   CHECK(m[1]["learning_rate"].get<double>() == 0.0);                    // epoch 2: the restart, warming up
   CHECK(m[2]["learning_rate"].get<double>() == doctest::Approx(0.04));  // epoch 3: warmed up, at its own rate
   CHECK(m[3]["learning_rate"].get<double>() == doctest::Approx(0.05));  // epoch 4: half warmed up at the base 0.1
+}
+
+TEST_CASE("a stage that trains some parameters only: the others keep their values, max-norm included") {
+  const TrainConfig c = parse_train_config(json::parse(R"({"model": "m.json", "lambda_schedule": [
+      {"epochs": 5, "scale": 0, "trainable": ["W3", "b3"]}, {"epochs": 5, "scale": 1, "restart": true},
+      {"epochs": 2, "scale": 2, "restart": true, "trainable": ["W1"]}]})"), "c.json");
+  CHECK(c.trainable_periods == std::vector<TrainablePeriod>{{.from = 0, .to = 5, .parameters = {"W3", "b3"}},
+                                                            {.from = 10, .to = 12, .parameters = {"W1"}}});
+  CHECK(parse_train_config(to_json(c), "again").trainable_periods == c.trainable_periods);
+  const auto config_with = [](const char* stages) {
+    return parse_train_config(json::parse(cat(R"({"model": "m.json", "lambda_schedule": )", stages, "}")), "c.json");
+  };
+  CHECK_ERROR_MENTIONS(config_with(R"([{"epochs": 1, "scale": 0}, {"epochs": 1, "scale": 1, "trainable": ["W3"]}])"),
+                       "lambda_schedule[1].trainable", "\"restart\": true");
+  CHECK_ERROR_MENTIONS(config_with(R"([{"epochs": 1, "scale": 0, "trainable": []}])"), "lambda_schedule[0].trainable",
+                       "non-empty array of parameter names");
+  CHECK_ERROR_MENTIONS(config_with(R"([{"epochs": 1, "scale": 0, "trainable": "W3"}])"), "lambda_schedule[0].trainable");
+
+  // Max-norm 0.5 binds on the initial hidden weights (column norms about 1.2): a held W1
+  // that the constraint touched would change.
+  testing::TempDir dir;
+  TrainConfig config = small_config(write_small_model(dir, 0.5));
+  config.epochs = 1;
+  config.lambda_schedule = {{1, 1.0}, {1, 1.0}};
+  config.trainable_periods = {{.from = 0, .to = 1, .parameters = {"W3", "b3"}}};
+  Quiet quiet;
+  train(config, small_data(), dir / "top", quiet);
+  const Model top = load_model(dir / "top/model.json");
+  const Model untrained = load_model(write_small_model(dir, 0.5));
+  ParamStore<float> initial(untrained.graph);
+  initial.initialize(untrained.graph, config.init_seed);
+  REQUIRE(top.values);
+  for (const char* name : {"W1", "b1", "W2", "b2"}) {
+    INFO(name);
+    CHECK(top.values->value(name).arr().cwiseEqual(initial.value(name).arr()).all());
+  }
+  CHECK(initial.value("W1").mat().colwise().norm().maxCoeff() > 0.5);
+  CHECK_FALSE(top.values->value("W3").arr().isApprox(initial.value("W3").arr()));
+  CHECK(top.values->value("W3").mat().colwise().norm().maxCoeff() <= 0.5 + 1e-6);
+
+  SUBCASE("after the period every parameter trains, and a run resumed at its start holds as the unbroken one") {
+    config.lambda_schedule = {{2, 1.0}, {1, 1.0}, {1, 1.0}};
+    config.schedule.restarts = {{.epoch = 2}, {.epoch = 3}};
+    config.trainable_periods = {{.from = 2, .to = 3, .parameters = {"W2"}}};
+    check_resume_is_exact(config, dir);
+    const Model both = load_model(dir / "unbroken/model.json");
+    REQUIRE(both.values);
+    CHECK_FALSE(both.values->value("W1").arr().isApprox(initial.value("W1").arr()));
+  }
+  SUBCASE("a name that is not a parameter of the model") {
+    config.trainable_periods = {{.from = 0, .to = 1, .parameters = {"W9"}}};
+    CHECK_ERROR_MENTIONS(train(config, small_data(), dir / "bad", quiet), "trainable", "'W9'", "not a parameter");
+  }
 }
 
 TEST_CASE("the complete config in docs/training.md parses and is examples/mnist/pea-600.json with its defaults") {
