@@ -12,11 +12,12 @@
 #   --labels LIST       comma-separated labeled-set sizes (default 100,600,1000,3000)
 #   --methods LIST      comma-separated, from sde, pea, pea+, pea-authors (the authors'
 #                       PEA as their code runs it: pea-authors.json, 600 epochs, and at 100
-#                       labels pea-authors-100.json, 110 epochs in stages), and the consistency
+#                       labels pea-authors-100.json, 110 epochs in stages), pea+-authors (their
+#                       PEA+: pretrain-authors.json once, then pea-plus-authors.json), and the consistency
 #                       methods vat, vat-ema, pi, mean-teacher, pseudo-label and their
 #                       supervised baseline supervised-bn (their *-100.json configs, with
-#                       --labels N) (default sde,pea); pea+ first pre-trains once (pens
-#                       pretrain, into RUNS/pretrain)
+#                       --labels N) (default sde,pea); pea+ and pea+-authors first pre-train
+#                       once (pens pretrain, into RUNS/pretrain and RUNS/pretrain-authors)
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
 #   --supervised        also the fully supervised cells (raw, sde, pea on 50,000 labels)
 #   --supervised-epochs E  their length (default: the configs', the paper's 1000 epochs)
@@ -55,7 +56,7 @@ while [[ $# -gt 0 ]]; do
     --pens) pens="$2"; shift 2 ;;
     --report) report="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table1: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -111,6 +112,7 @@ if [[ $report_only == 0 ]]; then
         sde) config=sde-semi.json ;;
         pea) config=pea-$n.json ;;
         pea+) config=pea-plus-$n.json ;;
+        pea+-authors) config=pea-plus-authors.json ;;
         pea-authors)  # their 100-label recipe differs from their 600-3000 one
           if [[ $n == 100 ]]; then config=pea-authors-100.json; else config=pea-authors.json; fi ;;
         vat) config=vat-bn-100.json ;;
@@ -125,6 +127,7 @@ if [[ $report_only == 0 ]]; then
       [[ -f $config ]] || { echo "table1: no config $config for $method at $n labels" >&2; exit 2; }
       init=()
       [[ $method == pea+ ]] && init=(--init "$runs/pretrain/model.json")
+      [[ $method == pea+-authors ]] && init=(--init "$runs/pretrain-authors/model.json")
       for s in $(seq 1 "$cell_splits"); do
         plan "$method-$n/split$s" "$config" --labels "$n" --split-seed "$s" "${init[@]}"
       done
@@ -152,13 +155,14 @@ remaining() {
   echo "table1: $(( ${#plan_names[@]} - ${#left[@]} )) of ${#plan_names[@]} runs done; remaining: ${left[*]:-none}"
 }
 
-# The pre-trained network of the PEA+ cells, made once.
+# pretrain NAME: the pre-trained network of a PEA+ method's cells, made once by
+# CONFIGS/NAME.json into RUNS/NAME.
 pretrain() {
-  local out="$runs/pretrain"
+  local out="$runs/$1" config="$configs/$1.json"
   if [[ -f "$out/summary.json" ]] && grep -q '"status": "finished"' "$out/summary.json"; then return; fi
-  echo "table1: $runs/pens pretrain $configs/pretrain.json --out $out"
+  echo "table1: $runs/pens pretrain $config --out $out"
   mkdir -p "$out"
-  "$runs/pens" pretrain "$configs/pretrain.json" --out "$out" "${data_args[@]}" > "$out/pretrain.log" 2>&1 ||
+  "$runs/pens" pretrain "$config" --out "$out" "${data_args[@]}" > "$out/pretrain.log" 2>&1 ||
     { echo "table1: pre-training failed (see $out/pretrain.log)" >&2; exit 1; }
   tail -n 3 "$out/pretrain.log"
 }
@@ -192,7 +196,10 @@ if [[ $report_only == 0 ]]; then
   remaining
   for i in "${!plan_names[@]}"; do
     IFS=$sep read -ra options <<< "${plan_options[$i]}"
-    [[ ${plan_names[$i]} == pea+-* ]] && pretrain
+    case ${plan_names[$i]} in
+      pea+-authors-*) pretrain pretrain-authors ;;
+      pea+-*) pretrain pretrain ;;
+    esac
     while (( $(jobs -rp | wc -l) >= jobs )); do ended; done
     run "${plan_names[$i]}" "${plan_configs[$i]}" "${options[@]}" "${threads[@]}" &
   done

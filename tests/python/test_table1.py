@@ -148,3 +148,35 @@ def test_a_campaign_runs_its_runs_jobs_at_a_time(tmp_path, small_mnist, pens_bin
     assert cell["split_seeds"] == [1, 2]
     bad = subprocess.run(command + ["--jobs", "0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--jobs takes a positive integer" in bad.stderr
+
+
+def test_the_authors_pea_plus_pretrains_once_then_fine_tunes_each_split_from_it(tmp_path, small_mnist, pens_binary):
+    command = campaign(tmp_path, small_mnist, pens_binary)
+    configs = tmp_path / "configs"
+    (configs / "pretrain-authors.json").write_text(json.dumps({
+        "model": "small.model.json",
+        "layers": [{"node": "a1", "corruption": [{"kind": "mask", "p": 0.25, "rescale": 0}], "sparsity": 0.2,
+                    "weight_noise": 0.01, "epochs": 2}],
+        "batch": 25,
+        "optimizer": {"learning_rate": 0.02, "warmup_epochs": 1, "momentum_start": 0.5, "momentum_end": 0.9,
+                      "momentum_epochs": 2},
+        "run": {"steps_per_epoch": 5, "threads": 1},
+    }))
+    fine_tuning = json.loads((configs / "pea-20.json").read_text())
+    fine_tuning["run"]["epochs"] = 3
+    fine_tuning["lambda_schedule"] = [{"epochs": 1, "scale": 0, "trainable": ["W2", "b2"]},
+                                      {"epochs": 2, "scale": 1, "restart": True}]
+    (configs / "pea-plus-authors.json").write_text(json.dumps(fine_tuning))
+    command[command.index("--methods") + 1] = "pea+-authors"
+    command[command.index("--splits") + 1] = "2"
+    out = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("pens pretrain") == 1
+    runs = tmp_path / "runs"
+    assert json.loads((runs / "pretrain-authors" / "summary.json").read_text())["status"] == "finished"
+    for split in (1, 2):
+        command_line = (runs / "pea+-authors-20" / f"split{split}" / "command.txt").read_text()
+        assert f"--init {runs / 'pretrain-authors' / 'model.json'}" in command_line
+    [cell] = [r for r in json.loads((tmp_path / "report" / "results.json").read_text())
+              if r.get("method") == "pea+-authors"]
+    assert cell["split_seeds"] == [1, 2] and cell["labels"] == 20
