@@ -23,7 +23,8 @@ struct PretrainConfig {
   std::vector<PretrainLayer> layers;  // trained in this order; each reads the one below, clean
   int64_t batch = 100;
   int64_t steps_per_epoch = 600;  // 600 × 100 = one pass over the 60,000 training images
-  // η_t = learning_rate · min(1, t / warmup_epochs) · decay^t, t in epochs of the layer
+  // η_t = learning_rate · min(1, t / warmup_epochs) · decay^t, t the layer's time in
+  // fractional epochs
   double learning_rate = 0.01;
   double warmup_epochs = 0;
   double decay = 1;
