@@ -89,14 +89,16 @@ state_of() {
   else echo new; fi
 }
 
-# The campaign: one entry per run, its name, config and pens train options (separated
-# by the unit separator, so that paths may hold spaces).
-plan_names=() plan_configs=() plan_options=()
+# The campaign: one entry per run, its name, config, the pre-training it starts from
+# ("" for none) and pens train options (separated by the unit separator, so that paths
+# may hold spaces).
+plan_names=() plan_configs=() plan_pretrained=() plan_options=()
 sep=$'\x1f'
-plan() {  # plan NAME CONFIG [pens train options...]
+plan() {  # plan NAME CONFIG PRETRAINED [pens train options...]
   plan_names+=("$1")
   plan_configs+=("$2")
-  shift 2
+  plan_pretrained+=("$3")
+  shift 3
   local IFS=$sep
   plan_options+=("$*")
 }
@@ -108,11 +110,12 @@ if [[ $report_only == 0 ]]; then
     cell_splits=$splits
     [[ $n == 100 && $cell_splits -lt 5 ]] && cell_splits=5
     for method in "${method_list[@]}"; do
+      pretrained=""
       case "$method" in
         sde) config=sde-semi.json ;;
         pea) config=pea-$n.json ;;
-        pea+) config=pea-plus-$n.json ;;
-        pea+-authors) config=pea-plus-authors.json ;;
+        pea+) config=pea-plus-$n.json pretrained=pretrain ;;
+        pea+-authors) config=pea-plus-authors.json pretrained=pretrain-authors ;;
         pea-authors)  # their 100-label recipe differs from their 600-3000 one
           if [[ $n == 100 ]]; then config=pea-authors-100.json; else config=pea-authors.json; fi ;;
         vat) config=vat-bn-100.json ;;
@@ -126,16 +129,15 @@ if [[ $report_only == 0 ]]; then
       config=$configs/$config
       [[ -f $config ]] || { echo "table1: no config $config for $method at $n labels" >&2; exit 2; }
       init=()
-      [[ $method == pea+ ]] && init=(--init "$runs/pretrain/model.json")
-      [[ $method == pea+-authors ]] && init=(--init "$runs/pretrain-authors/model.json")
+      [[ -n $pretrained ]] && init=(--init "$runs/$pretrained/model.json")
       for s in $(seq 1 "$cell_splits"); do
-        plan "$method-$n/split$s" "$config" --labels "$n" --split-seed "$s" "${init[@]}"
+        plan "$method-$n/split$s" "$config" "$pretrained" --labels "$n" --split-seed "$s" "${init[@]}"
       done
     done
   done
   if [[ $supervised == 1 ]]; then
     for method in raw sde pea; do
-      plan "$method-supervised/split1" "$configs/$method-supervised.json" \
+      plan "$method-supervised/split1" "$configs/$method-supervised.json" "" \
         ${supervised_epochs:+--epochs "$supervised_epochs"}
     done
   fi
@@ -196,10 +198,7 @@ if [[ $report_only == 0 ]]; then
   remaining
   for i in "${!plan_names[@]}"; do
     IFS=$sep read -ra options <<< "${plan_options[$i]}"
-    case ${plan_names[$i]} in
-      pea+-authors-*) pretrain pretrain-authors ;;
-      pea+-*) pretrain pretrain ;;
-    esac
+    [[ -n ${plan_pretrained[$i]} ]] && pretrain "${plan_pretrained[$i]}"
     while (( $(jobs -rp | wc -l) >= jobs )); do ended; done
     run "${plan_names[$i]}" "${plan_configs[$i]}" "${options[@]}" "${threads[@]}" &
   done

@@ -44,15 +44,15 @@ PretrainConfig parse_pretrain_config(const json& j, const std::string& source) {
     s.number("learning_rate", c.learning_rate, 0, 1e3);
     s.number("warmup_epochs", c.warmup_epochs, 0, 1e6);
     s.number("decay", c.decay, 0, 1);
-    double momentum = -1;
-    s.number("momentum", momentum, 0, 1);
-    if (momentum >= 0) c.momentum_start = c.momentum_end = momentum;
-    s.number("momentum_start", c.momentum_start, 0, 1);
-    s.number("momentum_end", c.momentum_end, 0, 1);
-    s.number("momentum_epochs", c.momentum_epochs, 0, 1e6);
-    if (momentum >= 0 && (o->contains("momentum_start") || o->contains("momentum_end"))) {
+    // "momentum" is a constant one: both ends of the ramp.
+    const bool constant = o->contains("momentum");
+    if (constant && (o->contains("momentum_start") || o->contains("momentum_end"))) {
       fail(source, ": optimizer: give either momentum (constant) or momentum_start and momentum_end, not both");
     }
+    s.number(constant ? "momentum" : "momentum_start", c.momentum_start, 0, 1);
+    if (constant) c.momentum_end = c.momentum_start;
+    s.number("momentum_end", c.momentum_end, 0, 1);
+    s.number("momentum_epochs", c.momentum_epochs, 0, 1e6);
     s.string("max_norm_rule", c.max_norm_rule);
     try {
       parse_max_norm_rule(c.max_norm_rule);
