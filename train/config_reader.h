@@ -13,7 +13,9 @@
 
 #include "pens/ops/ir/attributes.h"
 #include "pens/ops/ir/error.h"
+#include "pens/train/constraints.h"
 #include "pens/train/optimizer.h"
+#include "pens/train/schedule.h"
 
 namespace pens {
 
@@ -130,6 +132,31 @@ inline const OptimizerKind& configured_optimizer(const std::string& kind, const 
     fail(source, ": optimizer.kind '", kind, "' is not a registered optimizer (", OptimizerRegistry::global().names(), ")");
   }
   return *found;
+}
+
+// The optimizer section's schedule (train/schedule.h: learning rate, warm-up, decay,
+// momentum ramp) and max-norm rule (train/constraints.h), as pens train and pens
+// pretrain configs both spell them.
+inline void read_schedule(ConfigSection& s, Schedule& sc, std::string& max_norm_rule, const std::string& source) {
+  s.number("learning_rate", sc.learning_rate, 0, 1e3);
+  s.number("warmup_epochs", sc.warmup_epochs, 0, 1e6);
+  s.number("decay", sc.decay, 0, 1);
+  s.number("momentum_start", sc.momentum_start, 0, 1);
+  s.number("momentum_end", sc.momentum_end, 0, 1);
+  s.number("momentum_epochs", sc.momentum_epochs, 0, 1e6);
+  s.string("max_norm_rule", max_norm_rule);
+  try {
+    parse_max_norm_rule(max_norm_rule);
+  } catch (const Error& e) {
+    fail(source, ": optimizer.max_norm_rule: ", e.what());
+  }
+}
+
+inline nlohmann::json schedule_json(const Schedule& sc, const std::string& max_norm_rule) {
+  return {{"learning_rate", sc.learning_rate},     {"warmup_epochs", sc.warmup_epochs},
+          {"decay", sc.decay},                     {"momentum_start", sc.momentum_start},
+          {"momentum_end", sc.momentum_end},       {"momentum_epochs", sc.momentum_epochs},
+          {"max_norm_rule", max_norm_rule}};
 }
 
 }  // namespace pens

@@ -134,12 +134,7 @@ bool Pretraining::train_layer(size_t index) {
   const std::unique_ptr<Optimizer> sgd = make_optimizer("sgd", ae_params);
   Step step(ae_params, *sgd, model_constraints(ae.graph, ae_params, parse_max_norm_rule(config_.max_norm_rule)),
             config_.seed);
-  const Schedule schedule{.learning_rate = config_.learning_rate,
-                          .warmup_epochs = config_.warmup_epochs,
-                          .decay = config_.decay,
-                          .momentum_start = config_.momentum_start,
-                          .momentum_end = config_.momentum_end,
-                          .momentum_epochs = config_.momentum_epochs};
+  const Schedule& schedule = config_.schedule;
   Tape<float> step_tape(training.graph, ae_params, {.batch = config_.batch});
   Tape<float> eval_tape(build_inference(ae.graph), ae_params, {.batch = 500});
   Tape<float> denoise_tape(training.graph, ae_params, {.batch = 500});

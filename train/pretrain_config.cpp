@@ -2,7 +2,6 @@
 
 #include "pens/serialization/model_file.h"
 #include "pens/train/config_reader.h"
-#include "pens/train/constraints.h"
 
 namespace pens {
 
@@ -41,24 +40,15 @@ PretrainConfig parse_pretrain_config(const json& j, const std::string& source) {
   top.number("batch", c.batch, 1, 1e6);
   if (const json* o = top.child("optimizer")) {
     ConfigSection s(*o, "optimizer", source);
-    s.number("learning_rate", c.learning_rate, 0, 1e3);
-    s.number("warmup_epochs", c.warmup_epochs, 0, 1e6);
-    s.number("decay", c.decay, 0, 1);
     // "momentum" is a constant one: both ends of the ramp.
-    const bool constant = o->contains("momentum");
-    if (constant && (o->contains("momentum_start") || o->contains("momentum_end"))) {
-      fail(source, ": optimizer: give either momentum (constant) or momentum_start and momentum_end, not both");
+    if (o->contains("momentum")) {
+      if (o->contains("momentum_start") || o->contains("momentum_end")) {
+        fail(source, ": optimizer: give either momentum (constant) or momentum_start and momentum_end, not both");
+      }
+      s.number("momentum", c.schedule.momentum_start, 0, 1);
+      c.schedule.momentum_end = c.schedule.momentum_start;
     }
-    s.number(constant ? "momentum" : "momentum_start", c.momentum_start, 0, 1);
-    if (constant) c.momentum_end = c.momentum_start;
-    s.number("momentum_end", c.momentum_end, 0, 1);
-    s.number("momentum_epochs", c.momentum_epochs, 0, 1e6);
-    s.string("max_norm_rule", c.max_norm_rule);
-    try {
-      parse_max_norm_rule(c.max_norm_rule);
-    } catch (const Error& e) {
-      fail(source, ": optimizer.max_norm_rule: ", e.what());
-    }
+    read_schedule(s, c.schedule, c.max_norm_rule, source);
   }
   if (const json* r = top.child("run")) {
     ConfigSection s(*r, "run", source);
@@ -85,14 +75,7 @@ json to_json(const PretrainConfig& c) {
           {"data", {{"dir", c.data_dir}}},
           {"layers", layers},
           {"batch", c.batch},
-          {"optimizer",
-           {{"learning_rate", c.learning_rate},
-            {"warmup_epochs", c.warmup_epochs},
-            {"decay", c.decay},
-            {"momentum_start", c.momentum_start},
-            {"momentum_end", c.momentum_end},
-            {"momentum_epochs", c.momentum_epochs},
-            {"max_norm_rule", c.max_norm_rule}}},
+          {"optimizer", schedule_json(c.schedule, c.max_norm_rule)},
           {"run", {{"steps_per_epoch", c.steps_per_epoch}, {"seed", c.seed}, {"init_seed", c.init_seed}, {"threads", c.threads}}}};
 }
 

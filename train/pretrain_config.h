@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pens/models/autoencoder.h"
+#include "pens/train/schedule.h"
 
 namespace pens {
 
@@ -23,16 +24,9 @@ struct PretrainConfig {
   std::vector<PretrainLayer> layers;  // trained in this order; each reads the one below, clean
   int64_t batch = 100;
   int64_t steps_per_epoch = 600;  // 600 × 100 = one pass over the 60,000 training images
-  // η_t = learning_rate · min(1, t / warmup_epochs) · decay^t, t the layer's time in
-  // fractional epochs
-  double learning_rate = 0.01;
-  double warmup_epochs = 0;
-  double decay = 1;
-  // SGD's momentum, momentum_start → momentum_end linearly over momentum_epochs of the
-  // layer (the config's "momentum" sets both ends)
-  double momentum_start = 0.9;
-  double momentum_end = 0.9;
-  double momentum_epochs = 0;
+  // SGD's learning rate and momentum over each layer's time in fractional epochs (the
+  // config's "momentum" sets both ends of the ramp); no λ stages or restarts
+  Schedule schedule{.learning_rate = 0.01, .momentum_start = 0.9, .momentum_end = 0.9};
   std::string max_norm_rule = "unit-incoming";  // for W's max_norm (train/constraints.h)
   uint64_t seed = 1;       // noise keys and batch order
   uint64_t init_seed = 1;  // the network's initial values, when its model file has none

@@ -4,7 +4,6 @@
 
 #include "pens/serialization/model_file.h"
 #include "pens/train/config_reader.h"
-#include "pens/train/constraints.h"
 #include "pens/train/optimizer.h"
 
 namespace pens {
@@ -34,19 +33,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
     ConfigSection s(*o, "optimizer", source);
     s.string("kind", c.optimizer);
     const OptimizerKind& kind = configured_optimizer(c.optimizer, source);
-    Schedule& sc = c.schedule;
-    s.number("learning_rate", sc.learning_rate, 0, 1e3);
-    s.number("warmup_epochs", sc.warmup_epochs, 0, 1e6);
-    s.number("decay", sc.decay, 0, 1);
-    s.number("momentum_start", sc.momentum_start, 0, 1);
-    s.number("momentum_end", sc.momentum_end, 0, 1);
-    s.number("momentum_epochs", sc.momentum_epochs, 0, 1e6);
-    s.string("max_norm_rule", c.max_norm_rule);
-    try {
-      parse_max_norm_rule(c.max_norm_rule);
-    } catch (const Error& e) {
-      fail(source, ": optimizer.max_norm_rule: ", e.what());
-    }
+    read_schedule(s, c.schedule, c.max_norm_rule, source);
     c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
   } else {
     normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
@@ -117,16 +104,9 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
 }
 
 json to_json(const TrainConfig& c) {
-  const Schedule& sc = c.schedule;
   json optimizer = attributes_json(c.optimizer_settings);
-  optimizer.update(json{{"kind", c.optimizer},
-                        {"learning_rate", sc.learning_rate},
-                        {"warmup_epochs", sc.warmup_epochs},
-                        {"decay", sc.decay},
-                        {"momentum_start", sc.momentum_start},
-                        {"momentum_end", sc.momentum_end},
-                        {"momentum_epochs", sc.momentum_epochs},
-                        {"max_norm_rule", c.max_norm_rule}});
+  optimizer.update(schedule_json(c.schedule, c.max_norm_rule));
+  optimizer["kind"] = c.optimizer;
   json j = {
       {"description", c.description},
       {"model", c.model},

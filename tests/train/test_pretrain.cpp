@@ -229,16 +229,16 @@ TEST_CASE("pre-training configs: the authors' settings read and round-trip") {
                                                  "p.json");
   CHECK(c.layers[0].autoencoder.sparsity == 0.2);
   CHECK(c.layers[0].autoencoder.weight_noise == 0.01);
-  CHECK(c.warmup_epochs == 20);
-  CHECK(c.momentum_start == 0.5);
-  CHECK(c.momentum_end == 0.99);
-  CHECK(c.momentum_epochs == 500);
+  CHECK(c.schedule.warmup_epochs == 20);
+  CHECK(c.schedule.momentum_start == 0.5);
+  CHECK(c.schedule.momentum_end == 0.99);
+  CHECK(c.schedule.momentum_epochs == 500);
   CHECK(c.max_norm_rule == "input-outgoing-squared");
   CHECK(to_json(parse_pretrain_config(to_json(c), "again")) == to_json(c));
   // "momentum" alone is a constant momentum.
   const PretrainConfig constant =
       parse_pretrain_config(json::parse(R"({"model": "m", "layers": [{"node": "a1"}], "optimizer": {"momentum": 0.7}})"),
                             "p.json");
-  CHECK(constant.momentum_start == 0.7);
-  CHECK(constant.momentum_end == 0.7);
+  CHECK(constant.schedule.momentum_start == 0.7);
+  CHECK(constant.schedule.momentum_end == 0.7);
 }
