@@ -3,6 +3,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "pens/ops/parallel.h"
@@ -125,16 +126,29 @@ template <class T>
 void NoiseStream::bernoulli(T* out, int64_t n, double keep, T scale, int64_t first) const {
   // keep * 2^32 as a 64-bit threshold: keep = 1 keeps every element, keep = 0 none.
   const uint64_t threshold = static_cast<uint64_t>(std::ldexp(keep, 32));
+  if (threshold > std::numeric_limits<uint32_t>::max()) {  // every word is under it
+    std::fill_n(out, n, scale);
+    return;
+  }
+  const auto below = static_cast<uint32_t>(threshold);
   for_each_span(first, n, [&](int64_t base, int64_t lo, int64_t hi) {
     uint32_t w[4][kChunk];
     blocks(static_cast<uint64_t>(base) / 4, w);
     T* o = out + (base - first);
     if (lo == base && hi == base + kSpan) {
+      // Word by word (the compares run on vector registers), then interleaved into the
+      // draw's order: element 4i + j is word j of block i. Written as one loop over
+      // elements with a select inside, it ran as a scalar branch per element.
+      alignas(64) T m[4][kChunk];
+      const T kept = scale;
+      for (int j = 0; j < 4; ++j) {
+        for (int i = 0; i < kChunk; ++i) m[j][i] = static_cast<T>(w[j][i] < below) * kept;
+      }
       for (int i = 0; i < kChunk; ++i) {
-        for (int j = 0; j < 4; ++j) o[4 * i + j] = w[j][i] < threshold ? scale : T(0);
+        for (int j = 0; j < 4; ++j) o[4 * i + j] = m[j][i];
       }
     } else {
-      for (int64_t e = lo - base; e < hi - base; ++e) o[e] = w[e % 4][e / 4] < threshold ? scale : T(0);
+      for (int64_t e = lo - base; e < hi - base; ++e) o[e] = w[e % 4][e / 4] < below ? scale : T(0);
     }
   });
 }
