@@ -1,7 +1,11 @@
 #include "pens/autodiff/tape.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <map>
+#include <queue>
+#include <tuple>
 
 #include "pens/graph/infer.h"
 #include "pens/graph/noise.h"
@@ -20,6 +24,131 @@ struct Plan {
   }
 };
 constexpr int64_t kNone = -1;
+
+// Nodes the tape computes as one call over their stacked rows (CompileOptions::stack).
+struct Stack {
+  std::vector<NodeId> members;  // in the order of their rows in the blocks
+  std::vector<NodeId> firsts;   // each member's first input
+  int64_t rows = 0;             // the members' rows together
+};
+
+// Nodes that may stack, grouped by what they share: the op, its attributes and every input
+// but the first, which must be a matrix and not a parameter.
+std::vector<Stack> stack_candidates(const Graph& g, const std::vector<NodeId>& order,
+                                    const std::vector<ValueInfo>& values) {
+  std::vector<Stack> candidates;
+  std::map<std::tuple<const OpDef*, std::string, std::vector<NodeId>>, size_t> by_shared;
+  for (NodeId v : order) {
+    const Node& n = g[v];
+    if (n.op->leaf || !n.op->stacks_rows || n.op->scratch || !n.op->stacks_rows(n.attrs)) continue;
+    std::vector<NodeId> shared = g.inputs(v);
+    const NodeId first = shared.front();
+    if (is_param(g[first]) || values[first].shape.rank != 2) continue;
+    shared.erase(shared.begin());
+    const auto [at, added] = by_shared.try_emplace({n.op, n.attrs.str(), shared}, candidates.size());
+    if (added) candidates.emplace_back();
+    candidates[at->second].members.push_back(v);
+    candidates[at->second].firsts.push_back(first);
+  }
+  return candidates;
+}
+
+// A topological order of g in which each stack's members come one after another, and the
+// rest as near `order` as that allows; empty when the stacks would make a cycle (a member
+// reaching another member, directly or through another stack).
+std::vector<NodeId> stacked_order(const Graph& g, const std::vector<NodeId>& order, const std::vector<Stack>& stacks) {
+  // Each stack runs as one unit, named by its first member, at the place of its last.
+  std::vector<NodeId> unit(g.size());
+  std::vector<size_t> place(g.size(), 0);
+  std::vector<std::vector<NodeId>> members(g.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    unit[order[i]] = order[i];
+    place[order[i]] = i;
+    members[order[i]] = {order[i]};
+  }
+  for (const Stack& s : stacks) {
+    const NodeId u = s.members.front();
+    for (NodeId m : s.members) {
+      unit[m] = u;
+      place[u] = std::max(place[u], place[m]);
+    }
+    members[u] = s.members;
+  }
+  // Kahn's algorithm over units: waiting[u] counts the nodes outside u its members read
+  // that have not run yet.
+  std::vector<size_t> waiting(g.size(), 0);
+  std::vector<NodeId> read;
+  for (NodeId v : order) {
+    if (unit[v] != v) continue;
+    read.clear();
+    for (NodeId m : members[v]) {
+      for (NodeId in : g.inputs(m)) {
+        if (unit[in] != v) read.push_back(in);
+      }
+    }
+    std::sort(read.begin(), read.end());
+    waiting[v] = static_cast<size_t>(std::unique(read.begin(), read.end()) - read.begin());
+  }
+  using Ready = std::pair<size_t, NodeId>;  // (place, unit), earliest place first
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
+  for (NodeId v : order) {
+    if (unit[v] == v && waiting[v] == 0) ready.emplace(place[v], v);
+  }
+  std::vector<NodeId> out, readers;
+  while (!ready.empty()) {
+    const NodeId u = ready.top().second;
+    ready.pop();
+    for (NodeId m : members[u]) {
+      out.push_back(m);
+      readers.clear();
+      for (NodeId c : g.consumers(m)) {
+        if (unit[c] != u) readers.push_back(unit[c]);
+      }
+      std::sort(readers.begin(), readers.end());
+      readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+      for (NodeId r : readers) {
+        if (--waiting[r] == 0) ready.emplace(place[r], r);
+      }
+    }
+  }
+  if (out.size() != order.size()) out.clear();
+  return out;
+}
+
+// The stacks to run, taken from the candidates in order: a member joins while neither its
+// value nor its first input lies in a block already and it needs gradients as the stack's
+// first member does; a stack of two or more is kept while the graph stays acyclic.
+// `order` becomes the order to run in.
+std::vector<Stack> plan_stacks(const Graph& g, std::vector<NodeId>& order, const std::vector<ValueInfo>& values,
+                               const std::vector<char>& needs_grad) {
+  std::vector<Stack> stacks;
+  std::vector<char> placed(g.size(), 0);
+  std::vector<NodeId> stacked = order;
+  for (const Stack& candidate : stack_candidates(g, order, values)) {
+    Stack s;
+    for (size_t i = 0; i < candidate.members.size(); ++i) {
+      const NodeId m = candidate.members[i], x = candidate.firsts[i];
+      if (placed[m] || placed[x] || std::find(s.firsts.begin(), s.firsts.end(), x) != s.firsts.end()) continue;
+      if (!s.members.empty() && (needs_grad[m] != needs_grad[s.members[0]] || needs_grad[x] != needs_grad[s.firsts[0]])) {
+        continue;
+      }
+      s.members.push_back(m);
+      s.firsts.push_back(x);
+      s.rows += values[m].shape[0];
+    }
+    if (s.members.size() < 2) continue;
+    stacks.push_back(s);
+    std::vector<NodeId> trial = stacked_order(g, order, stacks);
+    if (trial.empty()) {
+      stacks.pop_back();
+      continue;
+    }
+    stacked = std::move(trial);
+    for (size_t i = 0; i < s.members.size(); ++i) placed[s.members[i]] = placed[s.firsts[i]] = 1;
+  }
+  order = std::move(stacked);
+  return stacks;
+}
 }  // namespace
 
 template <class T>
@@ -47,15 +176,42 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
     }
   }
 
-  // Plan the arena: values and scratch first, then one contiguous gradient region.
+  // Stacks, and where their members' first inputs and values lie in their blocks.
+  const std::vector<Stack> stacks = options.stack ? plan_stacks(g, order, values, needs_grad) : std::vector<Stack>{};
+  struct InBlock {
+    int64_t stack = kNone;  // kNone: not in a block
+    bool value = false;     // the block of the members' values (else of their first inputs)
+    int64_t row = 0;        // its first row in the block
+  };
+  std::vector<InBlock> in_block(g.size());
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    int64_t row = 0;
+    for (size_t k = 0; k < stacks[i].members.size(); ++k) {
+      in_block[stacks[i].firsts[k]] = {static_cast<int64_t>(i), false, row};
+      in_block[stacks[i].members[k]] = {static_cast<int64_t>(i), true, row};
+      row += values[stacks[i].members[k]].shape[0];
+    }
+  }
+  // A block is taken where its first node is met; blocks[stack][value][gradient].
+  std::vector<std::array<std::array<int64_t, 2>, 2>> blocks(stacks.size(), {{{kNone, kNone}, {kNone, kNone}}});
   Plan plan;
+  const auto take = [&](NodeId v, bool gradient) {
+    const InBlock& b = in_block[v];
+    if (b.stack == kNone) return plan.take(values[v].shape.numel());
+    const int64_t width = values[v].shape[1];
+    int64_t& at = blocks[static_cast<size_t>(b.stack)][b.value][gradient];
+    if (at == kNone) at = plan.take(stacks[static_cast<size_t>(b.stack)].rows * width);
+    return at + b.row * width;
+  };
+
+  // Plan the arena: values and scratch first, then one contiguous gradient region.
   std::vector<int64_t> value_at(g.size(), kNone), grad_at(g.size(), kNone),
       scratch_at(g.size(), kNone), scratch_len(g.size(), 0);
   std::vector<ValueInfo> in_infos;
   for (NodeId v : order) {
     const Node& n = g[v];
     if (is_param(n)) continue;
-    value_at[v] = plan.take(values[v].shape.numel());
+    value_at[v] = take(v, false);
     if (n.op->scratch) {
       in_infos.clear();
       for (NodeId u : g.inputs(v)) in_infos.push_back(values[u]);
@@ -65,7 +221,7 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
   }
   const int64_t grad_region = plan.size;
   for (NodeId v : order) {
-    if (needs_grad[v] && !is_param(g[v])) grad_at[v] = plan.take(values[v].shape.numel());
+    if (needs_grad[v] && !is_param(g[v])) grad_at[v] = take(v, true);
   }
   memory_ = MemoryCharge(bytes_of(static_cast<uint64_t>(plan.size), sizeof(T), "a tape"),
                          cat("the tape of a ", g.size(), "-node graph at batch ", options_.batch));
@@ -111,27 +267,34 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
 
   // Instructions, then their kernel arguments (the argument spans point into the
   // instructions, so they are built once the program no longer moves).
+  // A stack is one instruction, at its first member, over the views of its whole blocks.
   for (NodeId v : order) {
     const Node& n = g[v];
     if (n.op->leaf) continue;
+    const Stack* stack = in_block[v].value ? &stacks[static_cast<size_t>(in_block[v].stack)] : nullptr;
+    if (stack && stack->members.front() != v) continue;
     Instr ins;
     ins.op = n.op;
     ins.slot = v;
     ins.attrs = n.attrs;
     ins.stream = n.attrs.has("stream") ? static_cast<uint64_t>(n.attrs.get_int("stream"))
                                        : hash_name(n.name);
+    // The rows a view covers: the node's own, or its stack's.
+    const auto rows = [&](const Shape& shape) { return stack ? Shape{stack->rows, shape[1]} : shape; };
     const std::vector<NodeId> inputs = g.inputs(v);
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Slot& in = slots_[inputs[i]];
-      ins.in.push_back({in.value, in.info.shape});
+      const Shape shape = i == 0 ? rows(in.info.shape) : in.info.shape;
+      ins.in.push_back({in.value, shape});
       T* gin = n.op->differentiable(i) ? in.grad : nullptr;
-      ins.gin.push_back({gin, in.info.shape});
+      ins.gin.push_back({gin, shape});
     }
     const Slot& out = slots_[v];
     ins.runs_backward =
         out.grad && std::any_of(ins.gin.begin(), ins.gin.end(), [](const auto& t) { return t.data; });
-    ins.args.out = {out.value, out.info.shape};
-    ins.args.gout = {out.grad, out.info.shape};
+    ins.args.out = {out.value, rows(out.info.shape)};
+    ins.args.gout = {out.grad, rows(out.info.shape)};
+    if (stack) ins.stacked.assign(stack->members.begin(), stack->members.end());
     if (scratch_at[v] != kNone) ins.args.scratch = {base + scratch_at[v], Shape{scratch_len[v]}};
     if (const ProbeBody* body = g.probe(n.name)) ins.probe = std::make_unique<ProbeRunner>(*this, n, *body, params);
     program_.push_back(std::move(ins));
@@ -377,19 +540,35 @@ void Tape<T>::backward_from(std::string_view node, std::span<const T> seed) {
 }
 
 template <class T>
+std::vector<std::vector<std::string>> Tape<T>::stacks() const {
+  std::vector<std::vector<std::string>> out;
+  for (const Instr& i : program_) {
+    if (i.stacked.empty()) continue;
+    out.emplace_back();
+    for (size_t v : i.stacked) out.back().push_back(slots_[v].name);
+  }
+  return out;
+}
+
+template <class T>
 std::string Tape<T>::first_non_finite() const {
   const auto bad = [](const Slot& s) {
     return s.value && !std::all_of(s.value, s.value + s.info.shape.numel(), [](T x) { return std::isfinite(x); });
   };
+  const auto made = [](const Instr& i) { return i.stacked.empty() ? std::vector<size_t>{i.slot} : i.stacked; };
   std::vector<char> computed(slots_.size(), 0);
-  for (const Instr& i : program_) computed[i.slot] = 1;
+  for (const Instr& i : program_) {
+    for (size_t v : made(i)) computed[v] = 1;
+  }
   for (size_t v = 0; v < slots_.size(); ++v) {
     if (!computed[v] && bad(slots_[v])) {
       return cat("'", slots_[v].name, "' (", slots_[v].is_param ? "parameter" : "input", ")");
     }
   }
   for (const Instr& i : program_) {
-    if (bad(slots_[i.slot])) return cat("'", slots_[i.slot].name, "' (", i.op->name, ")");
+    for (size_t v : made(i)) {
+      if (bad(slots_[v])) return cat("'", slots_[v].name, "' (", i.op->name, ")");
+    }
   }
   return "";
 }

@@ -31,6 +31,13 @@ struct CompileOptions {
   bool grad_inputs = false;  // also compute gradients with respect to real inputs
   std::vector<std::string> grad_inputs_named = {};  // ... or with respect to these real inputs only
   bool param_grads = true;   // false: backward() adds nothing into the parameter store
+  // Nodes of an op that stacks rows (OpDef::stacks_rows: x·W, x·W + b) reading the same
+  // other inputs, such as one layer of a parent and of its children, which share their
+  // weights, run as one product over their stacked rows: their first inputs lie one after
+  // another in one block of the arena, their outputs in another (their gradients too), so
+  // one kernel call reads and writes every member's memory in place. The same values as
+  // separate products up to the order of float sums; false computes each node alone.
+  bool stack = true;
 };
 
 template <class T>
@@ -98,6 +105,10 @@ class Tape {
     return std::any_of(averages_.begin(), averages_.end(), [](const Average& a) { return a.of_batch; });
   }
 
+  // The stacks this tape runs (CompileOptions::stack): each one's nodes, in the order of
+  // their rows in its blocks.
+  std::vector<std::vector<std::string>> stacks() const;
+
   int64_t batch() const { return options_.batch; }
   // The arena, for tests and memory reports.
   const T* arena_data() const { return arena_.data(); }
@@ -124,6 +135,7 @@ class Tape {
     bool batch_draw = false;          // a row-wise stochastic op drawing over batch rows
     std::vector<size_t> grads_done;   // parameter slots whose gradient is complete after its backward
     std::unique_ptr<ProbeRunner> probe;  // a probe node: computed by its body, not by a kernel
+    std::vector<size_t> stacked;      // a stack's member slots (CompileOptions::stack); empty: `slot` alone
   };
 
   size_t slot_of(std::string_view name) const;

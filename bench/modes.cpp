@@ -14,7 +14,10 @@
 // the objective of one step exactly: parameters, inputs, every noise site's input and
 // output, and pens' objective (DIR/manifest.json, one float32 file per tensor).
 //
-//   build/bench/modes --mode pea-ss --batch 100 --threads 2 [--reps 30] [--dump DIR]
+//   build/bench/modes --mode pea-ss --batch 100 --threads 2 [--reps 30] [--dump DIR] [--stack 0]
+//
+// --stack 0 compiles the step's tape without stacked products (CompileOptions::stack), to
+// measure what they buy.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -133,6 +136,7 @@ int main(int argc, char** argv) {
     std::string mode = "sde", dump_dir;
     int64_t batch = 100;
     int threads = 2, reps = 30;
+    bool stack = true;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string key = argv[i], value = argv[i + 1];
       if (key == "--mode") mode = value;
@@ -140,7 +144,8 @@ int main(int argc, char** argv) {
       else if (key == "--threads") threads = std::stoi(value);
       else if (key == "--reps") reps = std::max(1, std::stoi(value));
       else if (key == "--dump") dump_dir = value;
-      else fail("unknown option ", key, " (--mode --batch --threads --reps --dump)");
+      else if (key == "--stack") stack = value != "0";
+      else fail("unknown option ", key, " (--mode --batch --threads --reps --dump --stack)");
     }
     set_threads(threads);
     const Mode m = make_mode(mode, batch);
@@ -149,7 +154,7 @@ int main(int argc, char** argv) {
     params.initialize(m.graph, 1);
     const std::unique_ptr<Optimizer> sgd = make_optimizer("sgd", params);
     Step training_step(params, *sgd, model_constraints(m.graph, params, MaxNormRule::UnitIncoming), /*seed=*/1);
-    Tape<float> tape(training, params, {.batch = m.rows});
+    Tape<float> tape(training, params, {.batch = m.rows, .stack = stack});
     fill_inputs(tape, batch);
     if (!dump_dir.empty()) dump(dump_dir, mode, batch, training, tape, params);
 

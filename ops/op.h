@@ -13,6 +13,13 @@
 //                            depend on a row's place in the batch must be one, and draw
 //                            through NoiseStream::for_rows (a data-parallel process
 //                            draws its shard's rows as the whole batch has them)
+//   stacks_rows(attrs) (opt.) row i of the output depends on row i of input 0 and on the
+//                            other inputs alone (a matrix product x·W): the tape computes
+//                            nodes of this op that read the same other inputs (a layer of
+//                            a parent and its children, which share their weights) as one
+//                            call over their stacked rows (autodiff/tape.h,
+//                            CompileOptions::stack). For ops with a cost per call worth
+//                            sharing: the matrix products. Such ops keep no scratch
 //   kLeaf            (opt.)  input / parameter / constant: the tape fills its value
 //   infer(ctx)               shape and type inference; ctx.fail() names the node
 //   scratch(ctx, out)(opt.)  elements of scratch memory kept from forward to backward
@@ -98,6 +105,7 @@ struct OpDef {
   bool stochastic = false;
   bool row_wise = false;
   bool leaf = false;
+  bool (*stacks_rows)(const Attributes&) = nullptr;  // null: never stacked
   ValueInfo (*infer)(const InferCtx&) = nullptr;
   int64_t (*scratch)(const InferCtx&, const ValueInfo&) = nullptr;
   Kernels<float> f32;
@@ -134,6 +142,7 @@ OpDef define_op() {
   if constexpr (requires { Op::kStochastic; }) d.stochastic = Op::kStochastic;
   if constexpr (requires { Op::kRowWise; }) d.row_wise = Op::kRowWise;
   if constexpr (requires { Op::kLeaf; }) d.leaf = Op::kLeaf;
+  if constexpr (requires { &Op::stacks_rows; }) d.stacks_rows = &Op::stacks_rows;
   d.infer = &Op::infer;
   if constexpr (requires { &Op::scratch; }) d.scratch = &Op::scratch;
   if constexpr (!requires { Op::kLeaf; }) {

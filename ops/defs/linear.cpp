@@ -31,6 +31,8 @@ struct Matmul {
     }
     return {Shape{m, n}, DType::Real};
   }
+  // Rows of a·op(b) are rows of a; aᵀ·op(b) mixes them.
+  static bool stacks_rows(const Attributes& attrs) { return attrs.get_int("transpose_a") == 0; }
   template <class T>
   static void forward(const KernelArgs<T>& args) {
     auto a = args.in[0].mat();
@@ -95,6 +97,7 @@ struct Affine {
     if (b[0] != w[1]) ctx.fail(cat("W is ", w.str(), " but b is ", b.str()));
     return {Shape{x[0], w[1]}, DType::Real};
   }
+  static bool stacks_rows(const Attributes&) { return true; }
   template <class T>
   static void forward(const KernelArgs<T>& args) {
     auto y = args.out.mat();
