@@ -149,16 +149,11 @@ std::vector<Stack> plan_stacks(const Graph& g, std::vector<NodeId>& order, const
   order = std::move(stacked);
   return stacks;
 }
-}  // namespace
 
-template <class T>
-Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
-    : options_(options) {
-  std::vector<NodeId> order;
-  const std::vector<ValueInfo> values = verify(g, options.batch, &order);
-
-  // Which nodes carry a gradient: trainable parameters, real inputs when asked, and
-  // every node that reads one of those through a differentiable slot.
+// Which nodes carry a gradient: trainable parameters, real inputs when asked, and every
+// node that reads one of those through a differentiable slot.
+std::vector<char> gradient_flags(const Graph& g, const std::vector<NodeId>& order, const std::vector<ValueInfo>& values,
+                                 const CompileOptions& options) {
   std::vector<char> needs_grad(g.size(), 0);
   for (NodeId v : order) {
     const Node& n = g[v];
@@ -175,6 +170,28 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
       }
     }
   }
+  return needs_grad;
+}
+}  // namespace
+
+std::vector<std::vector<std::string>> stacked_products(const Graph& g, const CompileOptions& options) {
+  std::vector<NodeId> order;
+  const std::vector<ValueInfo> values = verify(g, options.batch, &order);
+  std::vector<std::vector<std::string>> out;
+  if (!options.stack) return out;
+  for (const Stack& s : plan_stacks(g, order, values, gradient_flags(g, order, values, options))) {
+    out.emplace_back();
+    for (NodeId m : s.members) out.back().push_back(g[m].name);
+  }
+  return out;
+}
+
+template <class T>
+Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
+    : options_(options) {
+  std::vector<NodeId> order;
+  const std::vector<ValueInfo> values = verify(g, options.batch, &order);
+  const std::vector<char> needs_grad = gradient_flags(g, order, values, options);
 
   // Stacks, and where their members' first inputs and values lie in their blocks.
   const std::vector<Stack> stacks = options.stack ? plan_stacks(g, order, values, needs_grad) : std::vector<Stack>{};

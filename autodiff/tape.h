@@ -40,6 +40,11 @@ struct CompileOptions {
   bool stack = true;
 };
 
+// The stacks a tape of g compiled with `options` runs (CompileOptions::stack): each one's
+// nodes, in the order of their rows. Tape::stacks() of such a tape gives the same; this
+// needs no parameters or memory (pens inspect).
+std::vector<std::vector<std::string>> stacked_products(const Graph& g, const CompileOptions& options);
+
 template <class T>
 class Tape {
  public:

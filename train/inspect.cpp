@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "pens/autodiff/tape.h"
 #include "pens/graph/infer.h"
 #include "pens/graph/printers.h"
 #include "pens/models/sst.h"
@@ -73,6 +74,15 @@ std::string inspect_text(const BuiltGraph& built) {
       out << "; " << t.term.kind << ", lambda " << t.term.lambda << ", rows " << t.term.rows << "\n";
     }
   }
+  const std::vector<std::vector<std::string>> stacks = stacked_products(built.graph, {.batch = built.batch});
+  if (!stacks.empty()) {
+    out << "\nstacked products (the tape runs each as one product over its nodes' rows):\n";
+    for (const std::vector<std::string>& s : stacks) {
+      out << " ";
+      for (size_t i = 0; i < s.size(); ++i) out << (i ? " + " : " ") << s[i];
+      out << "\n";
+    }
+  }
   return out.str();
 }
 
@@ -122,6 +132,7 @@ json inspect_json(const BuiltGraph& built) {
           {"parameter_nodes", params},
           {"nodes", nodes},
           {"taps", tap_list},
+          {"stacked_products", stacked_products(g, {.batch = built.batch})},
           {"moving_averages", averages_json(g.averages())}};
 }
 

@@ -88,6 +88,7 @@ TEST_CASE("stacked products: each layer of two children runs as one product over
   Pair p(semi_supervised_pea(), {.batch = 9});
   CHECK(p.stacked.stacks() == Names{{"c1/a1", "c2/a1"}, {"c1/a2", "c2/a2"}, {"c1/logits", "c2/logits"}});
   CHECK(p.alone.stacks().empty());
+  CHECK(stacked_products(p.g, {.batch = 9}) == p.stacked.stacks());  // what pens inspect lists
   // In place: child 2's rows follow child 1's, in the values, the first inputs and the
   // gradients of both, so the one product reads and writes each node's own memory.
   for (const auto& stack : p.stacked.stacks()) {

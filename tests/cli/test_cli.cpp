@@ -128,12 +128,17 @@ TEST_CASE("pens inspect: 2 children, 3 taps, shared parameters, in JSON, text an
   CHECK(tap.at("penalty") == "direction");
   CHECK(doc.at("taps")[2].at("penalty") == "tanh");
   CHECK(doc.at("taps")[2].at("lambda") == 2.0);
+  // The children's layers, which share the parent's weights, each run as one product.
+  CHECK(doc.at("stacked_products") == nlohmann::json::parse(R"([["c1/a1", "c2/a1"], ["c1/a2", "c2/a2"],
+                                                              ["c1/logits", "c2/logits"]])"));
 
   const Run text = pens_cli("inspect " + example("mlp-pea.json") + " --children 2");
   CHECK(text.status == 0);
   CHECK(text.out.find("pseudo-ensemble: 2 children sharing 6 parameter nodes; 3 taps") != std::string::npos);
   CHECK(text.out.find("tap out: parent -, children c1/logits c2/logits; tanh, lambda 2") != std::string::npos);
   CHECK(text.out.find("graph: " + std::to_string(doc.at("nodes").size()) + " nodes") != std::string::npos);
+  CHECK(text.out.find("stacked products (the tape runs each as one product over its nodes' rows):\n"
+                      "  c1/a1 + c2/a1\n  c1/a2 + c2/a2\n  c1/logits + c2/logits\n") != std::string::npos);
 
   const Run dot = pens_cli("inspect " + example("mlp-pea.json") + " --children 2 --format dot");
   CHECK(dot.status == 0);
