@@ -12,7 +12,9 @@
 #    "useful_gflop" (the step's matrix products over the rows its objective needs: sde B,
 #    pea 2B, pea-ss 3B; forward, weight gradients, input gradients of layers 2 and 3),
 #    "pens_gflops" (useful_gflop over pens_ms), "peak_gflops" (the faster 1024³ product of
-#    bench/gemm.cpp and torch.mm on that many threads, measured first), "pens_of_peak"}
+#    bench/gemm.cpp and torch.mm on that many threads, measured first), "pens_of_peak",
+#    "ratio_at_peak" (the ratio a step doing its useful work at the GEMM peak would reach:
+#    no implementation's ratio can exceed it)}
 #
 #   bench/compare-torch.sh [--reps N] [--modes LIST] [--batches LIST] [--threads LIST]
 set -euo pipefail
@@ -25,7 +27,7 @@ while [[ $# -gt 0 ]]; do
     --modes) modes="$2"; shift 2 ;;
     --batches) batches="$2"; shift 2 ;;
     --threads) thread_counts="$2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare-torch: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -83,7 +85,8 @@ print(json.dumps({"mode": p["mode"], "batch": p["batch"], "threads": p["threads"
                   "ratio": round(t["ms"] / p["ms"], 2),
                   "pens_peak_rss_mb": p["peak_rss_mb"], "torch_peak_rss_mb": t["peak_rss_mb"],
                   "useful_gflop": round(flop / 1e9, 3), "pens_gflops": round(gflops, 1), "peak_gflops": peak,
-                  "pens_of_peak": round(gflops / peak, 2)}))
+                  "pens_of_peak": round(gflops / peak, 2),
+                  "ratio_at_peak": round(t["ms"] / (flop / 1e9 / peak * 1000), 2)}))
 EOF
     done
   done
