@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
 #include "pens/ops/random.h"
 
 namespace pens {
@@ -48,7 +49,8 @@ int64_t ParamStore<T>::numel() const {
 
 template <class T>
 void ParamStore<T>::zero_grad() {
-  std::fill(grads_.begin(), grads_.end(), T(0));
+  T* g = grads_.data();
+  parallel_ranges(static_cast<int64_t>(grads_.size()), [&](int64_t begin, int64_t n) { std::fill_n(g + begin, n, T(0)); });
 }
 
 template <class T>

@@ -9,6 +9,7 @@
 
 #include "pens/graph/infer.h"
 #include "pens/graph/noise.h"
+#include "pens/ops/parallel.h"
 #include "pens/ops/ir/error.h"
 
 namespace pens {
@@ -535,8 +536,13 @@ void Tape<T>::run_backward() {
 }
 
 template <class T>
+void Tape<T>::zero_gradients() {
+  parallel_ranges(grad_end_ - grad_begin_, [&](int64_t begin, int64_t n) { std::fill_n(grad_begin_ + begin, n, T(0)); });
+}
+
+template <class T>
 void Tape<T>::backward() {
-  std::fill(grad_begin_, grad_end_, T(0));
+  zero_gradients();
   for (size_t s : loss_slots_) {
     if (slots_[s].grad) slots_[s].grad[0] += T(1);
   }
@@ -550,7 +556,7 @@ void Tape<T>::backward_from(std::string_view node, std::span<const T> seed) {
     fail("seed for '", node, "' has ", seed.size(), " elements, the node has ",
          s.info.shape.numel());
   }
-  std::fill(grad_begin_, grad_end_, T(0));
+  zero_gradients();
   if (!s.grad) return;  // nothing upstream needs a gradient
   for (size_t i = 0; i < seed.size(); ++i) s.grad[i] += seed[i];
   run_backward();

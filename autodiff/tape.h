@@ -144,6 +144,7 @@ class Tape {
   };
 
   size_t slot_of(std::string_view name) const;
+  void zero_gradients();  // the arena's gradient region
   void run_backward();
   void report_gradients(const std::vector<size_t>& slots) const;
 

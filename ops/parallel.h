@@ -44,4 +44,22 @@ void parallel_for(int64_t chunks, const Body& body) {
       chunks, [](const void* b, int64_t chunk) { (*static_cast<const Body*>(b))(chunk); }, &body);
 }
 
+// Elementwise work over elements [0, n): body(begin, count) for consecutive ranges of
+// kElementwiseRange elements, on the pool (ranges fixed by n alone, so each element is
+// computed the same on any thread count); one call on the calling thread when n fits one
+// range, where the pool's round trip would cost more than it saves.
+inline constexpr int64_t kElementwiseRange = 16384;
+template <class Body>
+void parallel_ranges(int64_t n, const Body& body) {
+  static_assert(std::is_invocable_v<const Body&, int64_t, int64_t>);
+  if (n <= kElementwiseRange) {
+    if (n > 0) body(int64_t{0}, n);
+    return;
+  }
+  parallel_for((n + kElementwiseRange - 1) / kElementwiseRange, [&](int64_t r) {
+    const int64_t begin = r * kElementwiseRange;
+    body(begin, n - begin < kElementwiseRange ? n - begin : kElementwiseRange);
+  });
+}
+
 }  // namespace pens

@@ -30,10 +30,6 @@ class Adam : public Optimizer {
 
   std::string_view kind() const override { return "adam"; }
 
-  // Large enough that a chunk outweighs taking it from the pool, small enough that the
-  // VAT network's 1.9M parameters make dozens.
-  static constexpr int64_t kChunk = 1 << 16;
-
   void step(const OptimizerStep& s) override {
     const double t = static_cast<double>(s.step + 1);
     const auto correct1 = static_cast<float>(1.0 - std::pow(beta1_, t));
@@ -44,12 +40,10 @@ class Adam : public Optimizer {
     const float* g = params_.grads().data();
     float* m = mean_.data();
     float* v = square_.data();
-    // In chunks of kChunk elements on the kernels' threads (a chunk's elements are the same
+    // In ranges on the kernels' threads (parallel_ranges: a range's elements are the same
     // whichever thread takes it, so results do not depend on the thread count); Eigen's
     // arrays vectorise the square root, which a scalar std::sqrt loop does not (errno).
-    const auto n = static_cast<int64_t>(mean_.size());
-    parallel_for((n + kChunk - 1) / kChunk, [&](int64_t chunk) {
-      const int64_t begin = chunk * kChunk, size = std::min(kChunk, n - begin);
+    parallel_ranges(static_cast<int64_t>(mean_.size()), [&](int64_t begin, int64_t size) {
       Eigen::Map<Eigen::ArrayXf> mc(m + begin, size), vc(v + begin, size), tc(theta + begin, size);
       const Eigen::Map<const Eigen::ArrayXf> gc(g + begin, size);
       mc = b1 * mc + (1.0f - b1) * gc;

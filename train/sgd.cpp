@@ -2,7 +2,6 @@
 //   m ← μ m + (1 − μ) g,   θ ← θ − η m
 // (the (1 − μ) factor keeps the step's scale independent of μ as μ ramps up).
 #include <Eigen/Core>
-#include <algorithm>
 
 #include "pens/ops/ir/memory.h"
 #include "pens/ops/parallel.h"
@@ -21,19 +20,16 @@ class Sgd : public Optimizer {
 
   std::string_view kind() const override { return "sgd"; }
 
-  // Chunks of the update on the kernels' threads, as Adam's (train/adam.cpp): each
-  // element's arithmetic is the same whichever thread takes its chunk.
-  static constexpr int64_t kChunk = 1 << 16;
-
+  // In ranges on the kernels' threads (parallel_ranges): each element's arithmetic is the
+  // same whichever thread takes its range.
   void step(const OptimizerStep& s) override {
     const auto mu = static_cast<float>(s.momentum);
     const auto eta = static_cast<float>(s.learning_rate);
     float* theta = params_.values().data();
     const float* g = params_.grads().data();
     float* m = velocity_.data();
-    const auto n = static_cast<int64_t>(velocity_.size());
-    parallel_for((n + kChunk - 1) / kChunk, [&](int64_t chunk) {
-      for (int64_t i = chunk * kChunk, end = std::min(n, i + kChunk); i < end; ++i) {
+    parallel_ranges(static_cast<int64_t>(velocity_.size()), [&](int64_t begin, int64_t n) {
+      for (int64_t i = begin; i < begin + n; ++i) {
         m[i] = mu * m[i] + (1.0f - mu) * g[i];
         theta[i] -= eta * m[i];
       }

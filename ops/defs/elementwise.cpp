@@ -1,9 +1,11 @@
 // Elementwise ops. Binary ones broadcast numpy-style (ops/broadcast.h); unary ones are
-// Eigen array expressions, vectorized by Eigen.
+// Eigen array expressions, vectorized by Eigen. Large ones run in ranges on the thread
+// pool (parallel_ranges).
 #include <cmath>
 
 #include "pens/ops/broadcast.h"
 #include "pens/ops/check_case.h"
+#include "pens/ops/parallel.h"
 #include "pens/ops/registry.h"
 
 namespace pens {
@@ -26,7 +28,9 @@ struct BinaryOp {
     const T* b = args.in[1].data;
     T* y = args.out.data;
     if (args.in[0].shape == args.in[1].shape) {
-      for (int64_t i = 0, n = args.out.size(); i < n; ++i) y[i] = Op::f(a[i], b[i]);
+      parallel_ranges(args.out.size(), [&](int64_t begin, int64_t n) {
+        for (int64_t i = begin; i < begin + n; ++i) y[i] = Op::f(a[i], b[i]);
+      });
       return;
     }
     walk(make_walk(args.out.shape, args.in[0].shape, args.in[1].shape),
@@ -40,9 +44,10 @@ struct BinaryOp {
     T* ga = args.gin[0].data;
     T* gb = args.gin[1].data;
     if (args.in[0].shape == args.in[1].shape) {
-      const int64_t n = args.out.size();
-      if (ga) for (int64_t i = 0; i < n; ++i) ga[i] += gy[i] * Op::da(a[i], b[i]);
-      if (gb) for (int64_t i = 0; i < n; ++i) gb[i] += gy[i] * Op::db(a[i], b[i]);
+      parallel_ranges(args.out.size(), [&](int64_t begin, int64_t n) {
+        if (ga) for (int64_t i = begin; i < begin + n; ++i) ga[i] += gy[i] * Op::da(a[i], b[i]);
+        if (gb) for (int64_t i = begin; i < begin + n; ++i) gb[i] += gy[i] * Op::db(a[i], b[i]);
+      });
       return;
     }
     walk(make_walk(args.out.shape, args.in[0].shape, args.in[1].shape),
@@ -73,11 +78,17 @@ struct UnaryOp {
   }
   template <class T>
   static void forward(const KernelArgs<T>& args) {
-    args.out.arr() = Op::value(args.in[0].arr());
+    parallel_ranges(args.out.size(), [&](int64_t begin, int64_t n) {
+      args.out.arr().segment(begin, n) = Op::value(args.in[0].arr().segment(begin, n));
+    });
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
-    args.gin[0].arr() += args.gout.arr() * Op::derivative(args.in[0].arr(), args.out.arr());
+    parallel_ranges(args.out.size(), [&](int64_t begin, int64_t n) {
+      args.gin[0].arr().segment(begin, n) +=
+          args.gout.arr().segment(begin, n) *
+          Op::derivative(args.in[0].arr().segment(begin, n), args.out.arr().segment(begin, n));
+    });
   }
   static void check(CheckBuilder& b) { b.check({b.real({3, 4}, Op::sampler())}); }
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "pens/ops/check_case.h"
+#include "pens/ops/parallel.h"
 #include "pens/ops/registry.h"
 
 namespace pens {
@@ -64,11 +65,15 @@ struct Dropout {
     draw_rows(args, [&](int64_t at, int64_t n, int64_t first) {
       args.noise.bernoulli(args.scratch.data + at, n, 1.0 - p, scale, first);
     });
-    args.out.arr() = args.in[0].arr() * args.scratch.arr();
+    parallel_ranges(args.out.size(), [&](int64_t begin, int64_t n) {
+      args.out.arr().segment(begin, n) = args.in[0].arr().segment(begin, n) * args.scratch.arr().segment(begin, n);
+    });
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
-    args.gin[0].arr() += args.gout.arr() * args.scratch.arr();
+    parallel_ranges(args.out.size(), [&](int64_t begin, int64_t n) {
+      args.gin[0].arr().segment(begin, n) += args.gout.arr().segment(begin, n) * args.scratch.arr().segment(begin, n);
+    });
   }
   static void check(CheckBuilder& b) {
     b.check({b.real({4, 6})}, {{"p", 0.5}}, "p=0.5");
@@ -97,11 +102,15 @@ struct GaussianNoise {
   static void forward(const KernelArgs<T>& args) {
     const auto sigma = static_cast<T>(args.attr().get_float("sigma"));
     draw_rows(args, [&](int64_t at, int64_t n, int64_t first) { args.noise.normal(args.out.data + at, n, sigma, first); });
-    args.out.arr() += args.in[0].arr();
+    parallel_ranges(args.out.size(), [&](int64_t begin, int64_t n) {
+      args.out.arr().segment(begin, n) += args.in[0].arr().segment(begin, n);
+    });
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
-    args.gin[0].arr() += args.gout.arr();
+    parallel_ranges(args.out.size(), [&](int64_t begin, int64_t n) {
+      args.gin[0].arr().segment(begin, n) += args.gout.arr().segment(begin, n);
+    });
   }
   static void check(CheckBuilder& b) {
     b.check({b.real({3, 4})}, {{"sigma", 0.3}});
