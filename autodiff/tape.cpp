@@ -578,7 +578,10 @@ std::string Tape<T>::first_non_finite() const {
   const auto bad = [](const Slot& s) {
     return s.value && !std::all_of(s.value, s.value + s.info.shape.numel(), [](T x) { return std::isfinite(x); });
   };
-  const auto made = [](const Instr& i) { return i.stacked.empty() ? std::vector<size_t>{i.slot} : i.stacked; };
+  // The slots an instruction computes: its stack's members, or its own.
+  const auto made = [](const Instr& i) {
+    return i.stacked.empty() ? std::span<const size_t>(&i.slot, 1) : std::span<const size_t>(i.stacked);
+  };
   std::vector<char> computed(slots_.size(), 0);
   for (const Instr& i : program_) {
     for (size_t v : made(i)) computed[v] = 1;

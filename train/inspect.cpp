@@ -78,8 +78,8 @@ std::string inspect_text(const BuiltGraph& built) {
   if (!stacks.empty()) {
     out << "\nstacked products (the tape runs each as one product over its nodes' rows):\n";
     for (const std::vector<std::string>& s : stacks) {
-      out << " ";
-      for (size_t i = 0; i < s.size(); ++i) out << (i ? " + " : " ") << s[i];
+      out << "  " << s.front();
+      for (size_t i = 1; i < s.size(); ++i) out << " + " << s[i];
       out << "\n";
     }
   }
