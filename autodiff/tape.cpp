@@ -26,6 +26,66 @@ struct Plan {
 };
 constexpr int64_t kNone = -1;
 
+// Arenas of destroyed tapes, kept for the next tapes this thread compiles. A model with a
+// graph per example (a tree each) compiles tens of tapes a step; a fresh arena of that
+// size comes from the kernel as new pages, faulted in on first touch, and that cost more
+// than the step's arithmetic (docs/performance.md, trees). At most kCachedArenaBytes stay
+// cached per thread, the oldest given back first.
+constexpr size_t kCachedArenaBytes = size_t{64} << 20;
+thread_local bool arena_cache_gone = false;  // trivially destructible: readable during thread exit
+
+template <class T>
+class ArenaCache {
+ public:
+  using Buffer = std::vector<T, Eigen::aligned_allocator<T>>;
+
+  ~ArenaCache() { arena_cache_gone = true; }
+
+  // n zeros, in the smallest cached buffer that holds them, or in a new one.
+  static Buffer zeros(size_t n) {
+    Buffer out;
+    if (!arena_cache_gone) out = local().take(n);
+    out.assign(n, T(0));
+    return out;
+  }
+
+  static void give_back(Buffer&& buffer) {
+    if (!arena_cache_gone) local().keep(std::move(buffer));
+  }
+
+ private:
+  static ArenaCache& local() {
+    thread_local ArenaCache cache;
+    return cache;
+  }
+
+  Buffer take(size_t n) {
+    auto best = buffers_.end();
+    for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
+      if (it->capacity() >= n && (best == buffers_.end() || it->capacity() < best->capacity())) best = it;
+    }
+    if (best == buffers_.end()) return {};
+    Buffer out = std::move(*best);
+    buffers_.erase(best);
+    bytes_ -= out.capacity() * sizeof(T);
+    return out;
+  }
+
+  void keep(Buffer&& buffer) {
+    const size_t bytes = buffer.capacity() * sizeof(T);
+    if (bytes == 0 || bytes > kCachedArenaBytes) return;
+    while (bytes_ + bytes > kCachedArenaBytes) {
+      bytes_ -= buffers_.front().capacity() * sizeof(T);
+      buffers_.erase(buffers_.begin());
+    }
+    bytes_ += bytes;
+    buffers_.push_back(std::move(buffer));
+  }
+
+  std::vector<Buffer> buffers_;  // oldest first
+  size_t bytes_ = 0;
+};
+
 // Nodes the tape computes as one call over their stacked rows (CompileOptions::stack).
 struct Stack {
   std::vector<NodeId> members;  // in the order of their rows in the blocks
@@ -243,7 +303,7 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
   }
   memory_ = MemoryCharge(bytes_of(static_cast<uint64_t>(plan.size), sizeof(T), "a tape"),
                          cat("the tape of a ", g.size(), "-node graph at batch ", options_.batch));
-  arena_.assign(static_cast<size_t>(plan.size), T(0));
+  arena_ = ArenaCache<T>::zeros(static_cast<size_t>(plan.size));
   T* base = arena_.data();
   grad_begin_ = base + grad_region;
   grad_end_ = base + plan.size;
@@ -440,7 +500,9 @@ class Tape<T>::ProbeRunner final : public PerturbationProbe {
 };
 
 template <class T>
-Tape<T>::~Tape() = default;
+Tape<T>::~Tape() {
+  ArenaCache<T>::give_back(std::move(arena_));
+}
 
 template <class T>
 size_t Tape<T>::slot_of(std::string_view name) const {

@@ -102,8 +102,10 @@ NoiseKind subspace_kind() {
           true,
           [](NoiseSite& site, const Attributes& a) {
             const Shape shape = Shape::from(site.annotated.attrs.get_ints("shape"));
-            NodeId v = site.value;
-            for (int64_t axis : a.get_ints("axes")) {
+            const std::vector<int64_t>& axes = a.get_ints("axes");
+            if (axes.empty()) fail("node '", site.annotated.name, "': subspace needs at least one axis");
+            NodeId indices{};
+            for (int64_t axis : axes) {
               if (axis < 0 || axis >= shape.rank) {
                 fail("node '", site.annotated.name, "': subspace axis ", axis, " is out of range for shape ",
                      shape.str());
@@ -113,10 +115,9 @@ NoiseKind subspace_kind() {
               if (keep < 1 || keep > size) {
                 fail("node '", site.annotated.name, "': subspace keep ", keep, " is not in [1, ", size, "]");
               }
-              const NodeId indices = site.subspace_indices(a.get_string("group"), size, keep);
-              v = site.add("gather", {v, indices}, {{"axis", axis}}, cat("subspace", axis));
+              indices = site.subspace_indices(a.get_string("group"), size, keep);
             }
-            return v;
+            return site.add("gather_axes", {site.value, indices}, {{"axes", axes}}, "subspace");
           }};
 }
 
@@ -136,7 +137,7 @@ void normalize_noise(const Node& node, NoiseAnnotation& annotation) {
     fail_at(node.name, "node '", node.name, "': noise kind '", kind->name, "' applies to parameters only");
   }
   try {
-    normalize_attrs(kind->params, annotation.params, cat("node '", node.name, "' (noise ", kind->name, ")"));
+    normalize_attrs(kind->params, annotation.params, [&] { return cat("node '", node.name, "' (noise ", kind->name, ")"); });
   } catch (const Error& e) {
     throw Error(e.what(), node.name);
   }

@@ -36,7 +36,7 @@ void OpDef::check_arity(const Node& node, size_t n) const {
 
 void OpDef::normalize_attrs(Attributes& attrs, std::string_view node_name) const {
   try {
-    pens::normalize_attrs(this->attrs, attrs, cat("node '", node_name, "' (", name, ")"));
+    pens::normalize_attrs(this->attrs, attrs, [&] { return cat("node '", node_name, "' (", name, ")"); });
   } catch (const Error& e) {
     throw Error(e.what(), std::string(node_name));
   }

@@ -7,18 +7,30 @@ namespace pens {
 
 namespace {
 
+// Whether a node slices a table's columns only (a subspace of the word vectors): a gather
+// along an axis, or along several, none of them the table's rows.
+bool slices_columns(const Node& n, int rank) {
+  if (n.op->name == "gather") return resolve_axis(n.attrs.get_int("axis"), rank) >= 1;
+  if (n.op->name != "gather_axes") return false;
+  const auto& axes = n.attrs.get_ints("axes");
+  return std::all_of(axes.begin(), axes.end(), [&](int64_t a) { return resolve_axis(a, rank) >= 1; });
+}
+
 // The noise steps between an embedding's table input and a parameter, nearest the
 // parameter first; empty when the table is not such a chain.
 std::vector<NodeId> noise_chain(const Graph& g, NodeId table) {
   std::vector<NodeId> chain;
   NodeId v = table;
   while (!is_param(g[v])) {
-    const Node& n = g[v];
-    const bool fuzz = n.op->name == "gaussian_noise";
-    const bool slice = n.op->name == "gather" && n.attrs.get_int("axis") >= 1;
-    if (!(fuzz || slice) || g.consumers(v).size() != 1) return {};
+    const std::string& op = g[v].op->name;
+    if (!(op == "gaussian_noise" || op == "gather" || op == "gather_axes") || g.consumers(v).size() != 1) return {};
     chain.push_back(v);
     v = g.inputs(v)[0];
+  }
+  // The steps keep the parameter's rank; a slice may not pick rows.
+  const auto rank = static_cast<int>(g[v].attrs.get_ints("shape").size());
+  for (NodeId step : chain) {
+    if (g[step].op->name != "gaussian_noise" && !slices_columns(g[step], rank)) return {};
   }
   std::reverse(chain.begin(), chain.end());
   return chain;
@@ -55,7 +67,7 @@ Graph LookupFirst::run(const Graph& in) const {
         next = g.add("lookup_noise", {rows, ids},
                      {{"sigma", n.attrs.get_float("sigma")}, {"stream", n.attrs.get_int("stream")}}, n.name + "/rows");
       } else {
-        next = g.add("gather", {rows, g.inputs(step)[1]}, n.attrs, n.name + "/rows");
+        next = g.add(n.op->name, {rows, g.inputs(step)[1]}, n.attrs, n.name + "/rows");
       }
       g.node(next).layer = n.layer;
       g.node(next).role = n.role;

@@ -1,9 +1,11 @@
 // Ops that move elements without arithmetic: concat, slice, stop_gradient, gather,
-// embedding. Along an axis, a tensor of any rank is [outer, axis, inner]: blocks of
+// gather_axes, embedding. Along an axis, a tensor of any rank is [outer, axis, inner]: blocks of
 // `inner` contiguous elements, which is how concat, slice, gather and embedding address
 // their data.
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <vector>
 
 #include "pens/ops/check_case.h"
 #include "pens/ops/registry.h"
@@ -229,6 +231,99 @@ struct Gather {
   }
 };
 
+// gather_axes: the same indices along several axes at once, y[i, j, ..] = x[f0(i), f1(j), ..]
+// with f = idx on the listed axes and the identity elsewhere (subspace sampling keeps the
+// same latent dimensions on every latent axis of a parameter: T[idx, idx, idx]). One pass,
+// where a gather per axis would write each intermediate slice, and its gradient, in full.
+// dx[f0(i), f1(j), ..] += dy[i, j, ..].
+struct GatherAxes {
+  static constexpr const char* kName = "gather_axes";
+  static constexpr const char* kSummary = "pick the same entries idx along each of several axes (T[idx, idx, idx])";
+  static std::vector<InputSlot> inputs() {
+    return {{"x"}, {"indices", DType::Index, false}};
+  }
+  static std::vector<AttrSpec> attrs() {
+    return {{"axes", AttrType::Ints, true, {}, "distinct axes to gather along (negative counts from the end)"}};
+  }
+  static ValueInfo infer(const InferCtx& ctx) {
+    infer::expect(ctx, 0, -1);
+    infer::expect(ctx, 1, 1);
+    Shape out = ctx.in[0].shape;
+    std::array<bool, kMaxRank> seen{};
+    const auto& axes = ctx.attrs().get_ints("axes");
+    if (axes.empty()) ctx.fail("axes must name at least one axis");
+    for (int64_t a : axes) {
+      if (a < -out.rank || a >= out.rank) ctx.fail(cat("axis ", a, " is out of range for rank ", out.rank));
+      const int axis = resolve_axis(a, out.rank);
+      if (seen[static_cast<size_t>(axis)]) ctx.fail(cat("axis ", a, " is listed twice"));
+      seen[static_cast<size_t>(axis)] = true;
+      out[axis] = ctx.in[1].shape[0];
+    }
+    return {out, DType::Real};
+  }
+  // For each output axis, the offset in x of each of its positions; visit(x offset, y
+  // offset) walks y in order.
+  template <class T, class Visit>
+  static void walk(const KernelArgs<T>& args, bool check, Visit visit) {
+    const Shape& x = args.in[0].shape;
+    const int rank = x.rank;
+    const int64_t picked = args.in[1].size();
+    std::array<bool, kMaxRank> gathered{};
+    for (int64_t a : args.attr().get_ints("axes")) gathered[static_cast<size_t>(resolve_axis(a, rank))] = true;
+    std::array<std::vector<int64_t>, kMaxRank> offsets;
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      auto& o = offsets[static_cast<size_t>(d)];
+      if (gathered[static_cast<size_t>(d)]) {
+        o.resize(static_cast<size_t>(picked));
+        for (int64_t j = 0; j < picked; ++j) {
+          const int64_t i = check ? checked_index(args, args.in[1][j], x[d]) : static_cast<int64_t>(args.in[1][j]);
+          o[static_cast<size_t>(j)] = i * stride;
+        }
+      } else {
+        o.resize(static_cast<size_t>(x[d]));
+        for (int64_t j = 0; j < x[d]; ++j) o[static_cast<size_t>(j)] = j * stride;
+      }
+      stride *= x[d];
+    }
+    if (args.out.size() == 0) return;
+    // An odometer over the outer axes; the last axis is the inner loop.
+    std::array<size_t, kMaxRank> at{};
+    const auto& last = offsets[static_cast<size_t>(rank - 1)];
+    for (int64_t y = 0;;) {
+      int64_t base = 0;
+      for (int d = 0; d + 1 < rank; ++d) base += offsets[static_cast<size_t>(d)][at[static_cast<size_t>(d)]];
+      for (int64_t o : last) visit(base + o, y++);
+      int d = rank - 2;
+      for (; d >= 0; --d) {
+        if (++at[static_cast<size_t>(d)] < offsets[static_cast<size_t>(d)].size()) break;
+        at[static_cast<size_t>(d)] = 0;
+      }
+      if (d < 0) return;
+    }
+  }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    const T* x = args.in[0].data;
+    T* y = args.out.data;
+    walk(args, true, [&](int64_t i, int64_t o) { y[o] = x[i]; });
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>& args) {
+    T* gx = args.gin[0].data;
+    const T* gy = args.gout.data;
+    walk(args, false, [&](int64_t i, int64_t o) { gx[i] += gy[o]; });
+  }
+  static void check(CheckBuilder& b) {
+    b.check({b.real({4, 4, 4}), b.index_values({3, 0, 2})}, {{"axes", std::vector<int64_t>{0, 1, 2}}},
+            "every axis of a cube");
+    b.check({b.real({4, 3}), b.index_values({2, 2})}, {{"axes", std::vector<int64_t>{0}}}, "rows, repeated");
+    b.check({b.real({3, 2, 3}), b.index_values({1, 0})}, {{"axes", std::vector<int64_t>{0, -1}}},
+            "first and last of rank 3");
+    b.check({b.real({2, 3, 3, 2}), b.index_values({2})}, {{"axes", std::vector<int64_t>{1, 2}}}, "rank 4");
+  }
+};
+
 // embedding: y[p, :] = table[ids[p], :], ids of any shape. dtable[ids[p], :] += dy[p, :].
 struct Embedding {
   static constexpr const char* kName = "embedding";
@@ -273,6 +368,7 @@ void register_shape_ops(OpRegistry& r) {
   r.add<Slice>();
   r.add<StopGradient>();
   r.add<Gather>();
+  r.add<GatherAxes>();
   r.add<Embedding>();
 }
 

@@ -129,13 +129,18 @@ std::string AttrRange::str() const {
 }
 
 void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs, const std::string& owner) {
+  normalize_attrs(schema, attrs, [&] { return owner; });
+}
+
+void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs,
+                     const std::function<std::string()>& owner) {
   for (const auto& item : attrs.items()) {
     const std::string& key = item.first;
     const AttrValue& value = item.second;
     auto spec = std::find_if(schema.begin(), schema.end(),
                              [&](const AttrSpec& s) { return s.name == key; });
     if (spec == schema.end()) {
-      fail(owner, ": unknown attribute '", key, "'");
+      fail(owner(), ": unknown attribute '", key, "'");
     }
     AttrType got = attr_type_of(value);
     bool ok = got == spec->type || (spec->type == AttrType::Float && got == AttrType::Int) ||
@@ -144,17 +149,17 @@ void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs, con
               (spec->type == AttrType::Ints && got == AttrType::Floats &&
                std::get<std::vector<double>>(value).empty());
     if (!ok) {
-      fail(owner, ": attribute '", key, "' should be ", attr_type_name(spec->type), ", got ",
+      fail(owner(), ": attribute '", key, "' should be ", attr_type_name(spec->type), ", got ",
            attr_type_name(got));
     }
     const auto check = [&](double v) {
-      if (!spec->range.contains(v)) fail(owner, ": attribute '", key, "' must be ", spec->range.str(), ", got ", v);
+      if (!spec->range.contains(v)) fail(owner(), ": attribute '", key, "' must be ", spec->range.str(), ", got ", v);
     };
     // Tensors hold float32: a real attribute beyond its range would become infinite there.
     const auto check_real = [&](double v) {
       check(v);
       if (!(std::abs(v) <= std::numeric_limits<float>::max())) {
-        fail(owner, ": attribute '", key, "' = ", v, " does not fit in float32 (magnitude at most ",
+        fail(owner(), ": attribute '", key, "' = ", v, " does not fit in float32 (magnitude at most ",
              std::numeric_limits<float>::max(), ")");
       }
     };
@@ -179,7 +184,7 @@ void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs, con
       continue;
     }
     if (spec.required) {
-      fail(owner, ": missing required attribute '", spec.name, "'");
+      fail(owner(), ": missing required attribute '", spec.name, "'");
     }
     if (auto* d = std::get_if<AttrValue>(&spec.default_value)) attrs.set(spec.name, *d);
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <map>
@@ -89,5 +90,10 @@ struct AttrSpec {
 // (dropout)").
 void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs,
                      const std::string& owner);
+// The same with the owner's name made only for an error: graphs built per example (a
+// tree each) normalise every node, and formatting a name each time cost more than the
+// checks.
+void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs,
+                     const std::function<std::string()>& owner);
 
 }  // namespace pens

@@ -80,6 +80,35 @@ StepRun count_steps(Tape<float>& tape, ParamStore<float>& params) {
 }
 }  // namespace
 
+TEST_CASE("a tape compiled after another is destroyed reuses its arena, zeroed as a new one") {
+  const Graph g = build_mlp({.layers = {16, 32, 3}, .hidden_dropout = 0.5});
+  ParamStore<float> params(g);
+  params.initialize(g, 1);
+  const std::vector<std::string> nodes = {"x", "h1", "logits", "loss"};
+  const float* recycled = nullptr;
+  {
+    Tape<float> used(g, params, {.batch = 8});
+    fill_inputs(used);
+    used.forward();
+    used.backward();
+    CHECK(used.value("logits").arr().abs().sum() > 0);
+    CHECK(used.grad("h1").arr().abs().sum() > 0);
+    recycled = used.arena_data();
+  }
+  // A graph compiled per example (a tree each) would otherwise take fresh pages each time.
+  Tape<float> next(g, params, {.batch = 8});
+  CHECK(next.arena_data() == recycled);
+  for (const std::string& name : nodes) {
+    CAPTURE(name);
+    CHECK(next.value(name).arr().abs().sum() == 0);
+    if (next.grad(name).data && name != "x") CHECK(next.grad(name).arr().abs().sum() == 0);
+  }
+  // A larger tape does not fit the cached arena and gets its own.
+  Tape<float> larger(g, params, {.batch = 64});
+  CHECK(larger.arena_data() != next.arena_data());
+  CHECK(larger.value("logits").arr().abs().sum() == 0);
+}
+
 TEST_CASE("the arena is allocated once: steady-state steps allocate nothing and buffers stay put") {
   // Dropout included: masks live in scratch memory planned at compile time.
   const Graph g = build_mlp({.layers = {64, 128, 128, 10}, .input_dropout = 0.2, .hidden_dropout = 0.5});

@@ -172,12 +172,16 @@ TEST_CASE("a sampled subspace computes what the full model computes with the oth
   for (size_t i = 0; i < full.size(); ++i) CHECK(sampled[i] == doctest::Approx(full[i]).epsilon(1e-12));
 }
 
-TEST_CASE("lookup-first: looking up rows of a fuzzed, sliced table equals fuzzing and slicing the rows") {
+namespace {
+// The subspace noise kind slices with gather_axes; a hand-built graph may use gather.
+void check_lookup_first(bool by_axes) {
+  CAPTURE(by_axes);
   Graph g;
   const NodeId E = g.param("E", Shape{7, 5}, {{"init", "normal"}, {"std", 1.0}});
   const NodeId ids = g.input("ids", Shape{4}, DType::Index);
   const NodeId kept = g.add("subset", {}, {{"n", int64_t{5}}, {"keep", int64_t{3}}, {"stream", int64_t{11}}}, "kept");
-  const NodeId sliced = g.add("gather", {E, kept}, {{"axis", int64_t{1}}}, "sliced");
+  const NodeId sliced = by_axes ? g.add("gather_axes", {E, kept}, {{"axes", std::vector<int64_t>{-1}}}, "sliced")
+                                : g.add("gather", {E, kept}, {{"axis", int64_t{1}}}, "sliced");
   const NodeId fuzzed = g.add("gaussian_noise", {sliced}, {{"sigma", 0.3}, {"stream", int64_t{12}}}, "fuzzed");
   const NodeId rows = g.add("embedding", {fuzzed, ids}, {}, "rows");
   g.set_flag(rows, kOutput);
@@ -194,6 +198,38 @@ TEST_CASE("lookup-first: looking up rows of a fuzzed, sliced table equals fuzzin
     // A word used twice sees the same fuzzed vector, as with a fuzzed table.
     for (size_t j = 0; j < 3; ++j) CHECK(after[j] == after[6 + j]);
   }
+}
+}  // namespace
+
+TEST_CASE("lookup-first: looking up rows of a fuzzed, sliced table equals fuzzing and slicing the rows") {
+  check_lookup_first(false);
+  check_lookup_first(true);
+}
+
+TEST_CASE("lookup-first leaves a table alone when the noise on it picks rows") {
+  Graph g;
+  const NodeId E = g.param("E", Shape{5, 5}, {{"init", "normal"}, {"std", 1.0}});
+  const NodeId kept = g.add("subset", {}, {{"n", int64_t{5}}, {"keep", int64_t{3}}, {"stream", int64_t{11}}}, "kept");
+  const NodeId sliced = g.add("gather_axes", {E, kept}, {{"axes", std::vector<int64_t>{0, 1}}}, "sliced");
+  const NodeId rows = g.add("embedding", {sliced, g.input("ids", Shape{2}, DType::Index)}, {}, "rows");
+  g.set_flag(rows, kOutput);
+  const Graph rewritten = LookupFirst().run(g);
+  CHECK(rewritten["rows"].op->name == "embedding");
+  CHECK(rewritten.inputs(rewritten.at("rows"))[0] == rewritten.at("sliced"));
+}
+
+TEST_CASE("subspace sampling slices each parameter in one node, at the kept size") {
+  const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .subspace = 2});
+  const TreeModel tm(model, SentimentTask::Fine);
+  const Graph child = build_inference(tm.unroll(five_node_tree()).graph, 1);
+  std::vector<const Node*> slices_of_T;
+  for (NodeId v : child.nodes()) {
+    const Node& n = child[v];
+    if (n.op->name.starts_with("gather") && child[child.inputs(v)[0]].name == "T") slices_of_T.push_back(&n);
+  }
+  REQUIRE(slices_of_T.size() == 1);
+  CHECK(slices_of_T[0]->op->name == "gather_axes");
+  CHECK(slices_of_T[0]->attrs.get_ints("axes") == std::vector<int64_t>{0, 1, 2});
 }
 
 TEST_CASE("a tree cell is checked against its ports") {

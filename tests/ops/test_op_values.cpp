@@ -106,6 +106,33 @@ TEST_CASE("concat, slice, gather, embedding move the right elements") {
   check_close(evaluate(g, v, "emb"), {30, 31, 10, 11, 30, 31});
 }
 
+TEST_CASE("gather_axes picks the same entries along every listed axis, in one pass") {
+  Graph g;
+  const NodeId cube = g.input("cube", {3, 3, 3});
+  const NodeId idx = g.input("idx", {2}, DType::Index);
+  g.add("gather_axes", {cube, idx}, {{"axes", std::vector<int64_t>{0, 1, 2}}}, "all");
+  g.add("gather_axes", {cube, idx}, {{"axes", std::vector<int64_t>{0, -1}}}, "outer");
+  std::vector<double> values(27);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i);  // cube[a][b][c] = 9a + 3b + c
+  const testing::Values v{{"cube", values}, {"idx", {2, 0}}};
+  check_close(evaluate(g, v, "all"), {26, 24, 20, 18, 8, 6, 2, 0});
+  // Axis 1 untouched: [idx] x [0, 1, 2] x [idx].
+  check_close(evaluate(g, v, "outer"), {20, 18, 23, 21, 26, 24, 2, 0, 5, 3, 8, 6});
+
+  for (const auto& [axes, what] : {std::pair{std::vector<int64_t>{1, -1}, "axis -1 is listed twice"},
+                                    std::pair{std::vector<int64_t>{2}, "axis 2 is out of range for rank 2"}}) {
+    Graph bad;
+    bad.add("gather_axes", {bad.input("a", {2, 3}), bad.input("i", {2}, DType::Index)}, {{"axes", axes}}, "bad");
+    CHECK_ERROR_MENTIONS(verify(bad), "node 'bad'", what);
+  }
+  Graph small;
+  small.add("gather_axes", {small.input("a", {2, 3}), small.input("i", {2}, DType::Index)},
+            {{"axes", std::vector<int64_t>{0, 1}}}, "picked");
+  // Index 2 fits axis 1 (3) but not axis 0 (2).
+  CHECK_THROWS_WITH(evaluate(small, {{"a", {1, 2, 3, 4, 5, 6}}, {"i", {0, 2}}}, "picked"),
+                    doctest::Contains("index 2 is out of range [0, 2)"));
+}
+
 TEST_CASE("bilinear matches the sum it stands for") {
   Graph g;
   g.add("bilinear", {g.input("v1", {2, 2}), g.input("T", {3, 2, 2}), g.input("v2", {2, 2})}, {}, "t");
