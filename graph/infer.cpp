@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include "pens/graph/noise.h"
 #include "pens/ops/ir/error.h"
@@ -62,13 +64,17 @@ std::vector<ValueInfo> infer_values(const Graph& g, int64_t batch) {
 std::vector<ValueInfo> verify(const Graph& g, int64_t batch, std::vector<NodeId>* order_out) {
   if (batch < 1) fail("batch size must be at least 1, got ", batch);
   const std::vector<NodeId> order = g.topological_order();
-  std::set<std::string> names;
+  // Graphs built per example (a tree each) are verified after every pass, so this loop
+  // allocates little: names are views into the graph, and one slot list serves every node.
+  std::unordered_set<std::string_view> names;
+  names.reserve(order.size());
+  std::vector<int> slots;
   for (NodeId v : order) {
     const Node& node = g[v];
     if (!node.op) fail("node '", node.name, "' has no op");
     if (!names.insert(node.name).second) fail_at(node.name, "duplicate node name '", node.name, "'");
     // Slots must be exactly 0..n-1, each fed once.
-    std::vector<int> slots;
+    slots.clear();
     for (auto [it, end] = boost::in_edges(v, g.impl()); it != end; ++it) {
       slots.push_back(g.impl()[*it].slot);
     }
