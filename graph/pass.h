@@ -43,13 +43,13 @@ class PruneDeadNodes : public Pass {
 };
 
 // Moves table lookups below the noise on their table: embedding(noise(... E), ids), where
-// each noise step is weight fuzzing (gaussian_noise) or subspace slicing along a non-row
-// axis (gather with axis >= 1, gather_axes without axis 0), becomes noise(... embedding(E, ids)) with the fuzz drawn by
-// lookup_noise exactly as it would be for the whole table. Same values, same gradients,
-// at the cost of the rows looked up rather than of the table (a 16,000-word vocabulary
-// against the 20 to 60 words of a sentence). Chains whose nodes have other consumers are
-// left alone. The replaced nodes stay, unread: PruneDeadNodes, which follows it in the
-// pipelines, removes them.
+// each noise step is weight fuzzing (gaussian_noise) or subspace slicing along non-row axes
+// (gather with axis >= 1, gather_axes without axis 0), becomes noise(... embedding(E, ids))
+// with the fuzz drawn by lookup_noise exactly as it would be for the whole table. Same
+// values, same gradients, at the cost of the rows looked up rather than of the table (a
+// 16,000-word vocabulary against the 20 to 60 words of a sentence). Chains whose nodes
+// have other consumers are left alone. The replaced nodes stay, unread: PruneDeadNodes,
+// which follows it in the pipelines, removes them.
 class LookupFirst : public Pass {
  public:
   std::string_view name() const override { return "lookup-first"; }

@@ -1,11 +1,10 @@
 // Ops that move elements without arithmetic: concat, slice, stop_gradient, gather,
-// gather_axes, embedding. Along an axis, a tensor of any rank is [outer, axis, inner]: blocks of
-// `inner` contiguous elements, which is how concat, slice, gather and embedding address
-// their data.
+// gather_axes, embedding. Along an axis, a tensor of any rank is [outer, axis, inner]:
+// blocks of `inner` contiguous elements, which is how concat, slice, gather and embedding
+// address their data.
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <vector>
 
 #include "pens/ops/check_case.h"
 #include "pens/ops/registry.h"
@@ -261,42 +260,30 @@ struct GatherAxes {
     }
     return {out, DType::Real};
   }
-  // For each output axis, the offset in x of each of its positions; visit(x offset, y
-  // offset) walks y in order.
+  // Calls visit(x offset, y offset) for every element of y, in order: an odometer over
+  // y's axes, each position mapped through the indices where the axis is gathered.
   template <class T, class Visit>
-  static void walk(const KernelArgs<T>& args, bool check, Visit visit) {
+  static void walk(const KernelArgs<T>& args, Visit visit) {
     const Shape& x = args.in[0].shape;
     const int rank = x.rank;
-    const int64_t picked = args.in[1].size();
+    const T* idx = args.in[1].data;
     std::array<bool, kMaxRank> gathered{};
     for (int64_t a : args.attr().get_ints("axes")) gathered[static_cast<size_t>(resolve_axis(a, rank))] = true;
-    std::array<std::vector<int64_t>, kMaxRank> offsets;
-    int64_t stride = 1;
-    for (int d = rank - 1; d >= 0; --d) {
-      auto& o = offsets[static_cast<size_t>(d)];
-      if (gathered[static_cast<size_t>(d)]) {
-        o.resize(static_cast<size_t>(picked));
-        for (int64_t j = 0; j < picked; ++j) {
-          const int64_t i = check ? checked_index(args, args.in[1][j], x[d]) : static_cast<int64_t>(args.in[1][j]);
-          o[static_cast<size_t>(j)] = i * stride;
-        }
-      } else {
-        o.resize(static_cast<size_t>(x[d]));
-        for (int64_t j = 0; j < x[d]; ++j) o[static_cast<size_t>(j)] = j * stride;
-      }
-      stride *= x[d];
-    }
-    if (args.out.size() == 0) return;
-    // An odometer over the outer axes; the last axis is the inner loop.
-    std::array<size_t, kMaxRank> at{};
-    const auto& last = offsets[static_cast<size_t>(rank - 1)];
-    for (int64_t y = 0;;) {
+    std::array<int64_t, kMaxRank> stride{}, at{};
+    for (int d = rank - 1, s = 1; d >= 0; s *= static_cast<int>(x[d]), --d) stride[static_cast<size_t>(d)] = s;
+    const auto source = [&](int d, int64_t j) {
+      const auto u = static_cast<size_t>(d);
+      return (gathered[u] ? static_cast<int64_t>(idx[j]) : j) * stride[u];
+    };
+    const Shape& y = args.out.shape;
+    if (y.numel() == 0) return;
+    for (int64_t o = 0;;) {
       int64_t base = 0;
-      for (int d = 0; d + 1 < rank; ++d) base += offsets[static_cast<size_t>(d)][at[static_cast<size_t>(d)]];
-      for (int64_t o : last) visit(base + o, y++);
+      for (int d = 0; d + 1 < rank; ++d) base += source(d, at[static_cast<size_t>(d)]);
+      for (int64_t j = 0; j < y[rank - 1]; ++j) visit(base + source(rank - 1, j), o++);
       int d = rank - 2;
       for (; d >= 0; --d) {
-        if (++at[static_cast<size_t>(d)] < offsets[static_cast<size_t>(d)].size()) break;
+        if (++at[static_cast<size_t>(d)] < y[d]) break;
         at[static_cast<size_t>(d)] = 0;
       }
       if (d < 0) return;
@@ -304,15 +291,20 @@ struct GatherAxes {
   }
   template <class T>
   static void forward(const KernelArgs<T>& args) {
-    const T* x = args.in[0].data;
-    T* y = args.out.data;
-    walk(args, true, [&](int64_t i, int64_t o) { y[o] = x[i]; });
+    const Shape& x = args.in[0].shape;
+    for (int64_t a : args.attr().get_ints("axes")) {
+      const int64_t dim = x[resolve_axis(a, x.rank)];
+      for (int64_t j = 0; j < args.in[1].size(); ++j) checked_index(args, args.in[1][j], dim);
+    }
+    const T* in = args.in[0].data;
+    T* out = args.out.data;
+    walk(args, [&](int64_t i, int64_t o) { out[o] = in[i]; });
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
     T* gx = args.gin[0].data;
     const T* gy = args.gout.data;
-    walk(args, false, [&](int64_t i, int64_t o) { gx[i] += gy[o]; });
+    walk(args, [&](int64_t i, int64_t o) { gx[i] += gy[o]; });
   }
   static void check(CheckBuilder& b) {
     b.check({b.real({4, 4, 4}), b.index_values({3, 0, 2})}, {{"axes", std::vector<int64_t>{0, 1, 2}}},
