@@ -23,14 +23,15 @@ PAPER = {
     ("pea+", 100): 5.21, ("pea+", 600): 2.87, ("pea+", 1000): 2.64, ("pea+", 3000): 2.30,
     ("pea+-authors", 100): 5.21, ("pea+-authors", 600): 2.87, ("pea+-authors", 1000): 2.64,
     ("pea+-authors", 3000): 2.30,
+    ("pea+-long", 100): 5.21, ("pea+-long", 600): 2.87, ("pea+-long", 1000): 2.64, ("pea+-long", 3000): 2.30,
     ("sde", 100): 22.89, ("sde", 600): 7.59, ("sde", 1000): 5.80, ("sde", 3000): 3.60,
     ("pea", 60000): 1.08, ("sde", 60000): 1.05,
 }
-METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+-authors": 5, "supervised-bn": 6,
-                "pi": 7, "mean-teacher": 8, "pseudo-label": 9, "vat": 10, "vat-ema": 11}
+METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+-authors": 5, "pea+-long": 6,
+                "supervised-bn": 7, "pi": 8, "mean-teacher": 9, "pseudo-label": 10, "vat": 11, "vat-ema": 12}
 
 
-CELL = re.compile(r"(raw|sde|pea\+?|pea-authors|pea\+-authors|supervised-bn|pi|mean-teacher|pseudo-label|vat|vat-ema)-(\d+|supervised)")
+CELL = re.compile(r"(raw|sde|pea\+?|pea-authors|pea\+-authors|pea\+-long|supervised-bn|pi|mean-teacher|pseudo-label|vat|vat-ema)-(\d+|supervised)")
 
 
 def typed(command):

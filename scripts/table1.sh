@@ -13,11 +13,13 @@
 #   --methods LIST      comma-separated, from sde, pea, pea+, pea-authors (the authors'
 #                       PEA as their code runs it: pea-authors.json, 600 epochs, and at 100
 #                       labels pea-authors-100.json, 110 epochs in stages), pea+-authors (their
-#                       PEA+: pretrain-authors.json once, then pea-plus-authors.json), and the consistency
-#                       methods vat, vat-ema, pi, mean-teacher, pseudo-label and their
-#                       supervised baseline supervised-bn (their *-100.json configs, with
-#                       --labels N) (default sde,pea); pea+ and pea+-authors first pre-train
-#                       once (pens pretrain, into RUNS/pretrain and RUNS/pretrain-authors)
+#                       PEA+: pretrain-authors.json once, then pea-plus-authors.json),
+#                       pea+-long (the same, its last lambda stage 245 epochs long:
+#                       pea-plus-authors-300.json), and the consistency methods vat,
+#                       vat-ema, pi, mean-teacher, pseudo-label and their supervised
+#                       baseline supervised-bn (their *-100.json configs, with --labels N)
+#                       (default sde,pea); the pea+ methods first pre-train once (pens
+#                       pretrain, into RUNS/pretrain and RUNS/pretrain-authors)
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
 #   --supervised        also the fully supervised cells (raw, sde, pea on 50,000 labels)
 #   --supervised-epochs E  their length (default: the configs', the paper's 1000 epochs)
@@ -56,7 +58,7 @@ while [[ $# -gt 0 ]]; do
     --pens) pens="$2"; shift 2 ;;
     --report) report="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table1: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -116,6 +118,7 @@ if [[ $report_only == 0 ]]; then
         pea) config=pea-$n.json ;;
         pea+) config=pea-plus-$n.json pretrained=pretrain ;;
         pea+-authors) config=pea-plus-authors.json pretrained=pretrain-authors ;;
+        pea+-long) config=pea-plus-authors-300.json pretrained=pretrain-authors ;;
         pea-authors)  # their 100-label recipe differs from their 600-3000 one
           if [[ $n == 100 ]]; then config=pea-authors-100.json; else config=pea-authors.json; fi ;;
         vat) config=vat-bn-100.json ;;
