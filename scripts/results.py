@@ -18,6 +18,7 @@ from pathlib import Path
 # methods after it, their own papers' figures (VAT: Miyato et al. 2018).
 PAPER = {
     ("vat", 100): 1.36, ("vat", 1000): 1.27, ("vat-ema", 100): 1.36, ("vat-ema", 1000): 1.27,
+    ("vat-ema-long", 100): 1.36, ("vat-ema-long", 1000): 1.27,
     ("pea", 100): 10.79, ("pea", 600): 2.44, ("pea", 1000): 2.23, ("pea", 3000): 1.91,
     ("pea-authors", 100): 10.79, ("pea-authors", 600): 2.44, ("pea-authors", 1000): 2.23, ("pea-authors", 3000): 1.91,
     ("pea+", 100): 5.21, ("pea+", 600): 2.87, ("pea+", 1000): 2.64, ("pea+", 3000): 2.30,
@@ -28,10 +29,11 @@ PAPER = {
     ("pea", 60000): 1.08, ("sde", 60000): 1.05,
 }
 METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+-authors": 5, "pea+-long": 6,
-                "supervised-bn": 7, "pi": 8, "mean-teacher": 9, "pseudo-label": 10, "vat": 11, "vat-ema": 12}
+                "supervised-bn": 7, "pi": 8, "mean-teacher": 9, "pseudo-label": 10, "vat": 11, "vat-ema": 12,
+                "vat-ema-long": 13}
 
 
-CELL = re.compile(r"(raw|sde|pea\+?|pea-authors|pea\+-authors|pea\+-long|supervised-bn|pi|mean-teacher|pseudo-label|vat|vat-ema)-(\d+|supervised)")
+CELL = re.compile(r"(raw|sde|pea\+?|pea-authors|pea\+-authors|pea\+-long|supervised-bn|pi|mean-teacher|pseudo-label|vat|vat-ema|vat-ema-long)-(\d+|supervised)")
 
 
 def typed(command):

@@ -16,10 +16,10 @@
 #                       PEA+: pretrain-authors.json once, then pea-plus-authors.json),
 #                       pea+-long (the same, its last lambda stage 245 epochs long:
 #                       pea-plus-authors-300.json), and the consistency methods vat,
-#                       vat-ema, pi, mean-teacher, pseudo-label and their supervised
-#                       baseline supervised-bn (their *-100.json configs, with --labels N)
-#                       (default sde,pea); the pea+ methods first pre-train once (pens
-#                       pretrain, into RUNS/pretrain and RUNS/pretrain-authors)
+#                       vat-ema, vat-ema-long, pi, mean-teacher, pseudo-label and their
+#                       supervised baseline supervised-bn (their *-100*.json configs, with
+#                       --labels N) (default sde,pea); the pea+ methods first pre-train
+#                       once (pens pretrain, into RUNS/pretrain and RUNS/pretrain-authors)
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
 #   --supervised        also the fully supervised cells (raw, sde, pea on 50,000 labels)
 #   --supervised-epochs E  their length (default: the configs', the paper's 1000 epochs)
@@ -123,6 +123,7 @@ if [[ $report_only == 0 ]]; then
           if [[ $n == 100 ]]; then config=pea-authors-100.json; else config=pea-authors.json; fi ;;
         vat) config=vat-bn-100.json ;;
         vat-ema) config=vat-bn-ema-100.json ;;
+        vat-ema-long) config=vat-bn-ema-100-long.json ;;
         supervised-bn) config=supervised-bn-100.json ;;
         pi) config=pi-100.json ;;
         mean-teacher) config=mean-teacher-100.json ;;
