@@ -270,7 +270,9 @@ struct GatherAxes {
     std::array<bool, kMaxRank> gathered{};
     for (int64_t a : args.attr().get_ints("axes")) gathered[static_cast<size_t>(resolve_axis(a, rank))] = true;
     std::array<int64_t, kMaxRank> stride{}, at{};
-    for (int d = rank - 1, s = 1; d >= 0; s *= static_cast<int>(x[d]), --d) stride[static_cast<size_t>(d)] = s;
+    for (int d = rank - 1; d >= 0; --d) {
+      stride[static_cast<size_t>(d)] = d + 1 < rank ? stride[static_cast<size_t>(d + 1)] * x[d + 1] : 1;
+    }
     const auto source = [&](int d, int64_t j) {
       const auto u = static_cast<size_t>(d);
       return (gathered[u] ? static_cast<int64_t>(idx[j]) : j) * stride[u];
