@@ -6,6 +6,7 @@
 #include "pens/graph/infer.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/op.h"
+#include "pens/ops/random.h"
 
 namespace pens {
 
@@ -33,10 +34,20 @@ std::vector<NodeId> ancestors(const Graph& cell, const std::vector<NodeId>& topo
   return order;
 }
 
-// Copies cell subgraphs into one tree's graph, sharing parameters and constants.
+// Copies cell subgraphs into one tree's graph. What does not depend on a port's input
+// (parameters, constants, and nodes computed from them alone, such as a parameter's
+// noise in a perturbed cell) is one node shared by every instance: computed, and drawn,
+// once per tree. A stochastic node that is copied draws anew in each copy.
 class Unroller {
  public:
-  Unroller(const Graph& cell, Graph& g) : cell_(cell), g_(g), topological_(cell.topological_order()) {}
+  Unroller(const Graph& cell, Graph& g) : cell_(cell), g_(g), topological_(cell.topological_order()) {
+    invariant_.assign(cell.size(), 0);
+    for (NodeId v : topological_) {
+      const std::vector<NodeId> inputs = cell.inputs(v);
+      invariant_[v] = !is_input(cell[v]) &&
+                      std::all_of(inputs.begin(), inputs.end(), [&](NodeId u) { return invariant_[u] != 0; });
+    }
+  }
 
   // An instance of the subgraph computing `out`, the cell inputs in `given` replaced by
   // the graph's nodes; its nodes are named "<cell name>@<suffix>".
@@ -48,30 +59,36 @@ class Unroller {
     for (NodeId v : found->second) {
       if (copy.count(v)) continue;
       const Node& n = cell_[v];
-      if (is_param(n) || is_constant(n)) {
-        copy[v] = shared(v);
-        continue;
-      }
       if (is_input(n)) {
         fail("tree cell: '", cell_[out].name, "' reads input '", n.name, "', which is not the port it is built from");
       }
       std::vector<NodeId> inputs;
       for (NodeId u : cell_.inputs(v)) inputs.push_back(copy.at(u));
+      if (invariant_[v]) {
+        copy[v] = shared(v, inputs);
+        continue;
+      }
       const NodeId w = g_.add(n.op->name, inputs, n.attrs, n.name + "@" + suffix);
       Node& copied = g_.node(w);
       copied.layer = n.layer;
+      copied.role = n.role;
       copied.noise = n.noise;
       copied.flags = n.flags & kFrozen;
+      if (n.op->stochastic) {
+        const auto stream = static_cast<uint64_t>(n.attrs.get_int("stream"));
+        copied.attrs.set("stream", static_cast<int64_t>(mix64(stream ^ hash_name(suffix)) >> 1));
+      }
       copy[v] = w;
     }
     return copy.at(out);
   }
 
  private:
-  NodeId shared(NodeId v) {
+  // The node of the tree's graph standing for invariant cell node v (made on first use).
+  NodeId shared(NodeId v, const std::vector<NodeId>& inputs) {
     const Node& n = cell_[v];
     if (auto found = g_.find(n.name)) return *found;
-    const NodeId w = g_.add(n.op->name, {}, n.attrs, n.name);
+    const NodeId w = g_.add(n.op->name, inputs, n.attrs, n.name);
     g_.node(w) = n;
     return w;
   }
@@ -79,6 +96,7 @@ class Unroller {
   const Graph& cell_;
   Graph& g_;
   const std::vector<NodeId> topological_;
+  std::vector<char> invariant_;  // by cell node: depends on no input
   std::map<NodeId, std::vector<NodeId>> subgraphs_;  // port -> its subgraph, in order
 };
 

@@ -32,8 +32,7 @@ BuiltGraph build_graph(const Model& model, const BuildOptions& options) {
     std::vector<SentimentTree> trees = parse_trees(*options.tree, source);
     if (trees.size() != 1) fail(source, ": give one tree, got ", trees.size());
     const TreeModel tm(model, task_of(model));
-    const UnrolledTree unrolled = tm.unroll(trees[0]);
-    out.graph = options.parent ? unrolled.graph : tm.training_graph(unrolled);
+    out.graph = (options.parent ? tm.unroll(trees[0]) : tm.training_tree(trees[0])).graph;
     return out;
   }
   if (options.parent || !model.ensemble) {

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "pens/graph/infer.h"
+#include "pens/graph/noise.h"
+#include "pens/graph/pass.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/ops/ir/error.h"
 
@@ -38,30 +40,66 @@ TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
   if (classes_ != task_classes(task)) {
     fail("the model scores ", classes_, " classes but the ", task_name(task), " task has ", task_classes(task));
   }
+  // A pseudo-ensemble of one noisy child trained alone, without penalties: the same
+  // child for every tree, so the cell is perturbed once here and each tree unrolls the
+  // child (graph/tree.h shares what the parameters' noise computes, so it is drawn once
+  // per tree). Penalties pair taps of a tree's own graph, and noise found from gradients
+  // needs the tree's objective: those perturb each tree's graph (training_tree).
+  const std::optional<PseudoEnsembleSpec>& spec = model.ensemble;
+  bool needs_objective = false;
+  for (NodeId v : cell.nodes()) {
+    for (const NoiseAnnotation& a : cell[v].noise) needs_objective |= NoiseRegistry::global().at(a.kind).probe != nullptr;
+  }
+  if (spec && spec->penalties.empty() && spec->loss_on == "child" && spec->teacher == 0 && cell.averages().empty() &&
+      !needs_objective) {
+    const TreePorts& p = *model.tree;
+    const std::vector<std::string> child = perturb_cell(cell, {p.leaf, p.compose, p.scores}, &training_cell_.emplace());
+    training_ports_ = p;
+    training_ports_.leaf = child[0];
+    training_ports_.compose = child[1];
+    training_ports_.scores = child[2];
+  }
 }
 
-UnrolledTree TreeModel::unroll(const SentimentTree& tree) const {
-  TreeShape shape{tree.left, tree.right};
+TreeLoss TreeModel::loss_of(const SentimentTree& tree) const {
   TreeLoss loss{.labeled = {}, .scale = loss_scale_};
   for (int64_t i = 0; i < tree.size(); ++i) {
     if (task_label(task_, tree.label[static_cast<size_t>(i)]) >= 0) loss.labeled.push_back(static_cast<int32_t>(i));
   }
-  return unroll_tree(model_.graph, *model_.tree, shape, loss);
+  return loss;
 }
 
-Graph TreeModel::training_graph(const UnrolledTree& unrolled) const {
-  if (!model_.ensemble) return unrolled.graph;
+UnrolledTree TreeModel::unroll(const SentimentTree& tree) const {
+  return unroll_tree(model_.graph, *model_.tree, TreeShape{tree.left, tree.right}, loss_of(tree));
+}
+
+UnrolledTree TreeModel::training_tree(const SentimentTree& tree) const {
+  if (training_cell_) {
+    UnrolledTree t = unroll_tree(*training_cell_, training_ports_, TreeShape{tree.left, tree.right}, loss_of(tree));
+    // The passes build_pseudo_ensemble ends with that apply to one child: word vectors
+    // looked up before their noise, then the table-sized noise left unread removed.
+    // unroll_tree verified its graph; the rewrite is verified once, at the end.
+    t.graph = within_pass("lookup-first, prune-dead-nodes", [&] {
+      Graph g = PruneDeadNodes().run(LookupFirst().run(t.graph));
+      verify(g);
+      return g;
+    });
+    return t;
+  }
+  UnrolledTree t = unroll(tree);
+  if (!model_.ensemble) return t;
   // Penalties name cell nodes; on a tree they apply to the nodes' instance over every
   // node of the tree ("scores" -> "scores@tree").
   PseudoEnsembleSpec spec = *model_.ensemble;
-  for (PenaltyTerm& t : spec.penalties) {
-    const std::string instance = t.node + "@tree";
-    if (!unrolled.graph.find(instance)) {
-      fail("pseudo_ensemble penalty on '", t.node, "': on trees, penalties apply to the scores port's nodes");
+  for (PenaltyTerm& p : spec.penalties) {
+    const std::string instance = p.node + "@tree";
+    if (!t.graph.find(instance)) {
+      fail("pseudo_ensemble penalty on '", p.node, "': on trees, penalties apply to the scores port's nodes");
     }
-    t.node = instance;
+    p.node = instance;
   }
-  return build_pseudo_ensemble(unrolled.graph, spec).graph;
+  t.graph = build_pseudo_ensemble(t.graph, spec).graph;
+  return t;
 }
 
 void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels) const {
@@ -147,8 +185,8 @@ void TreeStepGraphs::build(const TreeModel& model, ParamStore<float>& params,
     members.push_back(trees[i]);
     if (!model.per_tree_parameters() && i + 1 < trees.size()) continue;
     forests_.push_back(make_forest(members));
-    unrolled_.push_back(model.unroll(forests_.back().nodes));
-    tapes_.push_back(std::make_unique<Tape<float>>(model.training_graph(unrolled_.back()), params));
+    unrolled_.push_back(model.training_tree(forests_.back().nodes));
+    tapes_.push_back(std::make_unique<Tape<float>>(unrolled_.back().graph, params));
     graphs_.push_back({tapes_.back().get(), examples[i]});
     members.clear();
   }

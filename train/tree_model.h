@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "pens/autodiff/tape.h"
@@ -47,9 +48,13 @@ class TreeModel {
   // The parent graph of one tree with its loss over the task's labeled nodes; a tree
   // without one has no loss node.
   UnrolledTree unroll(const SentimentTree& tree) const;
-  // The graph a training step runs for one tree: the unrolled parent, or its
-  // pseudo-ensemble when the model declares one.
-  Graph training_graph(const UnrolledTree& unrolled) const;
+  // The graph a training step runs for one tree (fed like the parent's): the unrolled
+  // parent, or its pseudo-ensemble when the model declares one. A lone noisy child
+  // without penalties is the unrolled perturbed cell: the perturb pass ran once, on the
+  // cell, rather than on every tree's graph.
+  UnrolledTree training_tree(const SentimentTree& tree) const;
+  // Whether training_tree unrolls the perturbed cell.
+  bool perturbs_cell() const { return training_cell_.has_value(); }
   // Writes a tree's words, level gathers and (with `labels`, for graphs that keep the
   // loss) labels into a tape of one of its graphs.
   void feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels = true) const;
@@ -67,6 +72,10 @@ class TreeModel {
   bool subspace_ = false;
   bool per_tree_parameters_ = false;
   int64_t classes_ = 0;
+  std::optional<Graph> training_cell_;  // the cell and its perturbed child, when perturbs_cell()
+  TreePorts training_ports_;            // the child's ports in it
+
+  TreeLoss loss_of(const SentimentTree& tree) const;
 };
 
 // The graphs one training step runs over some trees: a graph per tree (keyed by its

@@ -299,6 +299,25 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
   return out;
 }
 
+std::vector<std::string> perturb_cell(const Graph& cell, const std::vector<std::string>& ports, Graph* out) {
+  for (NodeId v : cell.nodes()) {
+    for (const NoiseAnnotation& a : cell[v].noise) {
+      if (NoiseRegistry::global().at(a.kind).probe != nullptr) {
+        fail("node '", cell[v].name, "': noise '", a.kind, "' is found from the gradient of a training objective, ",
+             "which a cell does not have; perturb the unrolled graph instead");
+      }
+    }
+  }
+  Graph marked = cell;
+  for (NodeId v : marked.nodes()) marked.node(v).flags &= ~static_cast<uint32_t>(kOutput | kLoss);
+  for (const std::string& p : ports) marked.set_flag(marked.at(p), kOutput);
+  Children c = make_children(marked, 1, {});
+  std::vector<std::string> child_ports;
+  for (const std::string& p : ports) child_ports.push_back(c.graph[c.reads[1][marked.at(p)]].name);
+  *out = std::move(c.graph);
+  return child_ports;
+}
+
 namespace {
 // Which of the moving averages used at inference a graph reads in place of their sources:
 // all of them (running statistics for the batch's, a teacher's weights for the

@@ -121,8 +121,8 @@ TEST_CASE("the whole tree objective's gradient matches finite differences, with 
                                    .subspace = 3, .activation_noise = 0.05});
     const SentimentTree tree = five_node_tree();
     const TreeModel tm(model, t, 0.5);
-    const UnrolledTree u = tm.unroll(tree);
-    const Graph g = tm.training_graph(u);
+    const UnrolledTree u = tm.training_tree(tree);
+    const Graph& g = u.graph;
     Values values = random_params(model.graph, 5);
     const Values feed = feed_values(u, tree, t);
     values.insert(feed.begin(), feed.end());
@@ -136,6 +136,89 @@ TEST_CASE("the whole tree objective's gradient matches finite differences, with 
     // Mr's 16, the rows of E the tree reads, C and c.
     CHECK(r.nonzero > 50);
   }
+}
+
+namespace {
+// A tree graph's objective and parameter gradients, in double, under `key`.
+std::pair<double, Values> objective_and_gradient(const Graph& g, const Values& values, const NoiseKey& key) {
+  ParamStore<double> params(g);
+  Tape<double> tape(g, params);
+  for (const auto& [name, v] : values) {
+    TensorView<double> dst = params.find(name) ? params.value(name) : tape.input(name);
+    REQUIRE(static_cast<int64_t>(v.size()) == dst.size());
+    std::copy(v.begin(), v.end(), dst.data);
+  }
+  tape.set_noise_key(key);
+  tape.forward();
+  params.zero_grad();
+  tape.backward();
+  Values grads;
+  for (const ParamEntry& e : params.entries()) {
+    const TensorView<double> gr = params.grad(e);
+    grads[e.name].assign(gr.data, gr.data + gr.size());
+  }
+  return {tape.objective(), grads};
+}
+}  // namespace
+
+TEST_CASE("perturbing the cell once trains the same child as perturbing each tree's graph") {
+  // Parameter noise only: the child draws the same fuzz and the same subspace either way,
+  // so objective and gradients agree to rounding.
+  const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .fuzz = 0.3, .subspace = 3});
+  const SentimentTree tree = five_node_tree();
+  const TreeModel tm(model, SentimentTask::Fine);
+  REQUIRE(tm.perturbs_cell());
+  const UnrolledTree fast = tm.training_tree(tree);
+  const Graph each_tree = build_pseudo_ensemble(tm.unroll(tree).graph, *model.ensemble).graph;
+  // One draw of each parameter's noise for the whole tree, shared by every level.
+  int64_t slices_of_T = 0;
+  for (NodeId v : fast.graph.nodes()) slices_of_T += fast.graph[v].op->name == "gather_axes" &&
+                                                    fast.graph[fast.graph.inputs(v)[0]].name == "T";
+  CHECK(slices_of_T == 1);
+  Values values = random_params(model.graph, 17);
+  const Values feed = feed_values(fast, tree, SentimentTask::Fine);
+  values.insert(feed.begin(), feed.end());
+  for (uint64_t example : {1, 2}) {
+    const NoiseKey key{.seed = 4, .step = 3, .example = example};
+    const auto [loss, grad] = objective_and_gradient(fast.graph, values, key);
+    const auto [expected_loss, expected_grad] = objective_and_gradient(each_tree, values, key);
+    CHECK(loss == doctest::Approx(expected_loss).epsilon(1e-12));
+    REQUIRE(grad.size() == expected_grad.size());
+    for (const auto& [name, g] : grad) {
+      CAPTURE(name);
+      const std::vector<double>& expected = expected_grad.at(name);
+      REQUIRE(g.size() == expected.size());
+      for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(expected[i]).epsilon(1e-12));
+    }
+  }
+  // Another tree's key draws another child.
+  CHECK(objective_and_gradient(fast.graph, values, {.seed = 4, .step = 3, .example = 1}).first !=
+        objective_and_gradient(fast.graph, values, {.seed = 4, .step = 3, .example = 2}).first);
+}
+
+TEST_CASE("activation noise in a perturbed cell draws anew at every level of the tree") {
+  // Zero weights and biases: each node's vector is its noise alone (tanh(0) + noise), so
+  // the levels' draws can be compared directly.
+  const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .activation_noise = 0.5});
+  const SentimentTree tree = five_node_tree();
+  const TreeModel tm(model, SentimentTask::Fine);
+  REQUIRE(tm.perturbs_cell());
+  const UnrolledTree u = tm.training_tree(tree);
+  Values values = random_params(model.graph, 19);
+  for (auto& [name, v] : values) std::fill(v.begin(), v.end(), 0.0);
+  const Values feed = feed_values(u, tree, SentimentTask::Fine);
+  values.insert(feed.begin(), feed.end());
+  const NoiseKey key{.seed = 2, .step = 1, .example = 7};
+  const std::vector<double> h1 = testing::evaluate(u.graph, values, "c1/compose~gaussian@h1", 1, key);
+  const std::vector<double> h2 = testing::evaluate(u.graph, values, "c1/compose~gaussian@h2", 1, key);
+  REQUIRE(h1.size() == static_cast<size_t>(kDim));
+  REQUIRE(h2.size() == static_cast<size_t>(kDim));
+  double sum_sq = 0;
+  for (size_t j = 0; j < h1.size(); ++j) {
+    CHECK(h1[j] != h2[j]);
+    sum_sq += h1[j] * h1[j];
+  }
+  CHECK(sum_sq > 0);
 }
 
 TEST_CASE("a sampled subspace computes what the full model computes with the other dimensions zeroed") {
@@ -283,8 +366,9 @@ TEST_CASE("a PEA penalty on a tree model applies to the scores of every node, be
   model.ensemble->penalties = {{.node = "scores", .kind = "kl", .lambda = 0.5, .rows = "all"}};
   const SentimentTree tree = five_node_tree();
   const TreeModel tm(model, SentimentTask::Fine);
-  const UnrolledTree u = tm.unroll(tree);
-  const Graph g = tm.training_graph(u);
+  CHECK(!tm.perturbs_cell());
+  const UnrolledTree u = tm.training_tree(tree);
+  const Graph& g = u.graph;
   CHECK(g.find("pen/scores@tree/kl"));
   Values values = random_params(model.graph, 13);
   const Values feed = feed_values(u, tree, SentimentTask::Fine);
@@ -295,5 +379,6 @@ TEST_CASE("a PEA penalty on a tree model applies to the scores of every node, be
   INFO(r.worst);
   CHECK(r.passed);
   model.ensemble->penalties[0].node = "compose";
-  CHECK_ERROR_MENTIONS(tm.training_graph(u), "penalty on 'compose'", "scores port");
+  const TreeModel on_compose(model, SentimentTask::Fine);
+  CHECK_ERROR_MENTIONS(on_compose.training_tree(tree), "penalty on 'compose'", "scores port");
 }
