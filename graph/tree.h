@@ -10,7 +10,10 @@
 //   compose  node, from left/right: the internal nodes' vectors [-1, n]
 //   node     real input [-1, n]:    vectors of any nodes
 //   scores   node, from node:       their class scores [-1, classes]
-// Parameters are shared by every instance of every port (one set for all trees).
+// Parameters are shared by every instance of every port (one set for all trees), and so
+// is every node computed from parameters and constants alone (the noise of a perturbed
+// cell's parameters: drawn once per tree). A stochastic node that reads a port is copied
+// into each instance with a stream of its own, so each level draws anew.
 //
 // Unrolling batches by height: all leaves go through `leaf` at once; the internal nodes
 // of height h (whose children are all lower) go through `compose` at once, their children
