@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Collects the finished runs of scripts/table2.sh into docs/results.md (its Table 2
-section) and docs/results.json (records with a "task"; other records are kept).
+section) and docs/results.json (records with a "task"; other records are kept, and so is
+the record of a cell that has no finished run under RUNS_DIR: results accumulate).
 
 usage: results_trees.py RUNS_DIR RESULTS.md RESULTS.json [COMMAND]
 
@@ -71,9 +72,13 @@ def markdown(rows):
 def main():
     if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
-    rows = cells(sys.argv[1], sys.argv[4] if len(sys.argv) == 5 else "scripts/table2.sh")
+    measured = cells(sys.argv[1], sys.argv[4] if len(sys.argv) == 5 else "scripts/table2.sh")
     json_path = Path(sys.argv[3])
-    others = [r for r in json.loads(json_path.read_text()) if "task" not in r] if json_path.exists() else []
+    records = json.loads(json_path.read_text()) if json_path.exists() else []
+    others = [r for r in records if "task" not in r]
+    fresh = {(r["task"], r["method"]) for r in measured}
+    kept = {(r["task"], r["method"]): r for r in records if "task" in r and (r["task"], r["method"]) not in fresh}
+    rows = [r for key in PAPER for r in measured + [kept[key]] * (key in kept) if (r["task"], r["method"]) == key]
     json_path.write_text(json.dumps(others + rows, indent=2) + "\n")
     md_path = Path(sys.argv[2])
     text = md_path.read_text() if md_path.exists() else ""
