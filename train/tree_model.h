@@ -34,6 +34,9 @@ class TreeModel {
  public:
   // `model` must have a tree section, `classes` scores for the task. loss_scale multiplies
   // each tree's summed cross-entropy (1 / trees per step: the step's loss is their mean).
+  // The model is kept by reference and must outlive this; its cell and pseudo-ensemble
+  // are read here (the perturbed cell is built once), so changes to them afterwards need
+  // a new TreeModel.
   TreeModel(const Model& model, SentimentTask task, double loss_scale = 1.0);
 
   SentimentTask task() const { return task_; }
