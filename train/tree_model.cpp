@@ -50,14 +50,25 @@ TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
   for (NodeId v : cell.nodes()) {
     for (const NoiseAnnotation& a : cell[v].noise) needs_objective |= NoiseRegistry::global().at(a.kind).probe != nullptr;
   }
+  const TreePorts& p = *model.tree;
+  const auto child_ports = [&](const std::vector<std::string>& child) {
+    TreePorts c = p;
+    c.leaf = child[0], c.compose = child[1], c.scores = child[2];
+    return c;
+  };
   if (spec && spec->penalties.empty() && spec->loss_on == "child" && spec->teacher == 0 && cell.averages().empty() &&
       !needs_objective) {
-    const TreePorts& p = *model.tree;
-    const std::vector<std::string> child = perturb_cell(cell, {p.leaf, p.compose, p.scores}, &training_cell_.emplace());
-    training_ports_ = p;
-    training_ports_.leaf = child[0];
-    training_ports_.compose = child[1];
-    training_ports_.scores = child[2];
+    training_ports_ = child_ports(perturb_cell(cell, {p.leaf, p.compose, p.scores}, &training_cell_.emplace()));
+  }
+  // The test-time ensemble is over subspaces alone: the paper averages 50 sampled
+  // subspaces and does not fuzz at test time; activation noise is a training noise too.
+  if (subspace_) {
+    Graph subspaces = cell;
+    for (NodeId v : subspaces.nodes()) {
+      std::vector<NoiseAnnotation>& noise = subspaces.node(v).noise;
+      std::erase_if(noise, [](const NoiseAnnotation& a) { return a.kind != "subspace"; });
+    }
+    sampling_ports_ = child_ports(perturb_cell(subspaces, {p.leaf, p.compose, p.scores}, &sampling_cell_.emplace()));
   }
 }
 
@@ -73,17 +84,34 @@ UnrolledTree TreeModel::unroll(const SentimentTree& tree) const {
   return unroll_tree(model_.graph, *model_.tree, TreeShape{tree.left, tree.right}, loss_of(tree));
 }
 
+namespace {
+// The passes build_pseudo_ensemble ends with that apply to one child: word vectors looked
+// up before their noise, then the table-sized noise left unread removed. unroll_tree
+// verified the graph; the rewrite is verified once, at the end.
+Graph rows_looked_up_first(const Graph& unrolled) {
+  return within_pass("lookup-first, prune-dead-nodes", [&] {
+    Graph g = PruneDeadNodes().run(LookupFirst().run(unrolled));
+    verify(g);
+    return g;
+  });
+}
+}  // namespace
+
+UnrolledTree TreeModel::sampling_tree(const SentimentTree& tree) const {
+  UnrolledTree t = unroll_tree(*sampling_cell_, sampling_ports_, TreeShape{tree.left, tree.right});
+  const NodeId scores = t.graph.at(t.scores);
+  const NodeId probabilities = t.graph.add("softmax", {scores}, {}, "probabilities");
+  t.graph.node(scores).flags &= ~static_cast<uint32_t>(kOutput);
+  t.graph.set_flag(probabilities, kOutput);
+  t.scores = "probabilities";
+  t.graph = rows_looked_up_first(t.graph);
+  return t;
+}
+
 UnrolledTree TreeModel::training_tree(const SentimentTree& tree) const {
   if (training_cell_) {
     UnrolledTree t = unroll_tree(*training_cell_, training_ports_, TreeShape{tree.left, tree.right}, loss_of(tree));
-    // The passes build_pseudo_ensemble ends with that apply to one child: word vectors
-    // looked up before their noise, then the table-sized noise left unread removed.
-    // unroll_tree verified its graph; the rewrite is verified once, at the end.
-    t.graph = within_pass("lookup-first, prune-dead-nodes", [&] {
-      Graph g = PruneDeadNodes().run(LookupFirst().run(t.graph));
-      verify(g);
-      return g;
-    });
+    t.graph = rows_looked_up_first(t.graph);
     return t;
   }
   UnrolledTree t = unroll(tree);
@@ -140,9 +168,9 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<
     members.clear();
     for (size_t i = first; i < std::min(trees.size(), first + chunk); ++i) members.push_back(&trees[i]);
     const Forest f = make_forest(members);
-    const UnrolledTree unrolled = unroll(f.nodes);
-    const Graph graph = build_inference(unrolled.graph, sampled ? 1 : 0);
-    const std::string out = sampled ? "mc/" + unrolled.scores : unrolled.scores;
+    const UnrolledTree unrolled = sampled ? sampling_tree(f.nodes) : unroll(f.nodes);
+    const Graph graph = sampled ? unrolled.graph : build_inference(unrolled.graph);
+    const std::string& out = unrolled.scores;
     Tape<float> tape(graph, params);
     feed(tape, unrolled, f.nodes, false);
     const int64_t rows = f.nodes.size();

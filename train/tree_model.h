@@ -63,8 +63,9 @@ class TreeModel {
   void feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels = true) const;
 
   // Root and all-node accuracy. Models that sample subspaces average the class
-  // probabilities of `samples` draws per tree (keys {seed, draw, tree}), a graph per tree;
-  // others, and samples = 0, use the clean parent on forests of `forest` trees.
+  // probabilities of `samples` sampled subspaces per tree (keys {seed, draw, tree}), a
+  // graph per tree, with no other noise (no fuzz, no activation noise: the paper's test
+  // time); others, and samples = 0, use the clean parent on forests of `forest` trees.
   TreeEvaluation evaluate(ParamStore<float>& params, const std::vector<SentimentTree>& trees, int64_t samples,
                           uint64_t seed, size_t forest = 64) const;
 
@@ -77,8 +78,12 @@ class TreeModel {
   int64_t classes_ = 0;
   std::optional<Graph> training_cell_;  // the cell and its perturbed child, when perturbs_cell()
   TreePorts training_ports_;            // the child's ports in it
+  std::optional<Graph> sampling_cell_;  // the cell and a child with its subspace noise alone
+  TreePorts sampling_ports_;
 
   TreeLoss loss_of(const SentimentTree& tree) const;
+  // One sampled subspace's class probabilities ("probabilities") for a tree.
+  UnrolledTree sampling_tree(const SentimentTree& tree) const;
 };
 
 // The graphs one training step runs over some trees: a graph per tree (keyed by its

@@ -221,6 +221,38 @@ TEST_CASE("activation noise in a perturbed cell draws anew at every level of the
   CHECK(sum_sq > 0);
 }
 
+TEST_CASE("evaluation averages sampled subspaces alone: no fuzz and no activation noise at test time") {
+  // The paper's test time: "we did not fuzz during testing". A model with fuzzing and
+  // activation noise besides its subspaces must predict exactly as the model with the
+  // subspaces alone, whatever the size of the other noise.
+  std::string text;
+  const char* shapes[] = {"(L (L w) (L (L x) (L y)))", "(L (L (L z) (L w)) (L y))", "(L (L x) (L z))"};
+  for (int i = 0; i < 24; ++i) {
+    std::string line = shapes[i % 3];
+    for (char& c : line) {
+      if (c == 'L') c = static_cast<char>('0' + (i * 7 + static_cast<int>(&c - line.data())) % 5);
+    }
+    text += line + "\n";
+  }
+  std::vector<SentimentTree> trees = parse_trees(text, "test");
+  for (size_t i = 0; i < trees.size(); ++i) {
+    for (size_t n = 0, leaf = 0; n < trees[i].word_id.size(); ++n) {
+      if (trees[i].is_leaf(static_cast<int64_t>(n))) trees[i].word_id[n] = static_cast<int32_t>((i + 2 * leaf++) % kVocab);
+    }
+  }
+  const auto evaluate = [&](const Model& model) {
+    ParamStore<float> params(model.graph);
+    params.initialize(model.graph, 3);
+    return TreeModel(model, SentimentTask::Fine).evaluate(params, trees, 4, 11);
+  };
+  const TreeEvaluation noisy = evaluate(build_ctn(
+      {.vocabulary = kVocab, .dim = kDim, .classes = 5, .fuzz = 2.0, .subspace = 2, .activation_noise = 2.0}));
+  const TreeEvaluation subspaces = evaluate(build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .subspace = 2}));
+  CHECK(noisy.nodes == 8 * (5 + 5 + 3));
+  CHECK(noisy.nodes_right == subspaces.nodes_right);
+  CHECK(noisy.confusion == subspaces.confusion);
+}
+
 TEST_CASE("a sampled subspace computes what the full model computes with the other dimensions zeroed") {
   const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .subspace = 2});
   const SentimentTree tree = five_node_tree();
