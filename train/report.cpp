@@ -42,30 +42,40 @@ std::string learning_curve(const std::filesystem::path& dir) {
   std::string line;
   int points = 0;
   double epoch = 0;
+  // The range of the plotted errors, as drawn (at least 0.01 %).
+  double lowest = INFINITY, highest = -INFINITY;
   while (std::getline(in, line)) {
     const nlohmann::json m = nlohmann::json::parse(line, nullptr, false);
     if (m.is_discarded()) continue;
     tsv << m.value("epoch", 0.0) << "\t" << percent(m["train_error"]) << "\t" << percent(m["validation_error"]) << "\t"
         << percent(m["test_error"]) << "\t" << m.value("objective", 0.0) << "\n";
+    for (const char* key : {"train_error", "validation_error", "test_error"}) {
+      if (!m[key].is_number()) continue;
+      const double drawn = std::max(0.01, 100.0 * m[key].get<double>());
+      lowest = std::min(lowest, drawn), highest = std::max(highest, drawn);
+    }
     epoch = m.value("epoch", 0.0);
     ++points;
   }
   if (points == 0) return "learning-curve.png: metrics.jsonl holds no evaluations";
   write_file_atomically((dir / "curve.tsv").string(), tsv.str());
-  // One evaluation is a point (lines of one point draw nothing) in an x range around it
-  // (gnuplot warns on an empty one).
+  // One evaluation is a point (lines of one point draw nothing) in an x range around it,
+  // and errors that are all equal get a y range around them (gnuplot warns on an empty
+  // range).
   const std::string style = points == 1 ? " with points pt 7 " : " with lines ";
+  const std::string y_range = lowest == highest ? cat("set yrange [", lowest / 2, ":", highest * 2, "]\n") : "";
   const std::string script = cat(
       "set terminal pngcairo size 900,560 noenhanced\n"
       "set output '", (dir / "learning-curve.png").string(), "'\n"
       "set title 'error by epoch'\nset xlabel 'epoch'\nset ylabel 'error (%)'\n"
       "set logscale y\nset grid\nset key top right\n",
-      points == 1 ? cat("set xrange [", epoch - 1, ":", epoch + 1, "]\n") : std::string(),
+      points == 1 ? cat("set xrange [", epoch - 1, ":", epoch + 1, "]\n") : std::string(), y_range,
       "data = '", (dir / "curve.tsv").string(), "'\n"
       "# a log axis cannot show 0: errors of 0 are drawn at 0.01%\n"
-      "plot data using 1:($2 < 0.01 ? 0.01 : $2)", style, "lw 2 title 'train (labeled)', \\\n"
-      "     data using 1:3", style, "lw 2 title 'validation', \\\n"
-      "     data using 1:4", style, "lw 2 title 'test'\n");
+      "drawn(e) = e < 0.01 ? 0.01 : e\n"
+      "plot data using 1:(drawn($2))", style, "lw 2 title 'train (labeled)', \\\n"
+      "     data using 1:(drawn($3))", style, "lw 2 title 'validation', \\\n"
+      "     data using 1:(drawn($4))", style, "lw 2 title 'test'\n");
   write_file_atomically((dir / "curve.gp").string(), script);
   const int status = run_program({"gnuplot", (dir / "curve.gp").string()});
   if (status == -1) return "learning-curve.png: gnuplot is not installed (apt-get install gnuplot-nox); curve.tsv and curve.gp hold the curve";

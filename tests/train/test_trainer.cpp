@@ -17,6 +17,7 @@
 #include "pens/serialization/model_file.h"
 #include "pens/train/optimizer.h"
 #include "pens/train/pretrain_config.h"
+#include "pens/train/report.h"
 #include "pens/train/run_folder.h"
 #include "pens/train/trainer.h"
 #include "tests/support/helpers.h"
@@ -525,4 +526,28 @@ TEST_CASE("the complete config in docs/training.md parses and is examples/mnist/
   a.erase("description");
   b.erase("description");
   CHECK(a == b);
+}
+
+TEST_CASE("the learning curve's script gives errors that are all equal a y range, and draws errors of 0") {
+  const auto script = [](const std::string& metrics) {
+    testing::TempDir dir;
+    std::ofstream(dir / "metrics.jsonl") << metrics;
+    write_reports(dir.path(), Model{});
+    std::ifstream in(dir / "curve.gp");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  // gnuplot warns of an empty y range when every drawn value is the same.
+  const std::string flat = script(R"({"epoch": 1, "train_error": 0.5, "validation_error": 0.5, "test_error": 0.5})"
+                                  "\n");
+  CHECK(flat.find("set yrange [25:100]") != std::string::npos);
+  CHECK(flat.find("set xrange [0:2]") != std::string::npos);
+  // Errors of 0 (every column) are drawn at 0.01 % on the log axis, so the range is not
+  // empty: no y range is set.
+  const std::string spread = script(R"({"epoch": 1, "train_error": 1.0, "validation_error": 0.0, "test_error": 0.0})"
+                                    "\n"
+                                    R"({"epoch": 2, "train_error": 0.5, "validation_error": 0.0, "test_error": 0.0})"
+                                    "\n");
+  CHECK(spread.find("yrange") == std::string::npos);
+  CHECK(spread.find("using 1:(drawn($3))") != std::string::npos);
+  CHECK(spread.find("using 1:(drawn($4))") != std::string::npos);
 }
