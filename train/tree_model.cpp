@@ -100,10 +100,10 @@ Graph rows_looked_up_first(const Graph& unrolled) {
 UnrolledTree TreeModel::sampling_tree(const SentimentTree& tree) const {
   UnrolledTree t = unroll_tree(*sampling_cell_, sampling_ports_, TreeShape{tree.left, tree.right});
   const NodeId scores = t.graph.at(t.scores);
-  const NodeId probabilities = t.graph.add("softmax", {scores}, {}, "probabilities");
+  const NodeId probabilities = t.graph.add("softmax", {scores}, {}, "tree/probabilities");
   t.graph.node(scores).flags &= ~static_cast<uint32_t>(kOutput);
   t.graph.set_flag(probabilities, kOutput);
-  t.scores = "probabilities";
+  t.scores = "tree/probabilities";
   t.graph = rows_looked_up_first(t.graph);
   return t;
 }

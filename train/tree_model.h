@@ -82,7 +82,7 @@ class TreeModel {
   TreePorts sampling_ports_;
 
   TreeLoss loss_of(const SentimentTree& tree) const;
-  // One sampled subspace's class probabilities ("probabilities") for a tree.
+  // One sampled subspace's class probabilities ("tree/probabilities") for a tree.
   UnrolledTree sampling_tree(const SentimentTree& tree) const;
 };
 
