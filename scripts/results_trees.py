@@ -76,9 +76,11 @@ def main():
     json_path = Path(sys.argv[3])
     records = json.loads(json_path.read_text()) if json_path.exists() else []
     others = [r for r in records if "task" not in r]
-    fresh = {(r["task"], r["method"]) for r in measured}
-    kept = {(r["task"], r["method"]): r for r in records if "task" in r and (r["task"], r["method"]) not in fresh}
-    rows = [r for key in PAPER for r in measured + [kept[key]] * (key in kept) if (r["task"], r["method"]) == key]
+    recorded = {(r["task"], r["method"]): r for r in records if "task" in r}
+    rows = []
+    for key in PAPER:  # the paper's order; a cell measured now replaces its record
+        fresh = [r for r in measured if (r["task"], r["method"]) == key]
+        rows += fresh or ([recorded[key]] if key in recorded else [])
     json_path.write_text(json.dumps(others + rows, indent=2) + "\n")
     md_path = Path(sys.argv[2])
     text = md_path.read_text() if md_path.exists() else ""

@@ -29,10 +29,12 @@ TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
     : model_(model), task_(task), loss_scale_(loss_scale) {
   if (!model.tree) fail("the model has no tree section: it is not a network over trees (pens new ctn writes one)");
   const Graph& cell = model.graph;
+  bool needs_objective = false;  // some noise is found from gradients (adversarial)
   for (NodeId v : cell.nodes()) {
     for (const NoiseAnnotation& a : cell[v].noise) {
       subspace_ = subspace_ || a.kind == "subspace";
       per_tree_parameters_ = per_tree_parameters_ || is_param(cell[v]);
+      needs_objective = needs_objective || NoiseRegistry::global().at(a.kind).probe != nullptr;
     }
   }
   const std::vector<ValueInfo> info = verify(cell);
@@ -46,10 +48,6 @@ TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
   // per tree). Penalties pair taps of a tree's own graph, and noise found from gradients
   // needs the tree's objective: those perturb each tree's graph (training_tree).
   const std::optional<PseudoEnsembleSpec>& spec = model.ensemble;
-  bool needs_objective = false;
-  for (NodeId v : cell.nodes()) {
-    for (const NoiseAnnotation& a : cell[v].noise) needs_objective |= NoiseRegistry::global().at(a.kind).probe != nullptr;
-  }
   const TreePorts& p = *model.tree;
   const auto child_ports = [&](const std::vector<std::string>& child) {
     TreePorts c = p;
@@ -168,10 +166,10 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<
     members.clear();
     for (size_t i = first; i < std::min(trees.size(), first + chunk); ++i) members.push_back(&trees[i]);
     const Forest f = make_forest(members);
-    const UnrolledTree unrolled = sampled ? sampling_tree(f.nodes) : unroll(f.nodes);
-    const Graph graph = sampled ? unrolled.graph : build_inference(unrolled.graph);
+    UnrolledTree unrolled = sampled ? sampling_tree(f.nodes) : unroll(f.nodes);
+    if (!sampled) unrolled.graph = build_inference(unrolled.graph);
     const std::string& out = unrolled.scores;
-    Tape<float> tape(graph, params);
+    Tape<float> tape(unrolled.graph, params);
     feed(tape, unrolled, f.nodes, false);
     const int64_t rows = f.nodes.size();
     probs.assign(static_cast<size_t>(rows * classes_), 0.0);
