@@ -7,6 +7,7 @@
 #include "pens/graph/noise.h"
 #include "pens/models/ctn.h"
 #include "pens/models/dataset.h"
+#include "pens/models/ladder.h"
 #include "pens/models/mlp.h"
 #include "pens/models/mnist.h"
 #include "pens/models/sst.h"
@@ -164,6 +165,28 @@ int new_ctn(const Args& args) {
   return write_new_model(model, ValueStorage::None, args);
 }
 
+// pens new ladder: a ladder network, its decoder and denoising costs a pseudo-ensemble.
+int new_ladder(const Args& args) {
+  LadderSpec spec;
+  if (auto layers = args.option("layers")) spec.layers = parse_layers(*layers);
+  spec.noise = args.option_double("noise", spec.noise, AttrRange::at_least(0));
+  if (auto text = args.option("denoising")) {
+    spec.denoising.clear();
+    std::stringstream in(*text);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      char* end = nullptr;
+      const double w = std::strtod(item.c_str(), &end);
+      if (item.empty() || *end != '\0' || !(w >= 0)) fail("--denoising '", *text, "': '", item, "' is not a weight >= 0");
+      spec.denoising.push_back(w);
+    }
+  }
+  spec.batch_norm_decay = args.option_double("batch-norm-decay", spec.batch_norm_decay, AttrRange::from_below(0, 1));
+  Model model = build_ladder(spec);
+  if (auto d = args.option("description")) model.metadata["description"] = *d;
+  return write_new_model(model, ValueStorage::None, args);
+}
+
 }  // namespace
 
 int run_new(const std::vector<std::string>& argv) {
@@ -174,12 +197,18 @@ int run_new(const std::vector<std::string>& argv) {
     if (!args.positional().empty()) fail("pens new ctn takes options only");
     return new_ctn(args);
   }
+  if (!argv.empty() && argv[0] == "ladder") {
+    const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {},
+                    {"layers", "noise", "denoising", "batch-norm-decay", "description", "output"});
+    if (!args.positional().empty()) fail("pens new ladder takes options only");
+    return new_ladder(args);
+  }
   const Args args(argv, {"batch-norm"},
                   {"batch-norm-decay", "teacher", "layers", "mask-input", "mask-hidden", "gaussian-input",
                    "gaussian-bias", "center", "max-norm", "weight-std", "hidden-bias", "output-bias", "loss", "penalty",
                    "children", "pairing", "loss-on", "smoothing", "output", "description", "values", "noise"});
-  const std::string& kind = args.one_positional("a model kind (mlp, ctn)");
-  if (kind != "mlp") fail("unknown model kind '", kind, "' (mlp, ctn)");
+  const std::string& kind = args.one_positional("a model kind (mlp, ctn, ladder)");
+  if (kind != "mlp") fail("unknown model kind '", kind, "' (mlp, ctn, ladder)");
   MlpSpec spec;
   spec.layers = parse_layers(args.option("layers").value_or("784,800,800,10"));
   const AttrRange probability = AttrRange::from_below(0, 1), non_negative = AttrRange::at_least(0);

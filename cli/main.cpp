@@ -71,7 +71,8 @@ const std::vector<Command>& commands() {
        pens::cli::run_fmt},
       {"new", "write a new model file",
        "usage: pens new mlp [options]\n"
-       "       pens new ctn [options]\n\n"
+       "       pens new ctn [options]\n"
+       "       pens new ladder [options]\n\n"
        "Prints (or writes) a model file for a ReLU MLP, with noise annotations and a\n"
        "pseudo-ensemble spec.\n\n"
        "  --layers W0,W1,...      widths, input first (default 784,800,800,10)\n"
@@ -119,6 +120,16 @@ const std::vector<Command>& commands() {
        "  --word-std S            initial word vector std (default 0.1)\n"
        "  --penalty scores:KIND:LAMBDA  PEA between children on every node's scores\n"
        "  --children K            children for the penalty (default 2)\n"
+       "  --description TEXT, --output FILE   as for mlp\n\n"
+       "pens new ladder: a ladder network (Rasmus et al. 2015) as a pseudo-ensemble: the\n"
+       "clean encoder the parent, the corrupted one and its decoder the child, the denoising\n"
+       "costs l2 penalties against the parent's values (docs/pseudo-ensembles.md)\n"
+       "  --layers W0,W1,...      widths, input first (default 784,1000,500,250,250,250,10)\n"
+       "  --noise S               Gaussian sigma on the input and every normalised layer\n"
+       "                          (default 0.3)\n"
+       "  --denoising L0,L1,...   each layer's denoising weight, input first (default\n"
+       "                          1000,10,0.1,0.1,0.1,0.1,0.1); times the mean square error\n"
+       "  --batch-norm-decay D    the running statistics' decay per update (default 0.99)\n"
        "  --description TEXT, --output FILE   as for mlp\n",
        pens::cli::run_new},
       {"train", "train a model on MNIST or sentiment trees from a config file",

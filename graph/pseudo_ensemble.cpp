@@ -80,6 +80,10 @@ void PseudoEnsembleSpec::validate() const {
     if (!one_of(p.rows, {"all", "labeled", "unlabeled"})) {
       fail_spec(field + "rows", where, ".rows must be 'all', 'labeled' or 'unlabeled', got '", p.rows, "'");
     }
+    if (!p.target.empty() && pairing != "parent-child") {
+      fail_spec(field + "target", where, ".target needs pairing 'parent-child': the target is the clean parent's "
+                "node, compared with each child's '", p.node, "'");
+    }
     if (!seen.emplace(p.node, p.kind).second) {
       fail_spec(field + "node", where, ": a second ", p.kind, " penalty on '", p.node, "'");
     }

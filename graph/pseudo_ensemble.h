@@ -39,6 +39,12 @@ struct PenaltyTerm {
   // Whether the λ stages (lambda_schedule) scale this term; false: its λ holds throughout,
   // as for a regulariser that the stages are not about (the authors' activation L2).
   bool scheduled = true;
+  // Non-empty (pairing parent-child only): the first side of each pair is the parent's
+  // node of this name instead of `node`'s, so that a child's reconstruction of an activity
+  // is compared with the clean activity itself: a ladder network's denoising costs, where
+  // `node` is the decoder's estimate and `target` the clean encoder's value. The two must
+  // have the same width.
+  std::string target = {};
   bool operator==(const PenaltyTerm&) const = default;
 };
 
@@ -117,7 +123,8 @@ struct PseudoEnsemble {
 };
 
 // Adds K children (spec.children) of the parent's network (the non-leaf ancestors of
-// its output nodes) and the supervised loss on the network spec.loss_on names. The
+// its output nodes and of the nodes its penalties tap, so that a decoder no output reads
+// is still computed by each child) and the supervised loss on the network spec.loss_on names. The
 // parent's nodes stay as they are; children point at its inputs and parameters.
 class PerturbPass : public Pass {
  public:

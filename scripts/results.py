@@ -15,8 +15,10 @@ import sys
 from pathlib import Path
 
 # The paper's Table 1 (test error %, MNIST) and its fully supervised figures; for the
-# methods after it, their own papers' figures (VAT: Miyato et al. 2018).
+# methods after it, their own papers' figures (VAT: Miyato et al. 2018; ladder networks:
+# Rasmus et al. 2015).
 PAPER = {
+    ("ladder", 100): 1.06, ("ladder", 1000): 0.84,
     ("vat", 100): 1.36, ("vat", 1000): 1.27, ("vat-ema", 100): 1.36, ("vat-ema", 1000): 1.27,
     ("vat-ema-long", 100): 1.36, ("vat-ema-long", 1000): 1.27,
     ("pea", 100): 10.79, ("pea", 600): 2.44, ("pea", 1000): 2.23, ("pea", 3000): 1.91,
@@ -30,10 +32,10 @@ PAPER = {
 }
 METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+-authors": 5, "pea+-long": 6,
                 "supervised-bn": 7, "pi": 8, "mean-teacher": 9, "pseudo-label": 10, "vat": 11, "vat-ema": 12,
-                "vat-ema-long": 13}
+                "vat-ema-long": 13, "ladder": 14}
 
 
-CELL = re.compile(r"(raw|sde|pea\+?|pea-authors|pea\+-authors|pea\+-long|supervised-bn|pi|mean-teacher|pseudo-label|vat|vat-ema|vat-ema-long)-(\d+|supervised)")
+CELL = re.compile(r"(raw|sde|pea\+?|pea-authors|pea\+-authors|pea\+-long|supervised-bn|pi|mean-teacher|pseudo-label|vat|vat-ema|vat-ema-long|ladder)-(\d+|supervised)")
 
 
 def typed(command):
@@ -111,7 +113,28 @@ def cell(method, labels, splits):
     return out
 
 
-def markdown(rows):
+def consistency_table(records):
+    """The consistency family's cells run one by one (records of kind "consistency", written
+    by hand with their notes), as rows beside the table's."""
+    lines = [
+        "",
+        "The consistency family's cells measured run by run rather than by `scripts/table1.sh`",
+        "(records of kind `consistency` in results.json, each with its note and command; the",
+        "prose is under \"Beyond the paper\" below):",
+        "",
+        "| method | variant | labels | splits | test error (%) | published | gap | minutes per run |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(records, key=lambda r: (r["labels"], METHOD_ORDER.get(r["method"], 99))):
+        published = r.get("published")
+        paper = "" if published is None else f"{published:.2f}"
+        gap = "" if published is None else f"{r['mean'] - published:+.2f}"
+        lines.append(f"| {r['method']} | {r.get('variant', '')} | {r['labels']} | {r['splits']} "
+                     f"| {r['mean']:.2f} ± {r['std']:.2f} | {paper} | {gap} | {statistics.fmean(r['minutes']):.1f} |")
+    return lines
+
+
+def markdown(rows, consistency):
     lines = [
         "# Results: the paper's Tables 1 and 2 on this machine",
         "",
@@ -119,7 +142,8 @@ def markdown(rows):
         "the runs of `scripts/table1.sh`; every figure is",
         "MNIST test error (%) at the epoch of best validation error (10,000 validation images",
         "held out of the training set), mean ± standard deviation over the labeled-set splits.",
-        "The paper's figure stands beside each cell (for VAT, its own paper's); \"gap\" is ours minus it.",
+        "The paper's figure stands beside each cell (for VAT and ladder networks, their own papers'); \"gap\" is",
+        "ours minus it.",
         "",
         "| method | labels | splits | test error (%) | paper | gap | epochs per run | minutes per run |",
         "|---|---|---|---|---|---|---|---|",
@@ -131,6 +155,8 @@ def markdown(rows):
         lines.append(
             f"| {r['method']} | {labels} | {r['splits']} | {r['mean']:.2f} ± {r['std']:.2f} | {paper} | {gap} "
             f"| {statistics.fmean(r['epochs']):.1f} | {statistics.fmean(r['minutes']):.1f} |")
+    if consistency:
+        lines += consistency_table(consistency)
     lines += ["", "## Per split, and the command of each cell", ""]
     for r in rows:
         seeds = r.get("split_seeds") or list(range(1, r["splits"] + 1))
@@ -176,7 +202,8 @@ def main():
     notes = ""
     if md_path.exists() and marker in md_path.read_text():
         notes = md_path.read_text().split(marker, 1)[1]
-    md_path.write_text(markdown(rows) + "\n" + marker + notes)
+    consistency = [r for r in others if r.get("kind") == "consistency"]
+    md_path.write_text(markdown(rows, consistency) + "\n" + marker + notes)
 
 
 if __name__ == "__main__":

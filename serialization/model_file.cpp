@@ -236,10 +236,14 @@ PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::stri
     for (size_t i = 0; i < x->size(); ++i) {
       const std::string p = path + "/penalties/" + std::to_string(i);
       const json& e = r.object((*x)[i], p);
-      r.only(e, p, {"node", "kind", "lambda", "rows", "fixed_target", "scheduled", "params"});
+      r.only(e, p, {"node", "target", "kind", "lambda", "rows", "fixed_target", "scheduled", "params"});
       PenaltyTerm t;
       t.node = r.name(r.required(e, p, "node"), p + "/node");
       if (!g.find(t.node)) r.fail(p + "/node", "no node named '", t.node, "'");
+      if (const json* target = r.optional(e, "target")) {
+        t.target = r.name(*target, p + "/target");
+        if (!g.find(t.target)) r.fail(p + "/target", "no node named '", t.target, "'");
+      }
       t.kind = r.string(r.required(e, p, "kind"), p + "/kind");
       t.lambda = r.number(r.required(e, p, "lambda"), p + "/lambda");
       if (const json* rows = r.optional(e, "rows")) t.rows = r.string(*rows, p + "/rows");
@@ -555,7 +559,8 @@ json ensemble_json(const PseudoEnsembleSpec& s) {
   json pen = json::array();
   for (const PenaltyTerm& t : s.penalties) {
     pen.push_back({{"node", t.node}, {"kind", t.kind}, {"lambda", t.lambda}, {"rows", t.rows}});
-    if (t.fixed_target) pen.back()["fixed_target"] = true;  // written when set: older files stay canonical
+    if (!t.target.empty()) pen.back()["target"] = t.target;  // written when set: older files stay canonical
+    if (t.fixed_target) pen.back()["fixed_target"] = true;  // likewise
     if (!t.scheduled) pen.back()["scheduled"] = false;      // likewise
     if (!t.params.empty()) pen.back()["params"] = t.params;
   }

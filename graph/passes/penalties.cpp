@@ -27,24 +27,33 @@ std::vector<PenaltyHandle> add_penalties(Perturbed& perturbed, const PseudoEnsem
       throw Error(cat(where, args...), "", cat("penalties/", index, "/", field));
     };
     const PenaltyKind& kind = PenaltyRegistry::global().at(term.kind);
-    const auto parent = g.find(term.node);
+    const auto node = g.find(term.node);
     // The losses were rebuilt per child by the perturb pass, so a loss node of the model is
     // not found here either.
-    if (!parent) {
+    if (!node) {
       fail_term("node", ": no node '", term.node, "' in the network the children compute (the model has none of that "
                 "name, or it is a loss: penalize an activity, such as the output)");
     }
+    // The pair's first side on the parent: the node itself, or the target it is compared with.
+    const auto parent = term.target.empty() ? node : g.find(term.target);
+    if (!parent) {
+      fail_term("target", ": no node '", term.target, "' in the parent's network (the model has none of that name, ",
+                "or it is a loss)");
+    }
+    if (values[*parent].shape != values[*node].shape) {
+      fail_term("target", ": the target '", term.target, "' is ", values[*parent].shape.str(), ", '", term.node,
+                "' is ", values[*node].shape.str(), ": a penalty compares values of one shape");
+    }
     PenaltyHandle h;
     h.term = term;
-    h.layer = g[*parent].layer;
+    h.layer = g[*node].layer;
     std::vector<NodeId> taps;
     for (const auto& child : perturbed.taps) {
       auto tap = child.find(term.node);
       if (tap == child.end()) {
-        fail_term("node", ": '", term.node, "' is not part of the network the children compute (",
-                  is_param(g[*parent]) || is_input(g[*parent]) ? "it is a leaf: penalize a node computed from it"
-                                                               : "it is not an ancestor of an output",
-                  ")");
+        // Children compute every non-leaf node a penalty names (the perturb pass's roots).
+        fail_term("node", ": '", term.node, "' is not part of the network the children compute: it is a leaf (an ",
+                  "input, parameter or constant) they share with the parent; penalize a node computed from it");
       }
       h.children.push_back(tap->second);
       taps.push_back(g.at(tap->second));
@@ -53,7 +62,7 @@ std::vector<PenaltyHandle> add_penalties(Perturbed& perturbed, const PseudoEnsem
     std::map<std::string, double> params = kind.params;
     for (const auto& [name, value] : term.params) params[name] = value;
     PenaltyBuilder b(g, cat("pen/", term.node, "/", term.kind), h.layer, spec.smoothing,
-                     values[*parent].shape.cols(), std::move(params));
+                     values[*node].shape.cols(), std::move(params));
 
     // The rows the penalty covers.
     auto rows = [&](NodeId v) {

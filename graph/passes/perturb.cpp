@@ -60,15 +60,28 @@ struct ChildOptions {
   // Children read the clean parent's batch statistics (the computed sources of moving
   // averages), held constant, instead of computing their own.
   bool parent_statistics = false;
+  // Nodes the children compute besides the ancestors of the outputs (penalized nodes that
+  // no output reads, such as a ladder network's decoder).
+  std::vector<std::string> roots = {};
 };
 
 Children make_children(const Graph& parent, int64_t children, const ChildOptions& options) {
   Children c;
   c.order = parent.topological_order();
-  const std::vector<NodeId> outputs = parent.nodes_with(kOutput);
+  std::vector<NodeId> outputs = parent.nodes_with(kOutput);
   if (outputs.empty()) {
     fail("the parent graph marks no output node: flag the network's output (kOutput) so the "
          "perturb pass knows what the children compute");
+  }
+  if (!options.roots.empty()) {
+    // A root that is not there, a leaf or part of the loss head (reading the labels) is not
+    // added: the penalty pass names what is wrong with it.
+    const std::vector<char> network = non_leaf_ancestors(parent, c.order, outputs);
+    const std::vector<char> head = non_leaf_ancestors(parent, c.order, parent.nodes_with(kLoss));
+    for (const std::string& root : options.roots) {
+      const auto v = parent.find(root);
+      if (v && !parent[*v].op->leaf && (network[*v] || !head[*v])) outputs.push_back(*v);
+    }
   }
   c.network = non_leaf_ancestors(parent, c.order, outputs);
   std::vector<char> keep = c.network;
@@ -207,8 +220,12 @@ std::vector<NodeId> attach_loss_head(Children& c, const Graph& parent, const std
 
 Perturbed PerturbPass::perturb(const Graph& parent) const {
   spec_.validate();
+  std::vector<std::string> penalized;
+  for (const PenaltyTerm& t : spec_.penalties) penalized.push_back(t.node);
   Children c = make_children(parent, spec_.children,
-                             {.teacher = spec_.teacher, .parent_statistics = spec_.batch_statistics == "parent"});
+                             {.teacher = spec_.teacher,
+                              .parent_statistics = spec_.batch_statistics == "parent",
+                              .roots = penalized});
   Graph& g = c.graph;
   const std::vector<NodeId> losses = parent.nodes_with(kLoss);
   // A training graph's result is its objective: the clean parent stays only where the
@@ -294,7 +311,8 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
   if (options.restrict_rows) passes.push_back(std::make_unique<RestrictRows>());
   out.graph = run_passes(perturbed.graph, passes, batch);
   for (PenaltyHandle& h : out.penalties) {
-    if (auto p = out.graph.find(h.term.node); p && out.graph[*p].role == "parent") h.parent = h.term.node;
+    const std::string& side = h.term.target.empty() ? h.term.node : h.term.target;
+    if (auto p = out.graph.find(side); p && out.graph[*p].role == "parent") h.parent = side;
   }
   return out;
 }

@@ -236,6 +236,62 @@ TEST_CASE("a penalty with a fixed target moves the other side only") {
   }
 }
 
+TEST_CASE("a penalty with a target: the child's node against another parent node; children compute what no output reads") {
+  // A decoder no output reads: xhat = h1 · D, compared with the clean input x.
+  Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));
+  const NodeId d = parent.param("D", {5, 6}, {{"init", std::string("normal")}, {"std", 0.5}});
+  parent.add("matmul", {parent.at("h1"), d}, {}, "xhat");
+  PseudoEnsembleSpec spec;
+  spec.pairing = "parent-child";
+  spec.children = 1;
+  spec.loss_on = "child";
+  PenaltyTerm term{.node = "xhat", .kind = "l2", .lambda = 0.5};
+  term.target = "x";
+  spec.penalties = {term};
+  const PseudoEnsemble pe = build_pseudo_ensemble(parent, spec);
+  const Graph& g = pe.graph;
+  CHECK(g.find("c1/xhat").has_value());
+  CHECK_FALSE(g.find("xhat").has_value());  // the parent's decoder is read by nothing: pruned
+  REQUIRE(pe.penalties.size() == 1);
+  CHECK(pe.penalties[0].parent == "x");
+  CHECK(pe.penalties[0].children == std::vector<std::string>{"c1/xhat"});
+
+  ParamStore<double> params(g);
+  params.initialize(g, 3);
+  Tape<double> tape(g, params, {.batch = 4});
+  auto x = tape.input("x");
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.3 * static_cast<double>(i));
+  tape.set_noise_key({1, 2});
+  tape.forward();
+  // λ times the mean over rows of the squared distance between the clean x and the
+  // child's reconstruction (which the child computes from its noisy h1).
+  const auto xhat = tape.value("c1/xhat");
+  REQUIRE(xhat.size() == 24);
+  double sum = 0;
+  for (int64_t i = 0; i < 24; ++i) sum += (x[i] - xhat[i]) * (x[i] - xhat[i]);
+  CHECK(tape.value(pe.penalties[0].value)[0] == doctest::Approx(0.5 * sum / 4).epsilon(1e-12));
+
+  GradcheckOptions options;
+  options.batch = 4;
+  const GradcheckResult r = gradcheck(g, {{"y", labels(4, 3)}}, options);
+  INFO(r.worst);
+  CHECK(r.passed);
+
+  // What is wrong is named: the pairing, a missing target, a target of another shape.
+  spec.pairing = "child-child";
+  spec.children = 2;
+  CHECK_ERROR_MENTIONS(spec.validate(), "penalties[0].target needs pairing 'parent-child'");
+  spec.pairing = "parent-child";
+  spec.children = 1;
+  spec.penalties[0].target = "nowhere";
+  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(parent, spec), "penalty l2 on 'xhat'", "no node 'nowhere'");
+  spec.penalties[0].target = "h2";
+  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(parent, spec), "the target 'h2' is [", "compares values of one shape");
+  // Nodes that read the labels stay the loss head's: a penalty cannot make children compute them.
+  spec.penalties[0] = {.node = "losses", .kind = "l2", .lambda = 1.0};
+  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(parent, spec), "penalty l2 on 'losses'", "or it is a loss");
+}
+
 TEST_CASE("activation_l2 is the mean square of both children's units, as the authors' lam_l2a") {
   PseudoEnsembleSpec spec;
   spec.loss_on = "children";

@@ -228,3 +228,23 @@ def test_a_penalty_kind_takes_its_parameters_from_the_builder():
                       penalties=[pens.penalty("logits", "pseudo_label", 0.5, margin=0.9)])
     with pytest.raises(pens.Error, match="no parameter 'margin'"):
         b.build()
+
+
+def test_a_penalty_with_a_target_makes_the_child_compute_a_decoder():
+    b = pens.ModelBuilder()
+    x = b.input("x", [None, 3], noise=[pens.noise("gaussian", sigma=0.3)])
+    y = b.input("y", [None], dtype="index")
+    h = b.add("relu", [b.add("affine", [x, b.param("W", [3, 4], std=0.5), b.param("b", [4], init="zeros")])], name="h")
+    logits = b.add("affine", [h, b.param("V", [4, 2], std=0.5), b.param("c", [2], init="zeros")], name="logits",
+                   output=True)
+    b.add("mean", [b.add("softmax_xent", [logits, y])], name="loss", loss=True)
+    b.add("matmul", [h, b.param("D", [4, 3], std=0.5)], name="xhat")  # read by no output
+    b.pseudo_ensemble(children=1, pairing="parent-child", loss_on="child",
+                      penalties=[pens.penalty("xhat", "l2", 2.0, target="x")])
+    model = b.build()
+    assert json.loads(model.to_json())["pseudo_ensemble"]["penalties"][0]["target"] == "x"
+    assert "parent x, children c1/xhat; l2, lambda 2" in model.inspect()
+    b.pseudo_ensemble(children=1, pairing="parent-child", loss_on="child",
+                      penalties=[pens.penalty("xhat", "l2", 2.0, target="h")])
+    with pytest.raises(pens.Error, match="compares values of one shape"):
+        b.build()

@@ -208,6 +208,9 @@ TEST_CASE("what only the pseudo-ensemble's passes find is refused on reading, at
   CHECK_ERROR_MENTIONS(parse(doc), "test.json: /pseudo_ensemble/penalties/0/node:", "'W1' is not part of the network",
                        "it is a leaf");
   doc = small_json();
+  doc["pseudo_ensemble"]["penalties"][0]["target"] = "nope";
+  CHECK_ERROR_MENTIONS(parse(doc), "test.json: /pseudo_ensemble/penalties/0/target:", "no node named 'nope'");
+  doc = small_json();
   doc["pseudo_ensemble"]["penalties"][0]["kind"] = "klx";
   CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/kind:", "registered penalty kind", "'klx'");
   doc = small_json();

@@ -1,0 +1,146 @@
+#include "pens/models/ladder.h"
+
+#include <cmath>
+#include <string>
+
+#include "pens/graph/noise.h"
+#include "pens/ops/ir/error.h"
+
+namespace pens {
+
+namespace {
+
+// Batch normalisation with neither scale nor shift (the ladder's): ones and zeros as
+// constants of the layer's width.
+struct Normalizer {
+  Graph& g;
+  NodeId normalize(NodeId x, NodeId mean, NodeId var, int64_t width, const std::string& name) {
+    const NodeId one = constant(1.0, width), zero = constant(0.0, width);
+    return g.add("normalize", {x, mean, var, one, zero}, {{"eps", 1e-5}}, name);
+  }
+  // The batch's own statistics: "<name>/mean", "<name>/var" and "<name>".
+  NodeId batch_norm(NodeId x, int64_t width, const std::string& name) {
+    const NodeId mean = g.add("mean", {x}, {{"axes", std::vector<int64_t>{0}}}, name + "/mean");
+    const NodeId var = g.add("batch_variance", {x, mean}, {}, name + "/var");
+    return normalize(x, mean, var, width, name);
+  }
+  NodeId constant(double value, int64_t width) {
+    const std::string name = cat(value == 0 ? "zeros" : "ones", width);
+    if (const auto v = g.find(name)) return *v;
+    return g.add("constant", {}, {{"shape", std::vector<int64_t>{width}}, {"value", value}}, name);
+  }
+};
+
+Attributes filled(double value) { return {{"init", std::string("constant")}, {"value", value}}; }
+
+// The ladder paper's "vanilla" combinator: ẑ = (z̃ − μ(u)) ⊙ v(u) + μ(u), each of μ and v
+// a1 ⊙ sigmoid(a2 ⊙ u + a3) + a4 ⊙ u + a5 with its own five per-unit parameter vectors,
+// started so that ẑ = 0 (a2 = a7 = 1, the rest 0).
+NodeId combinator(Graph& g, NodeId noisy, NodeId u, int64_t width, const std::string& prefix, const std::string& name) {
+  std::vector<NodeId> a;
+  for (int i = 1; i <= 10; ++i) {
+    a.push_back(g.param(cat(prefix, "/a", i), {width}, filled(i == 2 || i == 7 ? 1.0 : 0.0)));
+  }
+  const auto curve = [&](size_t first, const std::string& part) {
+    const NodeId inner = g.add("add", {g.add("mul", {a[first + 1], u}), a[first + 2]});
+    const NodeId gate = g.add("mul", {a[first], g.add("sigmoid", {inner})});
+    return g.add("add", {g.add("add", {gate, g.add("mul", {a[first + 3], u})}), a[first + 4]}, {}, prefix + "/" + part);
+  };
+  const NodeId mu = curve(0, "mu");
+  const NodeId v = curve(5, "v");
+  return g.add("add", {g.add("mul", {g.add("sub", {noisy, mu}), v}), mu}, {}, name);
+}
+
+}  // namespace
+
+Model build_ladder(const LadderSpec& spec) {
+  const size_t depth = spec.layers.size() - 1;
+  if (spec.layers.size() < 2) fail("a ladder network needs at least an input and an output width");
+  for (int64_t w : spec.layers) {
+    if (w < 1) fail("ladder layer widths must be positive, got ", w);
+  }
+  if (spec.denoising.size() != spec.layers.size()) {
+    fail("a ladder network takes one denoising weight per layer, input first: ", spec.layers.size(), " widths, ",
+         spec.denoising.size(), " weights");
+  }
+  if (!(spec.noise >= 0)) fail("the ladder's noise must be >= 0, got ", spec.noise);
+  Model model;
+  Graph& g = model.graph;
+  Normalizer bn{g};
+  const auto tag = [&](NodeId v, const std::string& layer) {
+    g.node(v).layer = layer;
+    return v;
+  };
+
+  // The encoder: the parent is the clean one; noise makes the child the corrupted one.
+  std::vector<NodeId> z(depth + 1);
+  z[0] = tag(g.input("x", {kBatch, spec.layers[0]}), "in");
+  if (spec.noise > 0) add_noise(g, z[0], "gaussian", {{"sigma", spec.noise}});
+  const NodeId labels = g.input("y", {kBatch}, DType::Index);
+  NodeId h = z[0];
+  NodeId logits = h;  // the last layer's, set below
+  for (size_t l = 1; l <= depth; ++l) {
+    const std::string layer = cat("l", l);
+    const int64_t n = spec.layers[l];
+    const NodeId w = g.param(cat("W", l), {spec.layers[l - 1], n},
+                             {{"init", std::string("normal")}, {"std", 1.0 / std::sqrt(double(spec.layers[l - 1]))}});
+    const NodeId a = tag(g.add("matmul", {h, w}, {}, cat("a", l)), layer);
+    z[l] = tag(bn.batch_norm(a, n, cat("z", l)), layer);
+    for (const char* stat : {"mean", "var"}) {
+      const std::string source = cat("z", l, "/", stat);
+      tag(g.at(source), layer);
+      const NodeId running = g.param(cat("z", l, "/running_", stat), {n}, filled(stat[0] == 'm' ? 0.0 : 1.0));
+      g.set_flag(running, kFrozen);
+      g.add_average({.param = g[running].name, .source = source, .decay = spec.batch_norm_decay});
+    }
+    if (spec.noise > 0) add_noise(g, z[l], "gaussian", {{"sigma", spec.noise}});
+    const NodeId shifted = g.add("add", {z[l], g.param(cat("beta", l), {n}, filled(0.0))});
+    if (l < depth) {
+      h = tag(g.add("relu", {shifted}, {}, cat("h", l)), layer);
+    } else {
+      logits = tag(g.add("mul", {g.param(cat("gamma", l), {n}, filled(1.0)), shifted}, {}, "logits"), layer);
+    }
+  }
+  g.set_flag(logits, kOutput);
+  const NodeId loss = g.add("mean", {g.add("softmax_xent", {logits, labels}, {}, "losses")}, {}, "loss");
+  g.set_flag(loss, kLoss);
+
+  // The decoder, top down; the child computes it because its penalties name its nodes.
+  PseudoEnsembleSpec pe;
+  pe.children = 1;
+  pe.pairing = "parent-child";
+  pe.loss_on = "child";
+  NodeId above = tag(g.add("softmax", {logits}, {}, "p"), cat("l", depth));
+  for (size_t step = 0; step <= depth; ++step) {
+    const size_t l = depth - step;
+    const std::string layer = l == 0 ? std::string("in") : cat("l", l);
+    const int64_t n = spec.layers[l];
+    NodeId signal = above;
+    if (l < depth) {
+      const NodeId v = g.param(cat("V", l + 1), {spec.layers[l + 1], n},
+                               {{"init", std::string("normal")}, {"std", 1.0 / std::sqrt(double(spec.layers[l + 1]))}});
+      signal = tag(g.add("matmul", {above, v}), layer);
+    }
+    const NodeId u = tag(bn.batch_norm(signal, n, cat("u", l)), layer);
+    for (const char* stat : {"/mean", "/var"}) tag(g.at(cat("u", l, stat)), layer);
+    const std::string name = l == 0 ? std::string("xhat") : cat("zhat", l);
+    const NodeId estimate = tag(combinator(g, z[l], u, n, cat("g", l), name), layer);
+    above = estimate;
+    // The cost compares like with like: below the input, z<l> is normalised by its batch
+    // statistics, and so is the estimate (the ladder's ẑ_BN).
+    NodeId compared = estimate;
+    if (l > 0) {
+      compared = tag(bn.normalize(estimate, g.at(cat("z", l, "/mean")), g.at(cat("z", l, "/var")), n, name + "/bn"),
+                     layer);
+    }
+    pe.penalties.push_back({.node = g[compared].name,
+                            .kind = "l2",
+                            .lambda = spec.denoising[l] / static_cast<double>(n),
+                            .target = g[z[l]].name});
+  }
+  pe.validate();
+  model.ensemble = pe;
+  return model;
+}
+
+}  // namespace pens
