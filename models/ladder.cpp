@@ -145,6 +145,7 @@ Model build_ladder(const LadderSpec& spec) {
   }
   if (spec.adversarial > 0) {
     pe.batch_statistics = "parent";
+    pe.loss_on = "parent";
     pe.smoothing = 0;
     pe.penalties.push_back({.node = "logits", .kind = "kl", .lambda = 1.0, .fixed_target = true});
   }

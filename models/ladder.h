@@ -26,7 +26,10 @@ struct LadderSpec {
   // > 0: the input's noise is virtual adversarial (radius ε, finite-difference step 10)
   // in place of the Gaussian, with VAT's term beside the denoising costs (kl on the
   // logits, weight 1, the parent a fixed target), and the child normalises with the
-  // clean batch's statistics, as VAT trains here (docs/pseudo-ensembles.md).
+  // clean batch's statistics, as VAT trains here (docs/pseudo-ensembles.md). The
+  // supervised loss is then the clean parent's: the child's normalisation holds the
+  // parent's statistics constant, so a loss on the child alone would train the weights
+  // with no gradient through any batch statistic, which lets them grow unchecked.
   double adversarial = 0;
 };
 

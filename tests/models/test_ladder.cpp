@@ -98,6 +98,7 @@ TEST_CASE("ladder with adversarial input noise: VAT's probe and term beside the 
   const Model model = build_ladder(spec);
   REQUIRE(model.ensemble);
   CHECK(model.ensemble->batch_statistics == "parent");
+  CHECK(model.ensemble->loss_on == "parent");
   REQUIRE(model.ensemble->penalties.size() == 5);
   const PenaltyTerm& vat = model.ensemble->penalties.back();
   CHECK(vat.node == "logits");

@@ -180,3 +180,18 @@ def test_the_authors_pea_plus_pretrains_once_then_fine_tunes_each_split_from_it(
     [cell] = [r for r in json.loads((tmp_path / "report" / "results.json").read_text())
               if r.get("method") == "pea+-authors"]
     assert cell["split_seeds"] == [1, 2] and cell["labels"] == 20
+
+
+def test_records_measured_run_by_run_are_rows_of_their_own_table(tmp_path):
+    """Consistency records written by hand (kind "consistency") are kept as they are and
+    listed in a table of their own beside Table 1's."""
+    record = tmp_path / "results.json"
+    md = tmp_path / "results.md"
+    vat = {"kind": "consistency", "method": "vat", "variant": "averaged weights", "labels": 100, "splits": 2,
+           "split_seeds": [1, 2], "errors": [1.79, 1.9], "mean": 1.845, "std": 0.078, "minutes": [21.5, 15.2],
+           "published": 1.36, "note": "two splits", "command": "build/pens train examples/mnist/vat-bn-ema-100.json"}
+    record.write_text(json.dumps([vat]))
+    subprocess.run(["python3", str(ROOT / "scripts" / "results.py"), str(tmp_path / "none"), str(md), str(record)],
+                   check=True)
+    assert json.loads(record.read_text()) == [vat]
+    assert "| vat | averaged weights | 100 | 2 | 1.84 ± 0.08 | 1.36 | +0.48 | 18.4 |" in md.read_text()
