@@ -182,7 +182,6 @@ int new_ladder(const Args& args) {
     }
   }
   spec.batch_norm_decay = args.option_double("batch-norm-decay", spec.batch_norm_decay, AttrRange::from_below(0, 1));
-  spec.adversarial = args.option_double("adversarial", 0, AttrRange::at_least(0));
   Model model = build_ladder(spec);
   if (auto d = args.option("description")) model.metadata["description"] = *d;
   return write_new_model(model, ValueStorage::None, args);
@@ -200,7 +199,7 @@ int run_new(const std::vector<std::string>& argv) {
   }
   if (!argv.empty() && argv[0] == "ladder") {
     const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {},
-                    {"layers", "noise", "denoising", "batch-norm-decay", "adversarial", "description", "output"});
+                    {"layers", "noise", "denoising", "batch-norm-decay", "description", "output"});
     if (!args.positional().empty()) fail("pens new ladder takes options only");
     return new_ladder(args);
   }

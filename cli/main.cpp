@@ -130,8 +130,6 @@ const std::vector<Command>& commands() {
        "  --denoising L0,L1,...   each layer's denoising weight, input first (default\n"
        "                          1000,10,0.1,0.1,0.1,0.1,0.1); times the mean square error\n"
        "  --batch-norm-decay D    the running statistics' decay per update (default 0.99)\n"
-       "  --adversarial EPS       virtual adversarial input noise of radius EPS in place of\n"
-       "                          the Gaussian, with VAT's kl term on the logits\n"
        "  --description TEXT, --output FILE   as for mlp\n",
        pens::cli::run_new},
       {"train", "train a model on MNIST or sentiment trees from a config file",

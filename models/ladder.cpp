@@ -64,7 +64,6 @@ Model build_ladder(const LadderSpec& spec) {
          spec.denoising.size(), " weights");
   }
   if (!(spec.noise >= 0)) fail("the ladder's noise must be >= 0, got ", spec.noise);
-  if (!(spec.adversarial >= 0)) fail("the ladder's adversarial radius must be >= 0, got ", spec.adversarial);
   Model model;
   Graph& g = model.graph;
   Normalizer bn{g};
@@ -76,11 +75,7 @@ Model build_ladder(const LadderSpec& spec) {
   // The encoder: the parent is the clean one; noise makes the child the corrupted one.
   std::vector<NodeId> z(depth + 1);
   z[0] = tag(g.input("x", {kBatch, spec.layers[0]}), "in");
-  if (spec.adversarial > 0) {
-    add_noise(g, z[0], "adversarial", {{"eps", spec.adversarial}, {"xi", 10.0}});
-  } else if (spec.noise > 0) {
-    add_noise(g, z[0], "gaussian", {{"sigma", spec.noise}});
-  }
+  if (spec.noise > 0) add_noise(g, z[0], "gaussian", {{"sigma", spec.noise}});
   const NodeId labels = g.input("y", {kBatch}, DType::Index);
   NodeId h = z[0];
   NodeId logits = h;  // the last layer's, set below
@@ -142,12 +137,6 @@ Model build_ladder(const LadderSpec& spec) {
                             .kind = "l2",
                             .lambda = spec.denoising[l] / static_cast<double>(n),
                             .target = g[z[l]].name});
-  }
-  if (spec.adversarial > 0) {
-    pe.batch_statistics = "parent";
-    pe.loss_on = "parent";
-    pe.smoothing = 0;
-    pe.penalties.push_back({.node = "logits", .kind = "kl", .lambda = 1.0, .fixed_target = true});
   }
   pe.validate();
   model.ensemble = pe;

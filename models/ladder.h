@@ -23,14 +23,6 @@ struct LadderSpec {
   // weighs it for permutation-invariant MNIST (1000, 10, 0.1, ...).
   std::vector<double> denoising = {1000, 10, 0.1, 0.1, 0.1, 0.1, 0.1};
   double batch_norm_decay = 0.99;  // of the encoder's running statistics
-  // > 0: the input's noise is virtual adversarial (radius ε, finite-difference step 10)
-  // in place of the Gaussian, with VAT's term beside the denoising costs (kl on the
-  // logits, weight 1, the parent a fixed target), and the child normalises with the
-  // clean batch's statistics, as VAT trains here (docs/pseudo-ensembles.md). The
-  // supervised loss is then the clean parent's: the child's normalisation holds the
-  // parent's statistics constant, so a loss on the child alone would train the weights
-  // with no gradient through any batch statistic, which lets them grow unchecked.
-  double adversarial = 0;
 };
 
 // Node names, for layer l = 1..L (L the last): a<l> = h<l-1>·W<l> (h0 is x), its batch
@@ -42,8 +34,7 @@ struct LadderSpec {
 // zhat<l> normalised with z<l>'s batch statistics, the value the cost compares with
 // z<l>. Layer tags "in", "l1" .. "l<L>". The running statistics are moving averages of the
 // clean encoder's batch statistics. The model carries its pseudo-ensemble: one child,
-// parent-child pairing, the loss on the child, an l2 penalty per layer with its target
-// (and with `adversarial`, the kl penalty on the logits).
+// parent-child pairing, the loss on the child, an l2 penalty per layer with its target.
 Model build_ladder(const LadderSpec& spec);
 
 }  // namespace pens

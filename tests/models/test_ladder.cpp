@@ -92,30 +92,8 @@ TEST_CASE("ladder: the training objective's gradient, noise included, against fi
   CHECK(r.variables > 200);
 }
 
-TEST_CASE("ladder with adversarial input noise: VAT's probe and term beside the denoising costs") {
-  LadderSpec spec = small_ladder();
-  spec.adversarial = 0.5;
-  const Model model = build_ladder(spec);
-  REQUIRE(model.ensemble);
-  CHECK(model.ensemble->batch_statistics == "parent");
-  CHECK(model.ensemble->loss_on == "parent");
-  REQUIRE(model.ensemble->penalties.size() == 5);
-  const PenaltyTerm& vat = model.ensemble->penalties.back();
-  CHECK(vat.node == "logits");
-  CHECK(vat.kind == "kl");
-  CHECK(vat.fixed_target);
-  CHECK(vat.target.empty());
-  const PseudoEnsemble pe = build_pseudo_ensemble(model.graph, *model.ensemble);
-  CHECK(pe.graph.find("c1/x~adversarial").has_value());
-  CHECK_FALSE(pe.graph.find("c1/x~gaussian").has_value());  // in place of the Gaussian
-  CHECK(pe.graph.find("c1/z1~gaussian").has_value());
-  CHECK(pe.graph.find("c1/xhat").has_value());
-}
-
 TEST_CASE("ladder: bad specs name what is wrong") {
   CHECK_ERROR_MENTIONS(build_ladder({.layers = {6, 5, 3}, .denoising = {1, 1}}), "one denoising weight per layer",
                        "3 widths, 2 weights");
   CHECK_ERROR_MENTIONS(build_ladder({.layers = {6, 0, 3}, .denoising = {1, 1, 1}}), "widths must be positive");
-  CHECK_ERROR_MENTIONS(build_ladder({.layers = {6, 5, 3}, .denoising = {1, 1, 1}, .adversarial = -1}),
-                       "adversarial radius must be >= 0");
 }
