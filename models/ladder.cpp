@@ -33,6 +33,11 @@ struct Normalizer {
 
 Attributes filled(double value) { return {{"init", std::string("constant")}, {"value", value}}; }
 
+// Weights N(0, 1 / fan_in), as the ladder paper initialises them.
+Attributes scaled_normal(int64_t fan_in) {
+  return {{"init", std::string("normal")}, {"std", 1.0 / std::sqrt(static_cast<double>(fan_in))}};
+}
+
 // The ladder paper's "vanilla" combinator: ẑ = (z̃ − μ(u)) ⊙ v(u) + μ(u), each of μ and v
 // a1 ⊙ sigmoid(a2 ⊙ u + a3) + a4 ⊙ u + a5 with its own five per-unit parameter vectors,
 // started so that ẑ = 0 (a2 = a7 = 1, the rest 0).
@@ -54,8 +59,8 @@ NodeId combinator(Graph& g, NodeId noisy, NodeId u, int64_t width, const std::st
 }  // namespace
 
 Model build_ladder(const LadderSpec& spec) {
-  const size_t depth = spec.layers.size() - 1;
   if (spec.layers.size() < 2) fail("a ladder network needs at least an input and an output width");
+  const size_t depth = spec.layers.size() - 1;
   for (int64_t w : spec.layers) {
     if (w < 1) fail("ladder layer widths must be positive, got ", w);
   }
@@ -82,8 +87,7 @@ Model build_ladder(const LadderSpec& spec) {
   for (size_t l = 1; l <= depth; ++l) {
     const std::string layer = cat("l", l);
     const int64_t n = spec.layers[l];
-    const NodeId w = g.param(cat("W", l), {spec.layers[l - 1], n},
-                             {{"init", std::string("normal")}, {"std", 1.0 / std::sqrt(double(spec.layers[l - 1]))}});
+    const NodeId w = g.param(cat("W", l), {spec.layers[l - 1], n}, scaled_normal(spec.layers[l - 1]));
     const NodeId a = tag(g.add("matmul", {h, w}, {}, cat("a", l)), layer);
     z[l] = tag(bn.batch_norm(a, n, cat("z", l)), layer);
     for (const char* stat : {"mean", "var"}) {
@@ -117,8 +121,7 @@ Model build_ladder(const LadderSpec& spec) {
     const int64_t n = spec.layers[l];
     NodeId signal = above;
     if (l < depth) {
-      const NodeId v = g.param(cat("V", l + 1), {spec.layers[l + 1], n},
-                               {{"init", std::string("normal")}, {"std", 1.0 / std::sqrt(double(spec.layers[l + 1]))}});
+      const NodeId v = g.param(cat("V", l + 1), {spec.layers[l + 1], n}, scaled_normal(spec.layers[l + 1]));
       signal = tag(g.add("matmul", {above, v}), layer);
     }
     const NodeId u = tag(bn.batch_norm(signal, n, cat("u", l)), layer);
@@ -126,8 +129,8 @@ Model build_ladder(const LadderSpec& spec) {
     const std::string name = l == 0 ? std::string("xhat") : cat("zhat", l);
     const NodeId estimate = tag(combinator(g, z[l], u, n, cat("g", l), name), layer);
     above = estimate;
-    // The cost compares like with like: below the input, z<l> is normalised by its batch
-    // statistics, and so is the estimate (the ladder's ẑ_BN).
+    // Above the input the cost compares the estimate normalised with z<l>'s batch
+    // statistics (the ladder's ẑ_BN; in the child, the corrupted batch's) with z<l>.
     NodeId compared = estimate;
     if (l > 0) {
       compared = tag(bn.normalize(estimate, g.at(cat("z", l, "/mean")), g.at(cat("z", l, "/var")), n, name + "/bn"),

@@ -333,6 +333,16 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   const Run uncentred = pens_cli("new mlp --center /nonexistent/mnist");
   CHECK(uncentred.status == 1);
   CHECK(uncentred.out.find("/nonexistent/mnist") != std::string::npos);
+  // A ladder: one l2 penalty per layer with its target, the decoder's weights V<l>.
+  const Run ladder = pens_cli("new ladder --layers 8,6,4,3 --denoising 100,1,0.1,0.1 --noise 0.2");
+  REQUIRE(ladder.status == 0);
+  const auto ld = nlohmann::json::parse(ladder.out);
+  const auto& terms = ld.at("pseudo_ensemble").at("penalties");
+  REQUIRE(terms.size() == 4);
+  CHECK(terms[3] == nlohmann::json({{"node", "xhat"}, {"target", "x"}, {"kind", "l2"}, {"lambda", 12.5}, {"rows", "all"}}));
+  CHECK(ld.at("inputs")[0].at("noise")[0] == nlohmann::json({{"kind", "gaussian"}, {"sigma", 0.2}}));
+  CHECK(pens_cli("new ladder --layers 8,6,3 --denoising 1,1").out.find("3 widths, 2 weights") != std::string::npos);
+  CHECK(pens_cli("new ladder --denoising 1,-2").out.find("'-2' is not a weight >= 0") != std::string::npos);
 }
 
 TEST_CASE("pens eval, train and pretrain: a corrupt IDX file or a bad config is one line and exit 1") {
