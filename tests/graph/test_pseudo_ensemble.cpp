@@ -57,6 +57,26 @@ std::vector<double> labels(int64_t n, int64_t classes) {
   return y;
 }
 
+ParamStore<double> initialized(const Graph& g) {
+  ParamStore<double> params(g);
+  params.initialize(g, 3);
+  return params;
+}
+
+// A training graph run forward on 4 rows, x = cos(0.3 i), its parameters drawn from seed
+// 3 and its noise from key {1, 2}.
+struct ForwardPass {
+  ParamStore<double> params;
+  Tape<double> tape;
+  explicit ForwardPass(const Graph& g, bool grad_inputs = false)
+      : params(initialized(g)), tape(g, params, {.batch = 4, .grad_inputs = grad_inputs}) {
+    auto x = tape.input("x");
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.3 * static_cast<double>(i));
+    tape.set_noise_key({1, 2});
+    tape.forward();
+  }
+};
+
 }  // namespace
 
 TEST_CASE("perturb: the parent is untouched, children share its parameters, taps are right") {
@@ -215,13 +235,8 @@ TEST_CASE("a penalty with a fixed target moves the other side only") {
       int stops = 0;
       for (NodeId v : g.nodes()) stops += g[v].op->name == "stop_gradient";
       CHECK(stops == (fixed ? 1 : 0));  // one target, shared by the pairs that read it
-      ParamStore<double> params(g);
-      params.initialize(g, 3);
-      Tape<double> tape(g, params, {.batch = 4, .grad_inputs = true});
-      auto x = tape.input("x");
-      for (int64_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.3 * static_cast<double>(i));
-      tape.set_noise_key({1, 2});
-      tape.forward();
+      ForwardPass run(g, /*grad_inputs=*/true);
+      Tape<double>& tape = run.tape;
       // The penalty alone: d V / d (each side's logits).
       std::vector<double> seed{1.0};
       tape.backward_from("pen/logits/xent", seed);
@@ -256,20 +271,15 @@ TEST_CASE("a penalty with a target: the child's node against another parent node
   CHECK(pe.penalties[0].parent == "x");
   CHECK(pe.penalties[0].children == std::vector<std::string>{"c1/xhat"});
 
-  ParamStore<double> params(g);
-  params.initialize(g, 3);
-  Tape<double> tape(g, params, {.batch = 4});
-  auto x = tape.input("x");
-  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.3 * static_cast<double>(i));
-  tape.set_noise_key({1, 2});
-  tape.forward();
+  ForwardPass run(g);
+  const auto x = run.tape.value("x");
   // λ times the mean over rows of the squared distance between the clean x and the
   // child's reconstruction (which the child computes from its noisy h1).
-  const auto xhat = tape.value("c1/xhat");
+  const auto xhat = run.tape.value("c1/xhat");
   REQUIRE(xhat.size() == 24);
   double sum = 0;
   for (int64_t i = 0; i < 24; ++i) sum += (x[i] - xhat[i]) * (x[i] - xhat[i]);
-  CHECK(tape.value(pe.penalties[0].value)[0] == doctest::Approx(0.5 * sum / 4).epsilon(1e-12));
+  CHECK(run.tape.value(pe.penalties[0].value)[0] == doctest::Approx(0.5 * sum / 4).epsilon(1e-12));
 
   GradcheckOptions options;
   options.batch = 4;
@@ -297,17 +307,11 @@ TEST_CASE("activation_l2 is the mean square of both children's units, as the aut
   spec.loss_on = "children";
   spec.penalties = {{"h1", "activation_l2", 1.0, "all"}};
   const Graph g = build_pseudo_ensemble(build_mlp(pea_mlp({6, 5, 4, 3})), spec).graph;
-  ParamStore<double> params(g);
-  params.initialize(g, 3);
-  Tape<double> tape(g, params, {.batch = 4});
-  auto x = tape.input("x");
-  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.3 * static_cast<double>(i));
-  tape.set_noise_key({1, 2});
-  tape.forward();
-  const auto h1 = tape.value("c1/h1"), h2 = tape.value("c2/h1");
+  ForwardPass run(g);
+  const auto h1 = run.tape.value("c1/h1"), h2 = run.tape.value("c2/h1");
   const double expected = (h1.arr().square().mean() + h2.arr().square().mean()) / 2;
   CHECK(expected > 0.01);
-  CHECK(tape.value("pen/h1/activation_l2")[0] == doctest::Approx(expected).epsilon(1e-12));
+  CHECK(run.tape.value("pen/h1/activation_l2")[0] == doctest::Approx(expected).epsilon(1e-12));
 }
 
 TEST_CASE("pseudo-labels: cross-entropy against the parent's confident argmax, rows under the threshold ignored") {
