@@ -4,32 +4,12 @@
 #include <string>
 
 #include "pens/graph/noise.h"
+#include "pens/models/batch_norm.h"
 #include "pens/ops/ir/error.h"
 
 namespace pens {
 
 namespace {
-
-// Batch normalisation with neither scale nor shift (the ladder's): ones and zeros as
-// constants of the layer's width.
-struct Normalizer {
-  Graph& g;
-  NodeId normalize(NodeId x, NodeId mean, NodeId var, int64_t width, const std::string& name) {
-    const NodeId one = constant(1.0, width), zero = constant(0.0, width);
-    return g.add("normalize", {x, mean, var, one, zero}, {{"eps", 1e-5}}, name);
-  }
-  // The batch's own statistics: "<name>/mean", "<name>/var" and "<name>".
-  NodeId batch_norm(NodeId x, int64_t width, const std::string& name) {
-    const NodeId mean = g.add("mean", {x}, {{"axes", std::vector<int64_t>{0}}}, name + "/mean");
-    const NodeId var = g.add("batch_variance", {x, mean}, {}, name + "/var");
-    return normalize(x, mean, var, width, name);
-  }
-  NodeId constant(double value, int64_t width) {
-    const std::string name = cat(value == 0 ? "zeros" : "ones", width);
-    if (const auto v = g.find(name)) return *v;
-    return g.add("constant", {}, {{"shape", std::vector<int64_t>{width}}, {"value", value}}, name);
-  }
-};
 
 Attributes filled(double value) { return {{"init", std::string("constant")}, {"value", value}}; }
 
@@ -71,7 +51,6 @@ Model build_ladder(const LadderSpec& spec) {
   if (!(spec.noise >= 0)) fail("the ladder's noise must be >= 0, got ", spec.noise);
   Model model;
   Graph& g = model.graph;
-  Normalizer bn{g};
   const auto tag = [&](NodeId v, const std::string& layer) {
     g.node(v).layer = layer;
     return v;
@@ -89,14 +68,7 @@ Model build_ladder(const LadderSpec& spec) {
     const int64_t n = spec.layers[l];
     const NodeId w = g.param(cat("W", l), {spec.layers[l - 1], n}, scaled_normal(spec.layers[l - 1]));
     const NodeId a = tag(g.add("matmul", {h, w}, {}, cat("a", l)), layer);
-    z[l] = tag(bn.batch_norm(a, n, cat("z", l)), layer);
-    for (const char* stat : {"mean", "var"}) {
-      const std::string source = cat("z", l, "/", stat);
-      tag(g.at(source), layer);
-      const NodeId running = g.param(cat("z", l, "/running_", stat), {n}, filled(stat[0] == 'm' ? 0.0 : 1.0));
-      g.set_flag(running, kFrozen);
-      g.add_average({.param = g[running].name, .source = source, .decay = spec.batch_norm_decay});
-    }
+    z[l] = add_batch_norm(g, a, cat("z", l), {.decay = spec.batch_norm_decay, .learnt_affine = false});
     if (spec.noise > 0) add_noise(g, z[l], "gaussian", {{"sigma", spec.noise}});
     const NodeId shifted = g.add("add", {z[l], g.param(cat("beta", l), {n}, filled(0.0))});
     if (l < depth) {
@@ -124,8 +96,7 @@ Model build_ladder(const LadderSpec& spec) {
       const NodeId v = g.param(cat("V", l + 1), {spec.layers[l + 1], n}, scaled_normal(spec.layers[l + 1]));
       signal = tag(g.add("matmul", {above, v}), layer);
     }
-    const NodeId u = tag(bn.batch_norm(signal, n, cat("u", l)), layer);
-    for (const char* stat : {"/mean", "/var"}) tag(g.at(cat("u", l, stat)), layer);
+    const NodeId u = add_batch_norm(g, signal, cat("u", l), {.learnt_affine = false, .running_statistics = false});
     const std::string name = l == 0 ? std::string("xhat") : cat("zhat", l);
     const NodeId estimate = tag(combinator(g, z[l], u, n, cat("g", l), name), layer);
     above = estimate;
@@ -133,8 +104,8 @@ Model build_ladder(const LadderSpec& spec) {
     // statistics (the ladder's ẑ_BN; in the child, the corrupted batch's) with z<l>.
     NodeId compared = estimate;
     if (l > 0) {
-      compared = tag(bn.normalize(estimate, g.at(cat("z", l, "/mean")), g.at(cat("z", l, "/var")), n, name + "/bn"),
-                     layer);
+      const NodeId mean = g.at(cat("z", l, "/mean")), var = g.at(cat("z", l, "/var"));
+      compared = tag(add_normalization(g, estimate, mean, var, name + "/bn"), layer);
     }
     pe.penalties.push_back({.node = g[compared].name,
                             .kind = "l2",
