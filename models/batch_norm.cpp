@@ -10,7 +10,7 @@ namespace {
 // The width of x [rows, n], from shape inference: a parameter or constant needs it when it
 // is added.
 int64_t features(const Graph& g, NodeId x, const std::string& name) {
-  const Shape& in = infer_values(g, kVerifyBatch)[x].shape;
+  const Shape in = infer_values(g, kVerifyBatch)[x].shape;  // a copy: the values are a temporary
   if (in.rank != 2) fail("normalisation '", name, "': x must be [rows, features], got ", in.str());
   return in[1];
 }
