@@ -39,11 +39,17 @@ int run_fmt(const std::vector<std::string>& argv) {
 
 namespace {
 
-std::vector<int64_t> parse_layers(const std::string& text) {
-  std::vector<int64_t> out;
+std::vector<std::string> comma_separated(const std::string& text) {
+  std::vector<std::string> items;
   std::stringstream in(text);
   std::string item;
-  while (std::getline(in, item, ',')) {
+  while (std::getline(in, item, ',')) items.push_back(item);
+  return items;
+}
+
+std::vector<int64_t> parse_layers(const std::string& text) {
+  std::vector<int64_t> out;
+  for (const std::string& item : comma_separated(text)) {
     try {
       size_t used = 0;
       const long long w = std::stoll(item, &used);
@@ -172,9 +178,7 @@ int new_ladder(const Args& args) {
   spec.noise = args.option_double("noise", spec.noise, AttrRange::at_least(0));
   if (auto text = args.option("denoising")) {
     spec.denoising.clear();
-    std::stringstream in(*text);
-    std::string item;
-    while (std::getline(in, item, ',')) {
+    for (const std::string& item : comma_separated(*text)) {
       char* end = nullptr;
       const double w = std::strtod(item.c_str(), &end);
       if (item.empty() || *end != '\0' || !(w >= 0)) fail("--denoising '", *text, "': '", item, "' is not a weight >= 0");
