@@ -186,7 +186,15 @@ int new_ladder(const Args& args) {
     }
   }
   spec.batch_norm_decay = args.option_double("batch-norm-decay", spec.batch_norm_decay, AttrRange::from_below(0, 1));
+  if (auto s = args.option("estimate-statistics")) {
+    if (*s != "clean" && *s != "child") fail("--estimate-statistics: clean or child, got '", *s, "'");
+    spec.clean_estimate_statistics = *s == "clean";
+  }
   Model model = build_ladder(spec);
+  // Averaged weights for evaluation only: child 1 is the corrupted encoder, not a teacher.
+  if (args.option("teacher")) {
+    add_teacher(model.graph, args.option_double("teacher", 0.999, AttrRange::from_below(0, 1)), true, 0);
+  }
   if (auto d = args.option("description")) model.metadata["description"] = *d;
   return write_new_model(model, ValueStorage::None, args);
 }
@@ -203,7 +211,8 @@ int run_new(const std::vector<std::string>& argv) {
   }
   if (!argv.empty() && argv[0] == "ladder") {
     const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {},
-                    {"layers", "noise", "denoising", "batch-norm-decay", "description", "output"});
+                    {"layers", "noise", "denoising", "batch-norm-decay", "estimate-statistics", "teacher", "description",
+                     "output"});
     if (!args.positional().empty()) fail("pens new ladder takes options only");
     return new_ladder(args);
   }

@@ -130,6 +130,11 @@ const std::vector<Command>& commands() {
        "  --denoising L0,L1,...   each layer's denoising weight, input first (default\n"
        "                          1000,10,0.1,0.1,0.1,0.1,0.1); times the mean square error\n"
        "  --batch-norm-decay D    the running statistics' decay per update (default 0.99)\n"
+       "  --estimate-statistics S whose batch statistics normalise the decoder's estimates\n"
+       "                          before the costs: clean (the clean encoder's, the paper's;\n"
+       "                          default) or child (the corrupted batch's own)\n"
+       "  --teacher D             evaluate with moving averages (decay D) of the weights; pair\n"
+       "                          with eval.recalibrate_statistics in the training config\n"
        "  --description TEXT, --output FILE   as for mlp\n",
        pens::cli::run_new},
       {"train", "train a model on MNIST or sentiment trees from a config file",

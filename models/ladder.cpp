@@ -101,10 +101,14 @@ Model build_ladder(const LadderSpec& spec) {
     const NodeId estimate = tag(combinator(g, z[l], u, n, cat("g", l), name), layer);
     above = estimate;
     // Above the input the cost compares the estimate normalised with z<l>'s batch
-    // statistics (the ladder's ẑ_BN; in the child, the corrupted batch's) with z<l>.
+    // statistics (the ladder's ẑ_BN) with z<l>.
     NodeId compared = estimate;
     if (l > 0) {
-      const NodeId mean = g.at(cat("z", l, "/mean")), var = g.at(cat("z", l, "/var"));
+      NodeId mean = g.at(cat("z", l, "/mean")), var = g.at(cat("z", l, "/var"));
+      if (spec.clean_estimate_statistics) {
+        mean = tag(g.add("parent_value", {mean}, {}, cat("z", l, "/mean/clean")), layer);
+        var = tag(g.add("parent_value", {var}, {}, cat("z", l, "/var/clean")), layer);
+      }
       compared = tag(add_normalization(g, estimate, mean, var, name + "/bn"), layer);
     }
     pe.penalties.push_back({.node = g[compared].name,

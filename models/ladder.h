@@ -23,6 +23,10 @@ struct LadderSpec {
   // weighs it for permutation-invariant MNIST (1000, 10, 0.1, ...).
   std::vector<double> denoising = {1000, 10, 0.1, 0.1, 0.1, 0.1, 0.1};
   double batch_norm_decay = 0.99;  // of the encoder's running statistics
+  // Whose batch statistics normalise the child's estimates before the cost (ẑ_BN): the
+  // clean encoder's, read through parent_value nodes, as the ladder paper writes it;
+  // false: the child's own (the corrupted batch's), the first version's choice.
+  bool clean_estimate_statistics = true;
 };
 
 // Node names, for layer l = 1..L (L the last): a<l> = h<l-1>·W<l> (h0 is x), its batch
@@ -31,8 +35,9 @@ struct LadderSpec {
 // (flagged output); p = softmax(logits). Decoder: u<l> (the batch-normalised signal from
 // above: of p for l = L, of zhat<l+1>·V<l+1> below), zhat<l> = the combinator of z<l>
 // and u<l> with parameters g<l>/a1 .. g<l>/a10 (x and xhat at l = 0), and zhat<l>/bn,
-// zhat<l> normalised with z<l>'s batch statistics, the value the cost compares with
-// z<l>. Layer tags "in", "l1" .. "l<L>". The running statistics are moving averages of the
+// zhat<l> normalised with z<l>'s batch statistics (the clean encoder's, through
+// z<l>/mean/clean and z<l>/var/clean, parent_value nodes), the value the cost compares
+// with z<l>. Layer tags "in", "l1" .. "l<L>". The running statistics are moving averages of the
 // clean encoder's batch statistics. The model carries its pseudo-ensemble: one child,
 // parent-child pairing, the loss on the child, an l2 penalty per layer with its target.
 Model build_ladder(const LadderSpec& spec);

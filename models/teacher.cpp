@@ -5,7 +5,7 @@
 
 namespace pens {
 
-void add_teacher(Graph& g, double decay, bool at_inference) {
+void add_teacher(Graph& g, double decay, bool at_inference, int64_t teacher_child) {
   std::vector<NodeId> students;
   for (NodeId v : g.nodes()) {
     if (is_param(g[v]) && !g[v].has(kFrozen)) students.push_back(v);
@@ -18,12 +18,12 @@ void add_teacher(Graph& g, double decay, bool at_inference) {
     g.add_average({.param = "teacher/" + name, .source = name, .decay = decay, .at_inference = at_inference});
   }
   // Inference reads the teacher's weights: the running statistics read with them follow
-  // the teacher's own batch statistics (child 1's), not the student's, which fit other
+  // the teacher's own batch statistics (its child's), not the student's, which fit other
   // weights.
-  if (!at_inference) return;
+  if (!at_inference || teacher_child == 0) return;
   std::vector<MovingAverage> averages = g.averages();
   for (MovingAverage& a : averages) {
-    if (of_batch_statistic(g, a)) a.child = 1;
+    if (of_batch_statistic(g, a)) a.child = teacher_child;
   }
   g.set_averages(std::move(averages));
 }

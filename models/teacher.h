@@ -14,7 +14,11 @@ namespace pens {
 
 // decay: of the average per update (the paper's 0.99 early, 0.999 later). at_inference:
 // inference graphs read the teacher's parameters (the mean teacher's reported figures)
-// rather than the student's.
-void add_teacher(Graph& g, double decay, bool at_inference = true);
+// rather than the student's. teacher_child: the child that reads the averages
+// (pseudo_ensemble.teacher), whose batch statistics the running statistics then follow;
+// 0 where no child is the teacher (averaged weights for evaluation only, as a ladder
+// network's, whose child 1 is its corrupted encoder): the running statistics stay the
+// parent's, and eval.recalibrate_statistics makes them fit the averaged weights.
+void add_teacher(Graph& g, double decay, bool at_inference = true, int64_t teacher_child = 1);
 
 }  // namespace pens

@@ -15,6 +15,9 @@ namespace pens {
 namespace {
 
 constexpr NodeId kNoNode = static_cast<NodeId>(-1);
+// The op whose children read the parent's value instead of computing their own
+// (ops/defs/shape_ops.cpp).
+constexpr const char* kParentValueOp = "parent_value";
 
 // Marks the non-leaf nodes among `roots` and everything they depend on.
 std::vector<char> non_leaf_ancestors(const Graph& g, const std::vector<NodeId>& order,
@@ -129,6 +132,8 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
         value = it == averaged.end() ? c.reads[0][v] : it->second;
       } else if (auto it = statistics.find(v); it != statistics.end()) {
         value = it->second;
+      } else if (c.network[v] && n.op->name == kParentValueOp) {
+        value = c.reads[0][v];  // what the parent computed, gradient included
       } else if (c.network[v]) {
         std::vector<NodeId> inputs;
         for (NodeId u : parent.inputs(v)) inputs.push_back(reads[u]);
@@ -187,6 +192,11 @@ std::vector<NodeId> attach_loss_head(Children& c, const Graph& parent, const std
   std::vector<NodeId> losses;
   for (NodeId v : c.order) {
     if (!head[v]) continue;
+    if (net != 0 && parent[v].op->name == kParentValueOp) {
+      throw Error(cat("node '", parent[v].name, "' (parent_value) is in the loss head: children read the parent's "
+                      "value only of network nodes (ancestors of an output or of a penalized node)"),
+                  parent[v].name);
+    }
     std::vector<NodeId> inputs;
     for (NodeId u : parent.inputs(v)) {
       if (head[u]) {

@@ -1,4 +1,4 @@
-// Ops that move elements without arithmetic: concat, slice, stop_gradient, gather,
+// Ops that move elements without arithmetic: concat, slice, stop_gradient, parent_value, gather,
 // gather_axes, embedding. Along an axis, a tensor of any rank is [outer, axis, inner]:
 // blocks of `inner` contiguous elements, which is how concat, slice, gather and embedding
 // address their data.
@@ -170,6 +170,31 @@ struct StopGradient {
   static void backward(const KernelArgs<T>&) {}
   // Nothing to differentiate: tests/ops/test_op_values.cpp checks the value and that no
   // gradient passes.
+  static void check(CheckBuilder& b) { b.check({b.real({3, 4})}, {}); }
+};
+
+// parent_value: y = x, and the gradient passes through. Its meaning is the perturb pass's
+// (graph/passes/perturb.cpp): in a pseudo-ensemble's children it is the parent's x, not
+// the child's own copy, so a child can compute with what the clean network computed (a
+// ladder network normalises its estimates with the clean encoder's batch statistics).
+struct ParentValue {
+  static constexpr const char* kName = "parent_value";
+  static constexpr const char* kSummary = "y = x; in children, the parent's x";
+  static constexpr bool kRowWise = true;
+  static std::vector<InputSlot> inputs() { return {{"x"}}; }
+  static ValueInfo infer(const InferCtx& ctx) {
+    infer::expect(ctx, 0, -1);
+    return ctx.in[0];
+  }
+  template <class T>
+  static void forward(const KernelArgs<T>& args) {
+    std::copy_n(args.in[0].data, args.in[0].size(), args.out.data);
+  }
+  template <class T>
+  static void backward(const KernelArgs<T>& args) {
+    T* g = args.gin[0].data;
+    for (int64_t i = 0; i < args.gout.size(); ++i) g[i] += args.gout.data[i];
+  }
   static void check(CheckBuilder& b) { b.check({b.real({3, 4})}, {}); }
 };
 
@@ -361,6 +386,7 @@ void register_shape_ops(OpRegistry& r) {
   r.add<Concat>();
   r.add<Slice>();
   r.add<StopGradient>();
+  r.add<ParentValue>();
   r.add<Gather>();
   r.add<GatherAxes>();
   r.add<Embedding>();

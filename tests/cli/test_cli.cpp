@@ -341,8 +341,15 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   REQUIRE(terms.size() == 4);
   CHECK(terms[3] == nlohmann::json({{"node", "xhat"}, {"target", "x"}, {"kind", "l2"}, {"lambda", 12.5}, {"rows", "all"}}));
   CHECK(ld.at("inputs")[0].at("noise")[0] == nlohmann::json({{"kind", "gaussian"}, {"sigma", 0.2}}));
+  CHECK(ladder.out.find("\"parent_value\"") != std::string::npos);  // the clean statistics of the estimates
   CHECK(pens_cli("new ladder --layers 8,6,3 --denoising 1,1").out.find("3 widths, 2 weights") != std::string::npos);
   CHECK(pens_cli("new ladder --denoising 1,-2").out.find("'-2' is not a weight >= 0") != std::string::npos);
+  CHECK(pens_cli("new ladder --estimate-statistics corrupted").out.find("clean or child, got 'corrupted'") !=
+        std::string::npos);
+  const Run averaged = pens_cli("new ladder --layers 8,6,3 --denoising 1,1,1 --teacher 0.99 --estimate-statistics child");
+  REQUIRE(averaged.status == 0);
+  CHECK(averaged.out.find("\"teacher/W1\"") != std::string::npos);
+  CHECK(averaged.out.find("parent_value") == std::string::npos);
 }
 
 TEST_CASE("pens eval, train and pretrain: a corrupt IDX file or a bad config is one line and exit 1") {

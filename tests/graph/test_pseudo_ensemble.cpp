@@ -302,6 +302,62 @@ TEST_CASE("a penalty with a target: the child's node against another parent node
   CHECK_ERROR_MENTIONS(build_pseudo_ensemble(parent, spec), "penalty l2 on 'losses'", "or it is a loss");
 }
 
+TEST_CASE("parent_value: a child computes with the parent's value of a node, gradient included") {
+  // The child's reconstruction is scaled by the parent's (clean) h1 mean, not its own noisy one.
+  Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));
+  const NodeId d = parent.param("D", {5, 6}, {{"init", std::string("normal")}, {"std", 0.5}});
+  const NodeId mean = parent.add("mean", {parent.at("h1")}, {{"axes", std::vector<int64_t>{0}}}, "h1/mean");
+  const NodeId clean = parent.add("parent_value", {mean}, {}, "h1/mean/clean");
+  parent.add("mul", {parent.add("matmul", {parent.at("h1"), d}), parent.add("sum", {clean})}, {}, "xhat");
+  PseudoEnsembleSpec spec;
+  spec.pairing = "parent-child";
+  spec.children = 1;
+  spec.loss_on = "child";
+  PenaltyTerm term{.node = "xhat", .kind = "l2", .lambda = 0.5};
+  term.target = "x";
+  spec.penalties = {term};
+  const PseudoEnsemble pe = build_pseudo_ensemble(parent, spec);
+  const Graph& g = pe.graph;
+  CHECK_FALSE(g.find("c1/h1/mean/clean").has_value());  // no copy: the child reads the parent's node
+  REQUIRE(g.find("h1/mean/clean").has_value());
+  ForwardPass run(g);
+  // xhat = (h1 · D) * sum(mean): the child's h1 is the matmul's first input, its noisy pass's.
+  const NodeId child_product = g.inputs(g.at("c1/xhat"))[0];
+  const NodeId scale = g.inputs(g.at("c1/xhat"))[1];
+  REQUIRE(g[g.inputs(scale)[0]].name == "h1/mean/clean");
+  const auto clean_mean = run.tape.value("h1/mean/clean");
+  const auto h1 = run.tape.value("h1"), child_h1 = run.tape.value(g[g.inputs(child_product)[0]].name);
+  REQUIRE(clean_mean.size() == 5);
+  double differ = 0;
+  for (int64_t j = 0; j < 5; ++j) {
+    double m = 0, child_m = 0;
+    for (int64_t i = 0; i < 4; ++i) m += h1[i * 5 + j] / 4, child_m += child_h1[i * 5 + j] / 4;
+    CHECK(clean_mean[j] == doctest::Approx(m).epsilon(1e-12));
+    differ += std::abs(child_m - m);
+  }
+  CHECK(differ > 1e-3);  // the child's own h1 is noisy: its mean would differ
+
+  GradcheckOptions options;
+  options.batch = 4;
+  const GradcheckResult r = gradcheck(g, {{"y", labels(4, 3)}}, options);
+  INFO(r.worst);
+  CHECK(r.passed);
+
+  // A parent_value only the loss reads is no network node: refused, named.
+  Graph headed;
+  const NodeId x = headed.input("x", {kBatch, 6});
+  add_noise(headed, x, "gaussian", {{"sigma", 0.3}});
+  const NodeId logits = headed.add("matmul", {x, headed.param("W", {6, 3})}, {}, "logits");
+  headed.set_flag(logits, kOutput);
+  const NodeId xent = headed.add("softmax_xent", {logits, headed.input("y", {kBatch}, DType::Index)}, {}, "losses");
+  headed.set_flag(headed.add("mean", {headed.add("parent_value", {xent}, {}, "losses/clean")}, {}, "loss"), kLoss);
+  PseudoEnsembleSpec on_child;
+  on_child.pairing = "parent-child";
+  on_child.children = 1;
+  on_child.loss_on = "child";
+  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(headed, on_child), "'losses/clean' (parent_value) is in the loss head");
+}
+
 TEST_CASE("activation_l2 is the mean square of both children's units, as the authors' lam_l2a") {
   PseudoEnsembleSpec spec;
   spec.loss_on = "children";

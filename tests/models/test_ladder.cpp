@@ -92,6 +92,41 @@ TEST_CASE("ladder: the training objective's gradient, noise included, against fi
   CHECK(r.variables > 200);
 }
 
+TEST_CASE("ladder: the estimates are normalised with the clean encoder's batch statistics, or the child's own") {
+  for (const bool clean : {true, false}) {
+    CAPTURE(clean);
+    LadderSpec spec = small_ladder();
+    spec.clean_estimate_statistics = clean;
+    const Model model = build_ladder(spec);
+    const PseudoEnsemble pe = build_pseudo_ensemble(model.graph, *model.ensemble);
+    const NodeId bn = pe.graph.at("c1/zhat2/bn");
+    REQUIRE(pe.graph.inputs(bn).size() >= 3);
+    CHECK(pe.graph[pe.graph.inputs(bn)[1]].name == (clean ? "z2/mean/clean" : "c1/z2/mean"));
+    CHECK(pe.graph[pe.graph.inputs(bn)[2]].name == (clean ? "z2/var/clean" : "c1/z2/var"));
+
+    ParamStore<double> params(pe.graph);
+    params.initialize(pe.graph, 5);
+    Tape<double> tape(pe.graph, params, {.batch = 4});
+    fill_input(tape);
+    tape.set_noise_key({3, 4});
+    tape.forward();
+    // ẑ_BN = (ẑ - mean) / sqrt(var + eps), unit by unit, with the statistics chosen.
+    const std::string prefix = clean ? "" : "c1/";
+    const auto mean = tape.value(prefix + "z2/mean"), var = tape.value(prefix + "z2/var");
+    const auto zhat = tape.value("c1/zhat2"), normalised = tape.value("c1/zhat2/bn");
+    REQUIRE(normalised.size() == 16);
+    for (int64_t i = 0; i < 16; ++i) {
+      const int64_t j = i % 4;
+      CHECK(normalised[i] == doctest::Approx((zhat[i] - mean[j]) / std::sqrt(var[j] + 1e-5)).epsilon(1e-9));
+    }
+    GradcheckOptions options;
+    options.batch = 6;
+    const GradcheckResult r = gradcheck(pe.graph, {{"y", {0, 1, 2, 0, 1, 2}}}, options);
+    INFO(r.worst);
+    CHECK(r.passed);
+  }
+}
+
 TEST_CASE("ladder: bad specs name what is wrong") {
   CHECK_ERROR_MENTIONS(build_ladder({.layers = {6, 5, 3}, .denoising = {1, 1}}), "one denoising weight per layer",
                        "3 widths, 2 weights");

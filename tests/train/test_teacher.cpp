@@ -183,6 +183,19 @@ TEST_CASE("mean teacher: its running statistics follow its own batch statistics,
         parent.averages());
 }
 
+TEST_CASE("averaged weights with no teacher child: the running statistics stay the parent's") {
+  Graph parent = build_mlp({.layers = {4, 5, 3}, .weight_std = 0.7, .batch_norm = true, .batch_norm_decay = kDecay});
+  add_teacher(parent, kDecay, /*at_inference=*/true, /*teacher_child=*/0);
+  size_t statistics = 0;
+  for (const MovingAverage& a : parent.averages()) {
+    if (!of_batch_statistic(parent, a)) continue;
+    ++statistics;
+    CHECK(a.child == 0);
+  }
+  CHECK(statistics == 2);  // bn1's running mean and variance
+  CHECK(reads(build_inference(parent), "a1", "teacher/W1"));
+}
+
 TEST_CASE("mean teacher: inference reads the teacher's parameters unless told otherwise") {
   CHECK(reads(build_inference(student_and_teacher(true)), "a1", "teacher/W1"));
   CHECK_FALSE(reads(build_inference(student_and_teacher(false)), "a1", "teacher/W1"));
