@@ -17,7 +17,9 @@
 #                       pea+-long (the same, its last lambda stage 245 epochs long:
 #                       pea-plus-authors-300.json), and the consistency methods vat,
 #                       vat-ema, vat-ema-long, pi, mean-teacher, pseudo-label, ladder
-#                       (ladder-100-long.json) and their supervised baseline
+#                       (ladder-100-long.json), ladder-clean (the same with the estimates
+#                       normalised by the clean encoder's statistics, as the ladder paper
+#                       does: ladder-clean-100-long.json) and their supervised baseline
 #                       supervised-bn (their *-100*.json configs, with
 #                       --labels N) (default sde,pea); the pea+ methods first pre-train
 #                       once (pens pretrain, into RUNS/pretrain and RUNS/pretrain-authors)
@@ -130,6 +132,7 @@ if [[ $report_only == 0 ]]; then
         mean-teacher) config=mean-teacher-100.json ;;
         pseudo-label) config=pseudo-label-100.json ;;
         ladder) config=ladder-100-long.json ;;
+        ladder-clean) config=ladder-clean-100-long.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac
       config=$configs/$config
