@@ -150,14 +150,9 @@ struct Slice {
   }
 };
 
-// stop_gradient: y = x, and no gradient flows back to x: a penalty's target side (the
-// other side of the pair learns to agree with it, the target does not move towards the
-// other), a teacher's prediction, a pseudo-label's source.
-struct StopGradient {
-  static constexpr const char* kName = "stop_gradient";
-  static constexpr const char* kSummary = "y = x, with no gradient back to x (a target)";
+// y = x: the shape and the forward pass of stop_gradient and parent_value.
+struct Identity {
   static constexpr bool kRowWise = true;
-  static std::vector<InputSlot> inputs() { return {{"x", DType::Real, /*differentiable=*/false}}; }
   static ValueInfo infer(const InferCtx& ctx) {
     infer::expect(ctx, 0, -1);
     return ctx.in[0];
@@ -166,6 +161,15 @@ struct StopGradient {
   static void forward(const KernelArgs<T>& args) {
     std::copy_n(args.in[0].data, args.in[0].size(), args.out.data);
   }
+};
+
+// stop_gradient: y = x, and no gradient flows back to x: a penalty's target side (the
+// other side of the pair learns to agree with it, the target does not move towards the
+// other), a teacher's prediction, a pseudo-label's source.
+struct StopGradient : Identity {
+  static constexpr const char* kName = "stop_gradient";
+  static constexpr const char* kSummary = "y = x, with no gradient back to x (a target)";
+  static std::vector<InputSlot> inputs() { return {{"x", DType::Real, /*differentiable=*/false}}; }
   template <class T>
   static void backward(const KernelArgs<T>&) {}
   // Nothing to differentiate: tests/ops/test_op_values.cpp checks the value and that no
@@ -177,19 +181,10 @@ struct StopGradient {
 // (graph/passes/perturb.cpp): in a pseudo-ensemble's children it is the parent's x, not
 // the child's own copy, so a child can compute with what the clean network computed (a
 // ladder network normalises its estimates with the clean encoder's batch statistics).
-struct ParentValue {
+struct ParentValue : Identity {
   static constexpr const char* kName = "parent_value";
   static constexpr const char* kSummary = "y = x; in children, the parent's x";
-  static constexpr bool kRowWise = true;
   static std::vector<InputSlot> inputs() { return {{"x"}}; }
-  static ValueInfo infer(const InferCtx& ctx) {
-    infer::expect(ctx, 0, -1);
-    return ctx.in[0];
-  }
-  template <class T>
-  static void forward(const KernelArgs<T>& args) {
-    std::copy_n(args.in[0].data, args.in[0].size(), args.out.data);
-  }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
     T* g = args.gin[0].data;

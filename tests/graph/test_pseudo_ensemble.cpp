@@ -77,6 +77,19 @@ struct ForwardPass {
   }
 };
 
+// One child carrying the loss, and an l2 penalty (λ 0.5) between the child's xhat and the
+// parent's x: a decoder's reconstruction cost.
+PseudoEnsembleSpec reconstruction_spec() {
+  PseudoEnsembleSpec spec;
+  spec.pairing = "parent-child";
+  spec.children = 1;
+  spec.loss_on = "child";
+  PenaltyTerm term{.node = "xhat", .kind = "l2", .lambda = 0.5};
+  term.target = "x";
+  spec.penalties = {term};
+  return spec;
+}
+
 }  // namespace
 
 TEST_CASE("perturb: the parent is untouched, children share its parameters, taps are right") {
@@ -256,13 +269,7 @@ TEST_CASE("a penalty with a target: the child's node against another parent node
   Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));
   const NodeId d = parent.param("D", {5, 6}, {{"init", std::string("normal")}, {"std", 0.5}});
   parent.add("matmul", {parent.at("h1"), d}, {}, "xhat");
-  PseudoEnsembleSpec spec;
-  spec.pairing = "parent-child";
-  spec.children = 1;
-  spec.loss_on = "child";
-  PenaltyTerm term{.node = "xhat", .kind = "l2", .lambda = 0.5};
-  term.target = "x";
-  spec.penalties = {term};
+  PseudoEnsembleSpec spec = reconstruction_spec();
   const PseudoEnsemble pe = build_pseudo_ensemble(parent, spec);
   const Graph& g = pe.graph;
   CHECK(g.find("c1/xhat").has_value());
@@ -309,13 +316,7 @@ TEST_CASE("parent_value: a child computes with the parent's value of a node, gra
   const NodeId mean = parent.add("mean", {parent.at("h1")}, {{"axes", std::vector<int64_t>{0}}}, "h1/mean");
   const NodeId clean = parent.add("parent_value", {mean}, {}, "h1/mean/clean");
   parent.add("mul", {parent.add("matmul", {parent.at("h1"), d}), parent.add("sum", {clean})}, {}, "xhat");
-  PseudoEnsembleSpec spec;
-  spec.pairing = "parent-child";
-  spec.children = 1;
-  spec.loss_on = "child";
-  PenaltyTerm term{.node = "xhat", .kind = "l2", .lambda = 0.5};
-  term.target = "x";
-  spec.penalties = {term};
+  PseudoEnsembleSpec spec = reconstruction_spec();
   const PseudoEnsemble pe = build_pseudo_ensemble(parent, spec);
   const Graph& g = pe.graph;
   CHECK_FALSE(g.find("c1/h1/mean/clean").has_value());  // no copy: the child reads the parent's node
@@ -351,10 +352,8 @@ TEST_CASE("parent_value: a child computes with the parent's value of a node, gra
   headed.set_flag(logits, kOutput);
   const NodeId xent = headed.add("softmax_xent", {logits, headed.input("y", {kBatch}, DType::Index)}, {}, "losses");
   headed.set_flag(headed.add("mean", {headed.add("parent_value", {xent}, {}, "losses/clean")}, {}, "loss"), kLoss);
-  PseudoEnsembleSpec on_child;
-  on_child.pairing = "parent-child";
-  on_child.children = 1;
-  on_child.loss_on = "child";
+  PseudoEnsembleSpec on_child = reconstruction_spec();
+  on_child.penalties.clear();
   CHECK_ERROR_MENTIONS(build_pseudo_ensemble(headed, on_child), "'losses/clean' (parent_value) is in the loss head");
 }
 

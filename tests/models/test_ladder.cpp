@@ -23,6 +23,13 @@ void fill_input(Tape<double>& tape) {
   for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<double>(i % 3);
 }
 
+// The forward pass on fill_input's rows with noise key {3, 4}.
+void run_forward(Tape<double>& tape) {
+  fill_input(tape);
+  tape.set_noise_key({3, 4});
+  tape.forward();
+}
+
 double sigmoid(double v) { return 1 / (1 + std::exp(-v)); }
 
 }  // namespace
@@ -53,9 +60,7 @@ TEST_CASE("ladder: the combinator is (z~ - mu(u)) v(u) + mu(u), and starts at ze
     // As initialised every estimate is 0, so the input's cost is λ0 / 6 times the mean
     // over rows of |x|^2.
     Tape<double> tape(pe.graph, params, {.batch = 4});
-    fill_input(tape);
-    tape.set_noise_key({3, 4});
-    tape.forward();
+    run_forward(tape);
     const auto x = tape.value("x");
     CHECK(tape.value("c1/xhat").arr().abs().maxCoeff() == 0);
     CHECK(tape.value("pen/xhat/l2")[0] == doctest::Approx(2.0 / 6 * x.arr().square().sum() / 4).epsilon(1e-12));
@@ -68,9 +73,7 @@ TEST_CASE("ladder: the combinator is (z~ - mu(u)) v(u) + mu(u), and starts at ze
     a[i].assign(values.data, values.data + values.size());
   }
   Tape<double> tape(pe.graph, params, {.batch = 4});
-  fill_input(tape);
-  tape.set_noise_key({3, 4});
-  tape.forward();
+  run_forward(tape);
   const auto noisy = tape.value("c1/x~gaussian"), u = tape.value("c1/u0"), xhat = tape.value("c1/xhat");
   REQUIRE(xhat.size() == 24);
   for (int64_t i = 0; i < 24; ++i) {
@@ -107,9 +110,7 @@ TEST_CASE("ladder: the estimates are normalised with the clean encoder's batch s
     ParamStore<double> params(pe.graph);
     params.initialize(pe.graph, 5);
     Tape<double> tape(pe.graph, params, {.batch = 4});
-    fill_input(tape);
-    tape.set_noise_key({3, 4});
-    tape.forward();
+    run_forward(tape);
     // ẑ_BN = (ẑ - mean) / sqrt(var + eps), unit by unit, with the statistics chosen.
     const std::string prefix = clean ? "" : "c1/";
     const auto mean = tape.value(prefix + "z2/mean"), var = tape.value(prefix + "z2/var");
