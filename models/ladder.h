@@ -37,9 +37,10 @@ struct LadderSpec {
 // and u<l> with parameters g<l>/a1 .. g<l>/a10 (x and xhat at l = 0), and zhat<l>/bn,
 // zhat<l> normalised with z<l>'s batch statistics (the clean encoder's, through
 // z<l>/mean/clean and z<l>/var/clean, parent_value nodes), the value the cost compares
-// with z<l>. Layer tags "in", "l1" .. "l<L>". The running statistics are moving averages of the
-// clean encoder's batch statistics. The model carries its pseudo-ensemble: one child,
-// parent-child pairing, the loss on the child, an l2 penalty per layer with its target.
+// with z<l>. Layer tags "in", "l1" .. "l<L>". The running statistics are moving averages
+// of the clean encoder's batch statistics. The model carries its pseudo-ensemble: one
+// child, parent-child pairing, the loss on the child, an l2 penalty per layer with its
+// target.
 Model build_ladder(const LadderSpec& spec);
 
 }  // namespace pens

@@ -332,7 +332,10 @@ TEST_CASE("parent_value: a child computes with the parent's value of a node, gra
   double differ = 0;
   for (int64_t j = 0; j < 5; ++j) {
     double m = 0, child_m = 0;
-    for (int64_t i = 0; i < 4; ++i) m += h1[i * 5 + j] / 4, child_m += child_h1[i * 5 + j] / 4;
+    for (int64_t i = 0; i < 4; ++i) {
+      m += h1[i * 5 + j] / 4;
+      child_m += child_h1[i * 5 + j] / 4;
+    }
     CHECK(clean_mean[j] == doctest::Approx(m).epsilon(1e-12));
     differ += std::abs(child_m - m);
   }
