@@ -141,6 +141,12 @@ inline void read_schedule(ConfigSection& s, Schedule& sc, std::string& max_norm_
   s.number("learning_rate", sc.learning_rate, 0, 1e3);
   s.number("warmup_epochs", sc.warmup_epochs, 0, 1e6);
   s.number("decay", sc.decay, 0, 1);
+  s.number("anneal_start_epoch", sc.anneal_start_epoch, 0, 1e6);
+  s.number("anneal_end_epoch", sc.anneal_end_epoch, 0, 1e6);
+  if (sc.anneal_end_epoch > 0 && !(sc.anneal_start_epoch < sc.anneal_end_epoch)) {
+    fail(source, ": optimizer.anneal_start_epoch (", sc.anneal_start_epoch, ") must be below anneal_end_epoch (",
+         sc.anneal_end_epoch, ")");
+  }
   s.number("momentum_start", sc.momentum_start, 0, 1);
   s.number("momentum_end", sc.momentum_end, 0, 1);
   s.number("momentum_epochs", sc.momentum_epochs, 0, 1e6);
@@ -154,7 +160,8 @@ inline void read_schedule(ConfigSection& s, Schedule& sc, std::string& max_norm_
 
 inline nlohmann::json schedule_json(const Schedule& sc, const std::string& max_norm_rule) {
   return {{"learning_rate", sc.learning_rate},     {"warmup_epochs", sc.warmup_epochs},
-          {"decay", sc.decay},                     {"momentum_start", sc.momentum_start},
+          {"decay", sc.decay},                     {"anneal_start_epoch", sc.anneal_start_epoch},
+          {"anneal_end_epoch", sc.anneal_end_epoch}, {"momentum_start", sc.momentum_start},
           {"momentum_end", sc.momentum_end},       {"momentum_epochs", sc.momentum_epochs},
           {"max_norm_rule", max_norm_rule}};
 }

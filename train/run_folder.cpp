@@ -124,8 +124,9 @@ TrainingState RunFolder::load_checkpoint(ParamStore<float>& params, const Optimi
 
 std::vector<std::string> RunFolder::check_resumable(const nlohmann::json& saved, const nlohmann::json& now) {
   static constexpr std::array kRun = {"epochs", "budget_minutes", "threads"};
-  static constexpr std::array kSchedule = {"learning_rate",  "warmup_epochs", "decay",
-                                           "momentum_start", "momentum_end",  "momentum_epochs"};
+  static constexpr std::array kSchedule = {"learning_rate",      "warmup_epochs",    "decay",
+                                           "anneal_start_epoch", "anneal_end_epoch", "momentum_start",
+                                           "momentum_end",       "momentum_epochs"};
   const auto resumable = [](nlohmann::json c) {
     for (const char* key : kRun) c["run"].erase(key);
     for (const char* key : kSchedule) c["optimizer"].erase(key);
@@ -135,7 +136,7 @@ std::vector<std::string> RunFolder::check_resumable(const nlohmann::json& saved,
   if (resumable(saved) != resumable(now)) {
     fail(checkpoint_path(), ": written by a different config (a resume may change only run.epochs, "
          "run.budget_minutes, run.threads, checkpoint.keep and the optimizer's schedule: learning_rate, warmup_epochs, "
-         "decay, momentum_start, momentum_end, momentum_epochs); saved: ",
+         "decay, anneal_start_epoch, anneal_end_epoch, momentum_start, momentum_end, momentum_epochs); saved: ",
          saved.dump());
   }
   std::vector<std::string> changed;

@@ -28,7 +28,10 @@ double Schedule::learning_rate_at(double epoch) const {
   const Restart* r = restart_at(restarts, epoch);
   const double t = r ? epoch - r->epoch : epoch;
   const double warm = warmup_epochs > 0 ? std::min(1.0, t / warmup_epochs) : 1.0;
-  return (r ? r->learning_rate.value_or(learning_rate) : learning_rate) * warm * std::pow(decay, t);
+  const double anneal =
+      anneal_end_epoch > 0 ? std::clamp((anneal_end_epoch - t) / (anneal_end_epoch - anneal_start_epoch), 0.0, 1.0)
+                           : 1.0;
+  return (r ? r->learning_rate.value_or(learning_rate) : learning_rate) * warm * std::pow(decay, t) * anneal;
 }
 
 double Schedule::momentum_at(double epoch) const {

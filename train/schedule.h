@@ -1,5 +1,6 @@
 // Schedules: the values of a training run that follow training time t, in fractional
-// epochs: the learning rate (linear warm-up, then exponential decay), the momentum
+// epochs: the learning rate (linear warm-up, exponential decay, linear annealing to
+// zero), the momentum
 // (a linear ramp) and the scale of every penalty's λ (stages). A run may restart its
 // optimizer at given epochs, as the authors' code does by calling its trainer once per
 // λ stage: the warm-up, decay and momentum ramp then count from the restart, at the
@@ -24,11 +25,15 @@ struct Restart {
 };
 
 struct Schedule {
-  // η_t = η₀ · min(1, τ / warmup_epochs) · decay^τ, with τ = t − the last restart at or
-  // before t (0 without one) and η₀ that restart's learning rate (else learning_rate)
+  // η_t = η₀ · min(1, τ / warmup_epochs) · decay^τ · anneal(τ), with τ = t − the last
+  // restart at or before t (0 without one) and η₀ that restart's learning rate (else
+  // learning_rate); anneal is 1 up to anneal_start_epoch, falls linearly to 0 at
+  // anneal_end_epoch and stays 0 (the ladder paper's schedule); off while the end is 0.
   double learning_rate = 0.1;
   double warmup_epochs = 0;
   double decay = 1;
+  double anneal_start_epoch = 0;
+  double anneal_end_epoch = 0;
   // μ_t = momentum_start → momentum_end linearly over momentum_epochs of τ
   double momentum_start = 0;
   double momentum_end = 0;

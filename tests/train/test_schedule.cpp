@@ -45,6 +45,22 @@ TEST_CASE("the learning rate warms up and decays, the momentum ramps, lambda fol
   CHECK(u.momentum == s.momentum_at(10));
 }
 
+TEST_CASE("annealing holds the rate, then brings it linearly to zero, where it stays") {
+  const Schedule s{.learning_rate = 0.002, .decay = 0.99, .anneal_start_epoch = 100, .anneal_end_epoch = 150};
+  CHECK(s.learning_rate_at(50) == doctest::Approx(0.002 * std::pow(0.99, 50)));
+  CHECK(s.learning_rate_at(100) == doctest::Approx(0.002 * std::pow(0.99, 100)));
+  CHECK(s.learning_rate_at(110) == doctest::Approx(0.002 * std::pow(0.99, 110) * 0.8));
+  CHECK(s.learning_rate_at(140) == doctest::Approx(0.002 * std::pow(0.99, 140) * 0.2));
+  CHECK(s.learning_rate_at(150) == 0.0);
+  CHECK(s.learning_rate_at(170) == 0.0);
+  // From a restart, τ counts from the restart's epoch.
+  Schedule r = s;
+  r.decay = 1;
+  r.restarts = {{.epoch = 20}};
+  CHECK(r.learning_rate_at(120) == doctest::Approx(0.002));
+  CHECK(r.learning_rate_at(145) == doctest::Approx(0.002 * 0.5));
+}
+
 TEST_CASE("a restart starts the warm-up, decay and momentum ramp again, from its own learning rate") {
   Schedule s = authors_schedule();
   s.restarts = {{.epoch = 10}, {.epoch = 40, .learning_rate = 0.05}};

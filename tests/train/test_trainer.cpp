@@ -274,6 +274,10 @@ TEST_CASE("training configs: unknown fields and bad values are errors naming the
                        "unknown field run.epoks");
   CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m.json", "optimizer": {"decay": 2}})"), "c.json"),
                        "optimizer.decay", "outside [0, 1]");
+  CHECK_ERROR_MENTIONS(
+      parse_train_config(
+          json::parse(R"({"model": "m.json", "optimizer": {"anneal_start_epoch": 9, "anneal_end_epoch": 9}})"), "c.json"),
+      "c.json", "anneal_start_epoch (9) must be below anneal_end_epoch (9)");
   CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m.json", "batch": {"labeled": 1.5}})"), "c.json"),
                        "batch.labeled", "integer");
   CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"run": {}})"), "c.json"), "names no model");
@@ -281,12 +285,15 @@ TEST_CASE("training configs: unknown fields and bad values are errors naming the
       parse_train_config(json::parse(R"({"model": "m.json", "optimizer": {"max_norm_rule": "rows"}})"), "c.json"),
       "'rows'", "unit-incoming");
   const TrainConfig c = parse_train_config(
-      json::parse(R"({"model": "m.json", "data": {"labeled": 600}, "lambda_schedule": [{"epochs": 5, "scale": 0}]})"),
+      json::parse(R"({"model": "m.json", "data": {"labeled": 600}, "lambda_schedule": [{"epochs": 5, "scale": 0}],
+                     "optimizer": {"anneal_start_epoch": 60, "anneal_end_epoch": 90}})"),
       "c.json");
   CHECK(c.labeled == 600);
+  CHECK(c.schedule.anneal_end_epoch == 90);
   REQUIRE(c.lambda_schedule);
   CHECK(c.lambda_schedule->at(0).epochs == 5);
   CHECK(parse_train_config(to_json(c), "again").labeled == 600);  // to_json round-trips
+  CHECK(parse_train_config(to_json(c), "again").schedule.anneal_start_epoch == 60);
 }
 
 TEST_CASE("every training config under examples/ parses and names a model file that loads") {
