@@ -191,6 +191,12 @@ int new_ladder(const Args& args) {
     spec.clean_estimate_statistics = *s == "clean";
   }
   Model model = build_ladder(spec);
+  if (args.flag("statistics-by-part")) {
+    // As the ladder paper's code: labeled and unlabeled rows normalised apart, the
+    // decoder's costs (and so the decoder) on the unlabeled rows alone.
+    model.ensemble->statistics_by_part = true;
+    for (PenaltyTerm& t : model.ensemble->penalties) t.rows = "unlabeled";
+  }
   // Averaged weights for evaluation only: child 1 is the corrupted encoder, not a teacher.
   if (args.option("teacher")) {
     add_teacher(model.graph, args.option_double("teacher", 0.999, AttrRange::from_below(0, 1)), true, 0);
@@ -210,7 +216,7 @@ int run_new(const std::vector<std::string>& argv) {
     return new_ctn(args);
   }
   if (!argv.empty() && argv[0] == "ladder") {
-    const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {},
+    const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {"statistics-by-part"},
                     {"layers", "noise", "denoising", "batch-norm-decay", "estimate-statistics", "teacher", "description",
                      "output"});
     if (!args.positional().empty()) fail("pens new ladder takes options only");

@@ -133,6 +133,9 @@ const std::vector<Command>& commands() {
        "  --estimate-statistics S whose batch statistics normalise the decoder's estimates\n"
        "                          before the costs: clean (the clean encoder's, the paper's;\n"
        "                          default) or child (the corrupted batch's own)\n"
+       "  --statistics-by-part    normalise a batch's labeled and unlabeled rows each with\n"
+       "                          their own statistics, the denoising costs on the unlabeled\n"
+       "                          rows (as the ladder paper's code does)\n"
        "  --teacher D             evaluate with moving averages (decay D) of the weights; pair\n"
        "                          with eval.recalibrate_statistics in the training config\n"
        "  --description TEXT, --output FILE   as for mlp\n",

@@ -68,4 +68,24 @@ class RestrictRows : public Pass {
   Graph run(const Graph& in) const override;
 };
 
+// Normalises a batch's labeled rows [0, L) and unlabeled rows [L, B) with their own batch
+// statistics, as the ladder network's code does: each batch normalisation block whose
+// mean and variance are the sources of running statistics (mean over rows of x,
+// batch_variance, normalize) becomes the two parts' normalizations joined by rows, under
+// the block's name (so its noise, penalties and taps stay). "<b>/mean" and "<b>/var" then
+// hold the labeled rows' statistics, which the running statistics follow; other readers
+// of them (a ladder decoder normalising its estimates, costs on the unlabeled rows) read
+// the unlabeled rows', "<b>/mean/unlabeled" and "<b>/var/unlabeled". L < 0 (every row
+// labeled): the graph unchanged. Inference graphs are built from the model, not from
+// this pass's output: they keep one normalization with the running statistics.
+class SplitStatistics : public Pass {
+ public:
+  explicit SplitStatistics(int64_t labeled_rows) : labeled_rows_(labeled_rows) {}
+  std::string_view name() const override { return "split-statistics"; }
+  Graph run(const Graph& in) const override;
+
+ private:
+  int64_t labeled_rows_;
+};
+
 }  // namespace pens

@@ -40,6 +40,10 @@ void PseudoEnsembleSpec::validate() const {
     fail_spec("batch_statistics", "pseudo_ensemble.batch_statistics must be 'own' or 'parent', got '",
               batch_statistics, "'");
   }
+  if (statistics_by_part && batch_statistics != "own") {
+    fail_spec("statistics_by_part", "pseudo_ensemble.statistics_by_part needs batch_statistics 'own': children that ",
+              "read the parent's statistics would mix its labeled rows' with their own unlabeled rows'");
+  }
   if (teacher != 0) {
     if (teacher != 1) fail_spec("teacher", "pseudo_ensemble.teacher must be 0 (none) or 1 (child 1), got ", teacher);
     if (pairing != "child-child" || children < 2) {

@@ -71,6 +71,10 @@ struct PseudoEnsembleSpec {
   // "parent", the clean parent's, held constant, so that a child's noise changes each
   // example's value and not the normalisation of the whole batch.
   std::string batch_statistics = "own";
+  // true: the labeled and the unlabeled rows of a batch are normalised each with their own
+  // batch statistics (SplitStatistics, graph/pass.h), in the parent and in every child;
+  // the running statistics follow the labeled rows'. false: one set over the whole batch.
+  bool statistics_by_part = false;
   std::vector<PenaltyTerm> penalties;
   std::vector<LambdaStage> lambda_schedule;
 

@@ -19,7 +19,10 @@
 #                       vat-ema, vat-ema-long, pi, mean-teacher, pseudo-label, ladder
 #                       (ladder-100-long.json), ladder-clean (the same with the estimates
 #                       normalised by the clean encoder's statistics, as the ladder paper
-#                       does: ladder-clean-100-long.json) and their supervised baseline
+#                       does: ladder-clean-100-long.json), ladder-by-part (the ladder
+#                       paper's batch: all 100 labels and 100 unlabeled rows a step,
+#                       the two normalised apart: ladder-by-part-100.json) and their
+#                       supervised baseline
 #                       supervised-bn (their *-100*.json configs, with
 #                       --labels N) (default sde,pea); the pea+ methods first pre-train
 #                       once (pens pretrain, into RUNS/pretrain and RUNS/pretrain-authors)
@@ -133,6 +136,7 @@ if [[ $report_only == 0 ]]; then
         pseudo-label) config=pseudo-label-100.json ;;
         ladder) config=ladder-100-long.json ;;
         ladder-clean) config=ladder-clean-100-long.json ;;
+        ladder-by-part) config=ladder-by-part-100.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac
       config=$configs/$config

@@ -222,8 +222,9 @@ json tree_ports_json(const TreePorts& p) {
 
 PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::string& path, const Graph& g) {
   r.object(v, path);
-  r.only(v, path, {"children", "pairing", "loss_on", "smoothing", "teacher", "batch_statistics", "penalties",
-                   "lambda_schedule"});
+  r.only(v, path,
+         {"children", "pairing", "loss_on", "smoothing", "teacher", "batch_statistics", "statistics_by_part",
+          "penalties", "lambda_schedule"});
   PseudoEnsembleSpec s;
   if (const json* x = r.optional(v, "children")) s.children = r.integer(*x, path + "/children");
   if (const json* x = r.optional(v, "pairing")) s.pairing = r.string(*x, path + "/pairing");
@@ -231,6 +232,9 @@ PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::stri
   if (const json* x = r.optional(v, "smoothing")) s.smoothing = r.number(*x, path + "/smoothing");
   if (const json* x = r.optional(v, "teacher")) s.teacher = r.integer(*x, path + "/teacher");
   if (const json* x = r.optional(v, "batch_statistics")) s.batch_statistics = r.string(*x, path + "/batch_statistics");
+  if (const json* x = r.optional(v, "statistics_by_part")) {
+    s.statistics_by_part = r.boolean(*x, path + "/statistics_by_part");
+  }
   if (const json* x = r.optional(v, "penalties")) {
     r.array(*x, path + "/penalties");
     for (size_t i = 0; i < x->size(); ++i) {
@@ -568,6 +572,7 @@ json ensemble_json(const PseudoEnsembleSpec& s) {
               {"smoothing", s.smoothing}, {"penalties", pen}};
   if (s.teacher != 0) out["teacher"] = s.teacher;
   if (s.batch_statistics != "own") out["batch_statistics"] = s.batch_statistics;
+  if (s.statistics_by_part) out["statistics_by_part"] = true;
   if (!s.lambda_schedule.empty()) {
     json stages = json::array();
     for (const LambdaStage& st : s.lambda_schedule) stages.push_back({{"epochs", st.epochs}, {"scale", st.scale}});

@@ -266,7 +266,7 @@ class ModelBuilder:
         return out
 
     def pseudo_ensemble(self, children=2, penalties=(), pairing="child-child", loss_on="parent", smoothing=1e-4,
-                        lambda_schedule=(), teacher=0, batch_statistics="own"):
+                        lambda_schedule=(), teacher=0, batch_statistics="own", statistics_by_part=False):
         """How training builds the pseudo-ensemble (docs/model-format.md, pseudo_ensemble)."""
         self._ensemble = {"children": children, "pairing": pairing, "loss_on": loss_on, "smoothing": smoothing,
                           "penalties": list(penalties)}
@@ -276,6 +276,8 @@ class ModelBuilder:
             self._ensemble["teacher"] = teacher
         if batch_statistics != "own":
             self._ensemble["batch_statistics"] = batch_statistics
+        if statistics_by_part:
+            self._ensemble["statistics_by_part"] = True
 
     def to_dict(self):
         model = {"format_version": 1, "opset_version": 1, "inputs": self._inputs, "parameters": self._params,

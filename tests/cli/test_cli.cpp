@@ -350,6 +350,11 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   REQUIRE(averaged.status == 0);
   CHECK(averaged.out.find("\"teacher/W1\"") != std::string::npos);
   CHECK(averaged.out.find("parent_value") == std::string::npos);
+  const Run by_part = pens_cli("new ladder --layers 8,6,3 --denoising 1,1,1 --statistics-by-part");
+  REQUIRE(by_part.status == 0);
+  const auto bp = nlohmann::json::parse(by_part.out).at("pseudo_ensemble");
+  CHECK(bp.at("statistics_by_part") == true);
+  for (const auto& term : bp.at("penalties")) CHECK(term.at("rows") == "unlabeled");
 }
 
 TEST_CASE("pens eval, train and pretrain: a corrupt IDX file or a bad config is one line and exit 1") {

@@ -207,6 +207,17 @@ def test_running_statistics_can_follow_a_childs_batch():
         b.build()
 
 
+def test_statistics_by_part_from_the_builder():
+    b = batch_norm_network(noise=[pens.noise("gaussian", sigma=0.1)])
+    b.pseudo_ensemble(children=1, pairing="parent-child", loss_on="child", statistics_by_part=True,
+                      penalties=[pens.penalty("logits", "softmax_l2", 1.0, rows="unlabeled")])
+    assert json.loads(b.build().to_json())["pseudo_ensemble"]["statistics_by_part"] is True
+    b.pseudo_ensemble(children=1, pairing="parent-child", batch_statistics="parent", statistics_by_part=True,
+                      penalties=[pens.penalty("logits", "softmax_l2", 1.0)])
+    with pytest.raises(pens.Error, match="statistics_by_part needs batch_statistics 'own'"):
+        b.build()
+
+
 def test_a_penalty_kind_takes_its_parameters_from_the_builder():
     b = pens.ModelBuilder()
     x = b.input("x", [None, 3], noise=[pens.noise("gaussian", sigma=0.1)])
