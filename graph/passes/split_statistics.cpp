@@ -62,7 +62,7 @@ Graph SplitStatistics::run(const Graph& in) const {
   }
   for (NodeId mean : means) {
     const NormBlock b = find_block(g, mean);
-    const std::string name = g[mean].name;
+    const std::string name = g[mean].name, rows = g[b.x].name;
     const std::string layer = g[b.x].layer;
     const auto add = [&](std::string_view op, const std::vector<NodeId>& inputs, Attributes attrs, std::string n) {
       const NodeId v = g.add(op, inputs, std::move(attrs), std::move(n));
@@ -70,9 +70,9 @@ Graph SplitStatistics::run(const Graph& in) const {
       return v;
     };
     const NodeId labeled = add("slice", {b.x}, {{"axis", int64_t{0}}, {"begin", int64_t{0}}, {"end", labeled_rows_}},
-                               name + "/labeled_rows");
+                               rows + "/labeled_rows");
     const NodeId unlabeled =
-        add("slice", {b.x}, {{"axis", int64_t{0}}, {"begin", labeled_rows_}}, name + "/unlabeled_rows");
+        add("slice", {b.x}, {{"axis", int64_t{0}}, {"begin", labeled_rows_}}, rows + "/unlabeled_rows");
     // The block's own statistics become the labeled rows' (the running statistics keep
     // following them); the unlabeled rows get theirs.
     const std::vector<NodeId> readers_of_mean = g.consumers(mean), readers_of_var = g.consumers(b.var);
