@@ -82,8 +82,8 @@ Graph SplitStatistics::run(const Graph& in) const {
     const NodeId var_u = add("batch_variance", {unlabeled, mean_u}, {}, g[b.var].name + "/unlabeled");
     for (NodeId n : b.normalized) {
       const Node original = g[n];
-      std::vector<NodeId> rest = g.inputs(n);  // x, mean, var, then scale and shift
-      std::vector<NodeId> in_l = rest, in_u = rest;
+      std::vector<NodeId> in_l = g.inputs(n);  // x, mean, var, then scale and shift
+      std::vector<NodeId> in_u = in_l;
       in_l[0] = labeled;
       in_u[0] = unlabeled;
       in_u[1] = mean_u;
@@ -104,14 +104,17 @@ Graph SplitStatistics::run(const Graph& in) const {
     }
     // Anything else reading the statistics (a ladder decoder normalising its estimates,
     // whose costs cover the unlabeled rows) reads the unlabeled rows'.
+    const auto normalizes = [&](NodeId r) {
+      return std::find(b.normalized.begin(), b.normalized.end(), r) != b.normalized.end();
+    };
     for (NodeId r : readers_of_mean) {
-      if (r == b.var || std::find(b.normalized.begin(), b.normalized.end(), r) != b.normalized.end()) continue;
+      if (r == b.var || normalizes(r)) continue;
       std::vector<NodeId> inputs = g.inputs(r);
       std::replace(inputs.begin(), inputs.end(), mean, mean_u);
       g.set_inputs(r, inputs);
     }
     for (NodeId r : readers_of_var) {
-      if (std::find(b.normalized.begin(), b.normalized.end(), r) != b.normalized.end()) continue;
+      if (normalizes(r)) continue;
       std::vector<NodeId> inputs = g.inputs(r);
       std::replace(inputs.begin(), inputs.end(), b.var, var_u);
       g.set_inputs(r, inputs);
