@@ -19,7 +19,9 @@
 #                       vat-ema, vat-ema-long, pi, mean-teacher, pseudo-label, ladder
 #                       (ladder-100-long.json), ladder-clean (the same with the estimates
 #                       normalised by the clean encoder's statistics, as the ladder paper
-#                       does: ladder-clean-100-long.json), ladder-by-part (the ladder
+#                       does: ladder-clean-100-long.json), ladder-anneal (the same with
+#                       the ladder paper's schedule: the rate held, then linearly to 0:
+#                       ladder-clean-100-anneal.json), ladder-by-part (the ladder
 #                       paper's batch: all 100 labels and 100 unlabeled rows a step,
 #                       the two normalised apart: ladder-by-part-100.json) and their
 #                       supervised baseline
@@ -136,6 +138,7 @@ if [[ $report_only == 0 ]]; then
         pseudo-label) config=pseudo-label-100.json ;;
         ladder) config=ladder-100-long.json ;;
         ladder-clean) config=ladder-clean-100-long.json ;;
+        ladder-anneal) config=ladder-clean-100-anneal.json ;;
         ladder-by-part) config=ladder-by-part-100.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac
