@@ -1,10 +1,10 @@
 // Schedules: the values of a training run that follow training time t, in fractional
 // epochs: the learning rate (linear warm-up, exponential decay, linear annealing to
-// zero), the momentum
-// (a linear ramp) and the scale of every penalty's λ (stages). A run may restart its
-// optimizer at given epochs, as the authors' code does by calling its trainer once per
-// λ stage: the warm-up, decay and momentum ramp then count from the restart, at the
-// restart's own base learning rate, and the trainer resets the optimizer's state there.
+// zero), the momentum (a linear ramp) and the scale of every penalty's λ (stages). A
+// run may restart its optimizer at given epochs, as the authors' code does by calling
+// its trainer once per λ stage: the warm-up, decay and momentum ramp then count from
+// the restart, at the restart's own base learning rate, and the trainer resets the
+// optimizer's state there.
 #pragma once
 
 #include <optional>

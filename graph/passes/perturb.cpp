@@ -298,12 +298,12 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
   const int64_t batch = std::max(kVerifyBatch, options.labeled_rows + 1);
   PseudoEnsemble out;
   out.spec = spec;
-  const Graph split = spec.statistics_by_part ? within_pass("split-statistics", [&] {
+  // Labeled and unlabeled rows normalised apart: the parent is split before the children copy it.
+  const Graph split = !spec.statistics_by_part ? parent : within_pass("split-statistics", [&] {
     Graph g = SplitStatistics(options.labeled_rows).run(parent);
     verify(g, batch);
     return g;
-  })
-                                              : parent;
+  });
   Perturbed perturbed = within_pass("perturb", [&] {
     Perturbed p = PerturbPass(spec, options).perturb(split);
     verify(p.graph, batch);
