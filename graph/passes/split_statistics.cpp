@@ -33,15 +33,13 @@ NormBlock find_block(const Graph& g, NodeId mean) {
     refuse("is not a mean over rows");
   }
   NormBlock b{.x = g.inputs(mean)[0], .mean = mean, .var = 0, .normalized = {}};
-  bool found_var = false;
-  for (NodeId c : g.consumers(mean)) {
-    if (g[c].op->name == "batch_variance" && reads(g, c, {b.x, mean})) {
-      b.var = c;
-      found_var = true;
-    }
-  }
-  if (!found_var) refuse("has no batch_variance of the same rows");
-  for (NodeId c : g.consumers(mean)) {
+  const std::vector<NodeId> readers = g.consumers(mean);
+  const auto var = std::find_if(readers.begin(), readers.end(), [&](NodeId c) {
+    return g[c].op->name == "batch_variance" && reads(g, c, {b.x, mean});
+  });
+  if (var == readers.end()) refuse("has no batch_variance of the same rows");
+  b.var = *var;
+  for (NodeId c : readers) {
     if (g[c].op->name == "normalize" && reads(g, c, {b.x, mean, b.var})) b.normalized.push_back(c);
   }
   if (b.normalized.empty()) refuse("normalizes nothing");
