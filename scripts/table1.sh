@@ -21,7 +21,9 @@
 #                       normalised by the clean encoder's statistics, as the ladder paper
 #                       does: ladder-clean-100-long.json), ladder-anneal (the same with
 #                       the ladder paper's schedule: the rate held, then linearly to 0:
-#                       ladder-clean-100-anneal.json), ladder-by-part (the ladder
+#                       ladder-clean-100-anneal.json), ladder-anneal-long (its ramp 55
+#                       epochs long, 115 epochs in all: ladder-clean-100-anneal-long.json),
+#                       ladder-by-part (the ladder
 #                       paper's batch: all 100 labels and 100 unlabeled rows a step,
 #                       the two normalised apart: ladder-by-part-100.json) and their
 #                       supervised baseline
@@ -139,6 +141,7 @@ if [[ $report_only == 0 ]]; then
         ladder) config=ladder-100-long.json ;;
         ladder-clean) config=ladder-clean-100-long.json ;;
         ladder-anneal) config=ladder-clean-100-anneal.json ;;
+        ladder-anneal-long) config=ladder-clean-100-anneal-long.json ;;
         ladder-by-part) config=ladder-by-part-100.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac
