@@ -21,6 +21,7 @@ PAPER = {
     ("ladder", 100): 1.06, ("ladder", 1000): 0.84, ("ladder-clean", 100): 1.06, ("ladder-clean", 1000): 0.84,
     ("ladder-anneal", 100): 1.06, ("ladder-anneal", 1000): 0.84,
     ("ladder-anneal-long", 100): 1.06, ("ladder-anneal-long", 1000): 0.84,
+    ("ladder-anneal-16", 100): 1.06, ("ladder-anneal-16", 1000): 0.84,
     ("ladder-by-part", 100): 1.06, ("ladder-by-part", 1000): 0.84,
     ("vat", 100): 1.36, ("vat", 1000): 1.27, ("vat-ema", 100): 1.36, ("vat-ema", 1000): 1.27,
     ("vat-ema-long", 100): 1.36, ("vat-ema-long", 1000): 1.27,
@@ -36,10 +37,10 @@ PAPER = {
 METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+-authors": 5, "pea+-long": 6,
                 "supervised-bn": 7, "pi": 8, "mean-teacher": 9, "pseudo-label": 10, "vat": 11, "vat-ema": 12,
                 "vat-ema-long": 13, "ladder": 14, "ladder-clean": 15, "ladder-anneal": 16,
-                "ladder-anneal-long": 17, "ladder-by-part": 18}
+                "ladder-anneal-long": 17, "ladder-anneal-16": 18, "ladder-by-part": 19}
 
 
-CELL = re.compile(r"(raw|sde|pea\+?|pea-authors|pea\+-authors|pea\+-long|supervised-bn|pi|mean-teacher|pseudo-label|vat|vat-ema|vat-ema-long|ladder-clean|ladder-anneal-long|ladder-anneal|ladder-by-part|ladder)-(\d+|supervised)")
+CELL = re.compile(r"(raw|sde|pea\+?|pea-authors|pea\+-authors|pea\+-long|supervised-bn|pi|mean-teacher|pseudo-label|vat|vat-ema|vat-ema-long|ladder-clean|ladder-anneal-long|ladder-anneal-16|ladder-anneal|ladder-by-part|ladder)-(\d+|supervised)")
 
 
 def typed(command):

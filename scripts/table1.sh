@@ -23,6 +23,8 @@
 #                       the ladder paper's schedule: the rate held, then linearly to 0:
 #                       ladder-clean-100-anneal.json), ladder-anneal-long (its ramp 55
 #                       epochs long, 115 epochs in all: ladder-clean-100-anneal-long.json),
+#                       ladder-anneal-16 (16 labeled + 144 unlabeled rows a step:
+#                       ladder-clean-100-anneal-16.json),
 #                       ladder-by-part (the ladder
 #                       paper's batch: all 100 labels and 100 unlabeled rows a step,
 #                       the two normalised apart: ladder-by-part-100.json) and their
@@ -142,6 +144,7 @@ if [[ $report_only == 0 ]]; then
         ladder-clean) config=ladder-clean-100-long.json ;;
         ladder-anneal) config=ladder-clean-100-anneal.json ;;
         ladder-anneal-long) config=ladder-clean-100-anneal-long.json ;;
+        ladder-anneal-16) config=ladder-clean-100-anneal-16.json ;;
         ladder-by-part) config=ladder-by-part-100.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac
