@@ -25,6 +25,8 @@
 #                       epochs long, 115 epochs in all: ladder-clean-100-anneal-long.json),
 #                       ladder-anneal-16 (16 labeled + 144 unlabeled rows a step:
 #                       ladder-clean-100-anneal-16.json),
+#                       ladder-anneal-24 (24 labeled + 136 unlabeled rows a step:
+#                       ladder-clean-100-anneal-24.json),
 #                       ladder-by-part (the ladder
 #                       paper's batch: all 100 labels and 100 unlabeled rows a step,
 #                       the two normalised apart: ladder-by-part-100.json) and their
@@ -145,6 +147,7 @@ if [[ $report_only == 0 ]]; then
         ladder-anneal) config=ladder-clean-100-anneal.json ;;
         ladder-anneal-long) config=ladder-clean-100-anneal-long.json ;;
         ladder-anneal-16) config=ladder-clean-100-anneal-16.json ;;
+        ladder-anneal-24) config=ladder-clean-100-anneal-24.json ;;
         ladder-by-part) config=ladder-by-part-100.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac
