@@ -410,6 +410,8 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
     if (slots_[v].is_param && slots_[v].grad && !written[v]) grads_unwritten_.push_back(v);
   }
 
+  plan_first_writes();
+
   for (const MovingAverage& a : g.averages()) {
     const Slot& source = slots_[g.at(a.source)];
     averages_.push_back({.param = slots_[g.at(a.param)].value, .source = source.value,
@@ -588,10 +590,44 @@ void Tape<T>::report_gradients(const std::vector<size_t>& slots) const {
 }
 
 template <class T>
-void Tape<T>::run_backward() {
+void Tape<T>::plan_first_writes() {
+  // Walks the backward order marking the gradient elements written so far; the loss
+  // seeds count as written before any instruction, since backward() sets them first.
+  const int64_t region = grad_end_ - grad_begin_;
+  std::vector<bool> written(static_cast<size_t>(region), false);
+  // Appends to `out` the parts of [data, data + size) not yet written, and marks them.
+  const auto claim = [&](T* data, int64_t size, std::vector<Range>& out) {
+    if (!data || data < grad_begin_ || data >= grad_end_) return;  // a parameter's, or none
+    const int64_t begin = data - grad_begin_;
+    for (int64_t i = begin; i < begin + size;) {
+      if (written[static_cast<size_t>(i)]) {
+        ++i;
+        continue;
+      }
+      const int64_t start = i;
+      while (i < begin + size && !written[static_cast<size_t>(i)]) written[static_cast<size_t>(i++)] = true;
+      out.push_back({grad_begin_ + start, i - start});
+    }
+  };
+  for (size_t v : loss_slots_) claim(slots_[v].grad, slots_[v].info.shape.numel(), zero_first_);
+  for (auto it = program_.rbegin(); it != program_.rend(); ++it) {
+    if (!it->runs_backward) continue;
+    for (const TensorView<T>& gin : it->gin) claim(gin.data, gin.size(), it->first_writes);
+  }
+  // What no instruction adds to reads as zero: a node's gradient that nothing sends back.
+  claim(grad_begin_, region, zero_first_);
+}
+
+template <class T>
+void Tape<T>::run_backward(bool zero_first_writes) {
   if (gradient_ready_) report_gradients(grads_unwritten_);
   for (auto it = program_.rbegin(); it != program_.rend(); ++it) {
     if (!it->runs_backward) continue;
+    if (zero_first_writes) {
+      for (const Range& r : it->first_writes) {
+        parallel_ranges(r.size, [&](int64_t begin, int64_t n) { std::fill_n(r.data + begin, n, T(0)); });
+      }
+    }
     it->op->template kernels<T>().backward(it->args);
     if (gradient_ready_) report_gradients(it->grads_done);
   }
@@ -604,11 +640,13 @@ void Tape<T>::zero_gradients() {
 
 template <class T>
 void Tape<T>::backward() {
-  zero_gradients();
+  for (const Range& r : zero_first_) {
+    parallel_ranges(r.size, [&](int64_t begin, int64_t n) { std::fill_n(r.data + begin, n, T(0)); });
+  }
   for (size_t s : loss_slots_) {
     if (slots_[s].grad) slots_[s].grad[0] += T(1);
   }
-  run_backward();
+  run_backward(true);
 }
 
 template <class T>
@@ -621,7 +659,7 @@ void Tape<T>::backward_from(std::string_view node, std::span<const T> seed) {
   zero_gradients();
   if (!s.grad) return;  // nothing upstream needs a gradient
   for (size_t i = 0; i < seed.size(); ++i) s.grad[i] += seed[i];
-  run_backward();
+  run_backward(false);
 }
 
 template <class T>

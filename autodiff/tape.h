@@ -128,6 +128,11 @@ class Tape {
     bool is_param = false;
     bool is_constant = false;
   };
+  // Elements [data, data + size) of the arena.
+  struct Range {
+    T* data;
+    int64_t size;
+  };
   struct Instr {
     const OpDef* op = nullptr;
     size_t slot = 0;
@@ -141,11 +146,15 @@ class Tape {
     std::vector<size_t> grads_done;   // parameter slots whose gradient is complete after its backward
     std::unique_ptr<ProbeRunner> probe;  // a probe node: computed by its body, not by a kernel
     std::vector<size_t> stacked;      // a stack's member slots (CompileOptions::stack); empty: `slot` alone
+    std::vector<Range> first_writes;  // gradient memory its backward is the first to add to
   };
 
   size_t slot_of(std::string_view name) const;
   void zero_gradients();  // the arena's gradient region
-  void run_backward();
+  // zero_first_writes: each instruction zeroes the gradient memory it is the first to add
+  // to just before its backward (Instr::first_writes); false when all of it is zero already.
+  void run_backward(bool zero_first_writes);
+  void plan_first_writes();
   void report_gradients(const std::vector<size_t>& slots) const;
 
   CompileOptions options_;
@@ -167,8 +176,14 @@ class Tape {
   GradientReady gradient_ready_;
   MemoryCharge memory_;  // the arena against pens' memory limit (ops/ir/memory.h)
   std::vector<T, Eigen::aligned_allocator<T>> arena_;
-  T* grad_begin_ = nullptr;  // the arena's gradient region, zeroed before each backward
+  // The arena's gradient region. backward() zeroes each part of it when it is needed:
+  // the parts no instruction adds to (the loss seeds among them) first, the others just
+  // before the backward of the first instruction that adds to them, so a stretch is
+  // still in cache when its kernel adds to it (one sweep over the whole region ahead of
+  // the pass measured slower: docs/performance.md).
+  T* grad_begin_ = nullptr;
   T* grad_end_ = nullptr;
+  std::vector<Range> zero_first_;
 };
 
 }  // namespace pens

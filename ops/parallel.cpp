@@ -25,6 +25,13 @@ thread_local bool t_in_chunk = false;
 // contention than this short spin: a yielding thread loses its place to the busy process
 // and comes back late (docs/performance.md).
 constexpr auto kPoll = std::chrono::microseconds(50);
+// A worker waiting for the next job then goes on polling for this long, yielding its
+// core at every turn, before it sleeps. A step's kernels are often further apart than
+// kPoll (one-thread work between them: small ops, the optimizer's bookkeeping), and a
+// worker asleep by then joins the next job late; a yielding worker gives its core to any
+// other process that wants it. The caller never yields: a job's end waits on it.
+// docs/performance.md has the figures, alone and beside a busy core.
+constexpr auto kWorkerYield = std::chrono::microseconds(1000);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -32,13 +39,17 @@ inline void cpu_relax() {
 #endif
 }
 
+// Spins for kPoll, then yields for `yield`; returns whether `ready` came true.
 template <class Ready>
-bool poll(const Ready& ready) {
-  const auto until = std::chrono::steady_clock::now() + kPoll;
+bool poll(const Ready& ready, std::chrono::microseconds yield = std::chrono::microseconds(0)) {
+  auto until = std::chrono::steady_clock::now() + kPoll;
   do {
     if (ready()) return true;
     cpu_relax();
   } while (std::chrono::steady_clock::now() < until);
+  for (until += yield; std::chrono::steady_clock::now() < until; sched_yield()) {
+    if (ready()) return true;
+  }
   return ready();
 }
 
@@ -107,7 +118,7 @@ class Pool {
   void work() {
     uint64_t seen = generation_.load(std::memory_order_acquire);
     for (;;) {
-      poll([&] { return generation_.load(std::memory_order_acquire) != seen; });
+      poll([&] { return generation_.load(std::memory_order_acquire) != seen; }, kWorkerYield);
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
       if (stop_) return;

@@ -62,4 +62,43 @@ void parallel_ranges(int64_t n, const Body& body) {
   });
 }
 
+// Work over a row-major [rows, cols] matrix in blocks of whole rows, body(row_begin,
+// row_count), each about kElementwiseRange elements: row-wise work, each row computed by
+// one call. The blocks depend on the shape alone; one call on the calling thread when the
+// matrix fits one range.
+template <class Body>
+void parallel_rows(int64_t rows, int64_t cols, const Body& body) {
+  static_assert(std::is_invocable_v<const Body&, int64_t, int64_t>);
+  if (rows <= 0) return;
+  const int64_t per = cols > 0 && cols < kElementwiseRange ? kElementwiseRange / cols : 1;
+  if (per >= rows) {
+    body(int64_t{0}, rows);
+    return;
+  }
+  parallel_for((rows + per - 1) / per, [&](int64_t c) {
+    const int64_t begin = c * per;
+    body(begin, rows - begin < per ? rows - begin : per);
+  });
+}
+
+// The same in blocks of whole columns, body(col_begin, col_count), a multiple of 16 wide
+// but the last: sums down the rows, per column. Each column is summed by one call, in
+// whatever order it chooses (rows ascending, in pens' kernels), so the sums have the
+// same bits on any thread count.
+template <class Body>
+void parallel_columns(int64_t rows, int64_t cols, const Body& body) {
+  static_assert(std::is_invocable_v<const Body&, int64_t, int64_t>);
+  if (cols <= 0) return;
+  const int64_t wanted = rows > 0 ? kElementwiseRange / rows : cols;
+  const int64_t per = wanted < 16 ? 16 : (wanted + 15) / 16 * 16;
+  if (per >= cols) {
+    body(int64_t{0}, cols);
+    return;
+  }
+  parallel_for((cols + per - 1) / per, [&](int64_t c) {
+    const int64_t begin = c * per;
+    body(begin, cols - begin < per ? cols - begin : per);
+  });
+}
+
 }  // namespace pens

@@ -2,6 +2,8 @@
 // Eigen array expressions, vectorized by Eigen. Large ones run in ranges on the thread
 // pool (parallel_ranges).
 #include <cmath>
+#include <optional>
+#include <type_traits>
 
 #include "pens/ops/broadcast.h"
 #include "pens/ops/check_case.h"
@@ -11,6 +13,22 @@
 namespace pens {
 
 namespace {
+
+// The commonest broadcast (a bias, a per-feature scale): one operand has the output's
+// shape, the other is one row of it ([cols], or [1, cols] and the like) repeated down its
+// rows. Such ops run by rows on the pool; other broadcasts take the general walk.
+struct RowBroadcast {
+  int64_t rows, cols;
+  bool a_full;  // a is the full operand, b the row
+};
+
+std::optional<RowBroadcast> row_broadcast(const Shape& out, const Shape& a, const Shape& b) {
+  if (out.rank == 0 || (a != out && b != out)) return std::nullopt;
+  const Shape& row = a == out ? b : a;
+  const int64_t cols = out[out.rank - 1];
+  if (row.rank == 0 || row[row.rank - 1] != cols || row.numel() != cols || cols == 0) return std::nullopt;
+  return RowBroadcast{out.numel() / cols, cols, a == out};
+}
 
 // Shared body of add, sub, mul. Op supplies f(a, b) and its partial derivatives.
 template <class Op>
@@ -33,6 +51,24 @@ struct BinaryOp {
       });
       return;
     }
+    if (const auto rb = row_broadcast(args.out.shape, args.in[0].shape, args.in[1].shape)) {
+      const auto run = [&](auto a_full) {
+        constexpr bool kAFull = decltype(a_full)::value;
+        const T* full = kAFull ? a : b;
+        const T* row = kAFull ? b : a;
+        const int64_t cols = rb->cols;
+        parallel_rows(rb->rows, cols, [&](int64_t begin, int64_t n) {
+          for (int64_t r = begin; r < begin + n; ++r) {
+            for (int64_t j = 0; j < cols; ++j) {
+              const T x = full[r * cols + j];
+              y[r * cols + j] = kAFull ? Op::f(x, row[j]) : Op::f(row[j], x);
+            }
+          }
+        });
+      };
+      rb->a_full ? run(std::true_type{}) : run(std::false_type{});
+      return;
+    }
     walk(make_walk(args.out.shape, args.in[0].shape, args.in[1].shape),
          [&](int64_t i, int64_t ia, int64_t ib) { y[i] = Op::f(a[ia], b[ib]); });
   }
@@ -50,6 +86,39 @@ struct BinaryOp {
       });
       return;
     }
+    if (const auto rb = row_broadcast(args.out.shape, args.in[0].shape, args.in[1].shape)) {
+      // The full operand's gradient by rows; the row operand's sums down the rows by
+      // columns, each column's in the order the general walk below adds them.
+      const auto run = [&](auto a_full) {
+        constexpr bool kAFull = decltype(a_full)::value;
+        const T* full = kAFull ? a : b;
+        const T* row = kAFull ? b : a;
+        T* g_full = kAFull ? ga : gb;
+        T* g_row = kAFull ? gb : ga;
+        const auto d_full = [](T x, T r) { return kAFull ? Op::da(x, r) : Op::db(r, x); };
+        const auto d_row = [](T x, T r) { return kAFull ? Op::db(x, r) : Op::da(r, x); };
+        const int64_t rows = rb->rows, cols = rb->cols;
+        if (g_full) {
+          parallel_rows(rows, cols, [&](int64_t begin, int64_t n) {
+            for (int64_t r = begin; r < begin + n; ++r) {
+              for (int64_t j = 0; j < cols; ++j) {
+                const int64_t i = r * cols + j;
+                g_full[i] += gy[i] * d_full(full[i], row[j]);
+              }
+            }
+          });
+        }
+        if (g_row) {
+          parallel_columns(rows, cols, [&](int64_t begin, int64_t n) {
+            for (int64_t r = 0; r < rows; ++r) {
+              for (int64_t j = begin; j < begin + n; ++j) g_row[j] += gy[r * cols + j] * d_row(full[r * cols + j], row[j]);
+            }
+          });
+        }
+      };
+      rb->a_full ? run(std::true_type{}) : run(std::false_type{});
+      return;
+    }
     walk(make_walk(args.out.shape, args.in[0].shape, args.in[1].shape),
          [&](int64_t i, int64_t ia, int64_t ib) {
            if (ga) ga[ia] += gy[i] * Op::da(a[ia], b[ib]);
@@ -59,6 +128,7 @@ struct BinaryOp {
   static void check(CheckBuilder& b) {
     b.check({b.real({3, 4}), b.real({3, 4})}, {}, "same shape");
     b.check({b.real({3, 4}), b.real({4})}, {}, "row broadcast");
+    b.check({b.real({1, 4}), b.real({3, 4})}, {}, "row broadcast, the row first");
     b.check({b.real({3, 1}), b.real({3, 4})}, {}, "column broadcast");
     b.check({b.real({2, 1, 4}), b.real({3, 1})}, {}, "both broadcast");
     b.check({b.real({3, 4}), b.real(Shape{})}, {}, "scalar");

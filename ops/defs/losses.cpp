@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "pens/ops/check_case.h"
+#include "pens/ops/parallel.h"
 #include "pens/ops/registry.h"
 
 namespace pens {
@@ -130,7 +131,9 @@ struct SquaredError {
     const int64_t cols = args.in[0].size() / rows;
     auto a = args.in[0].mat(rows, cols);
     auto b = args.in[1].mat(rows, cols);
-    for (int64_t r = 0; r < rows; ++r) args.out[r] = (a.row(r) - b.row(r)).squaredNorm();
+    parallel_rows(rows, cols, [&](int64_t begin, int64_t n) {
+      for (int64_t r = begin; r < begin + n; ++r) args.out[r] = (a.row(r) - b.row(r)).squaredNorm();
+    });
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
@@ -138,11 +141,13 @@ struct SquaredError {
     const int64_t cols = args.in[0].size() / rows;
     auto a = args.in[0].mat(rows, cols);
     auto b = args.in[1].mat(rows, cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      const T g = T(2) * args.gout[r];
-      if (args.gin[0]) args.gin[0].mat(rows, cols).row(r) += g * (a.row(r) - b.row(r));
-      if (args.gin[1]) args.gin[1].mat(rows, cols).row(r) -= g * (a.row(r) - b.row(r));
-    }
+    parallel_rows(rows, cols, [&](int64_t begin, int64_t n) {
+      for (int64_t r = begin; r < begin + n; ++r) {
+        const T g = T(2) * args.gout[r];
+        if (args.gin[0]) args.gin[0].mat(rows, cols).row(r) += g * (a.row(r) - b.row(r));
+        if (args.gin[1]) args.gin[1].mat(rows, cols).row(r) -= g * (a.row(r) - b.row(r));
+      }
+    });
   }
   static void check(CheckBuilder& b) {
     b.check({b.real({3, 4}), b.real({3, 4})}, {}, "matrix");

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "pens/ops/check_case.h"
+#include "pens/ops/parallel.h"
 #include "pens/ops/registry.h"
 
 namespace pens {
@@ -44,9 +45,13 @@ struct BatchVariance {
     auto x = args.in[0].mat();
     auto m = args.in[1].mat(1, args.in[1].size());
     auto v = args.out.mat(1, args.out.size());
-    v.setZero();
-    for (int64_t r = 0; r < x.rows(); ++r) v.array() += (x.row(r) - m).array().square();
-    v /= static_cast<T>(x.rows());
+    parallel_columns(x.rows(), x.cols(), [&](int64_t c, int64_t n) {
+      auto vc = v.row(0).segment(c, n);
+      const auto mc = m.row(0).segment(c, n);
+      vc.setZero();
+      for (int64_t r = 0; r < x.rows(); ++r) vc.array() += (x.row(r).segment(c, n) - mc).array().square();
+      vc /= static_cast<T>(x.rows());
+    });
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
@@ -54,12 +59,15 @@ struct BatchVariance {
     auto m = args.in[1].mat(1, args.in[1].size());
     auto gv = args.gout.mat(1, args.gout.size());
     const T two_over_b = T(2) / static_cast<T>(x.rows());
-    for (int64_t r = 0; r < x.rows(); ++r) {
-      if (args.gin[0]) args.gin[0].mat().row(r).array() += two_over_b * gv.array() * (x.row(r) - m).array();
-      if (args.gin[1]) {
-        args.gin[1].mat(1, args.gin[1].size()).array() -= two_over_b * gv.array() * (x.row(r) - m).array();
+    parallel_columns(x.rows(), x.cols(), [&](int64_t c, int64_t n) {
+      const auto gvc = gv.row(0).segment(c, n).array();
+      const auto mc = m.row(0).segment(c, n);
+      for (int64_t r = 0; r < x.rows(); ++r) {
+        const auto d = (x.row(r).segment(c, n) - mc).array();
+        if (args.gin[0]) args.gin[0].mat().row(r).segment(c, n).array() += two_over_b * gvc * d;
+        if (args.gin[1]) args.gin[1].mat(1, args.gin[1].size()).row(0).segment(c, n).array() -= two_over_b * gvc * d;
       }
-    }
+    });
   }
   static void check(CheckBuilder& b) {
     // A mean that is not the batch's, so that its gradient is not zero.
@@ -95,9 +103,11 @@ struct Normalize {
     const T eps = static_cast<T>(args.attr().get_float("eps"));
     factor.array() = (args.in[2].mat(1, n).array() + eps).rsqrt() * args.in[3].mat(1, n).array();
     auto shift = args.in[4].mat(1, n);
-    for (int64_t r = 0; r < x.rows(); ++r) {
-      y.row(r).array() = (x.row(r) - m).array() * factor.array() + shift.array();
-    }
+    parallel_rows(x.rows(), n, [&](int64_t begin, int64_t count) {
+      for (int64_t r = begin; r < begin + count; ++r) {
+        y.row(r).array() = (x.row(r) - m).array() * factor.array() + shift.array();
+      }
+    });
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
@@ -108,13 +118,20 @@ struct Normalize {
     auto factor = args.scratch.mat(1, n);  // s·γ, from forward
     auto dy_sum = args.scratch.mat(3, n).row(1);
     auto dy_x_sum = args.scratch.mat(3, n).row(2);
-    dy_sum.setZero();
-    dy_x_sum.setZero();
-    for (int64_t r = 0; r < x.rows(); ++r) {
-      if (args.gin[0]) args.gin[0].mat().row(r).array() += gy.row(r).array() * factor.array();
-      dy_sum += gy.row(r);
-      dy_x_sum.array() += gy.row(r).array() * (x.row(r) - m).array();
-    }
+    parallel_columns(x.rows(), n, [&](int64_t c, int64_t w) {
+      auto dy_sum_c = dy_sum.segment(c, w);
+      auto dy_x_sum_c = dy_x_sum.segment(c, w);
+      const auto factor_c = factor.row(0).segment(c, w).array();
+      const auto mc = m.row(0).segment(c, w);
+      dy_sum_c.setZero();
+      dy_x_sum_c.setZero();
+      for (int64_t r = 0; r < x.rows(); ++r) {
+        const auto gyc = gy.row(r).segment(c, w);
+        if (args.gin[0]) args.gin[0].mat().row(r).segment(c, w).array() += gyc.array() * factor_c;
+        dy_sum_c += gyc;
+        dy_x_sum_c.array() += gyc.array() * (x.row(r).segment(c, w) - mc).array();
+      }
+    });
     const T eps = static_cast<T>(args.attr().get_float("eps"));
     const auto s = (args.in[2].mat(1, n).array() + eps).rsqrt();
     if (args.gin[1]) args.gin[1].mat(1, n).array() -= factor.array() * dy_sum.array();
@@ -154,10 +171,14 @@ struct L2NormalizeColumns {
     auto y = args.out.mat();
     const int64_t n = x.cols();
     auto norm = args.scratch.mat(2, n).row(0);
-    norm.setZero();
-    for (int64_t r = 0; r < x.rows(); ++r) norm.array() += x.row(r).array().square();
-    norm.array() = (norm.array() + static_cast<T>(args.attr().get_float("eps"))).sqrt();
-    for (int64_t r = 0; r < x.rows(); ++r) y.row(r).array() = x.row(r).array() / norm.array();
+    const T eps = static_cast<T>(args.attr().get_float("eps"));
+    parallel_columns(x.rows(), n, [&](int64_t c, int64_t w) {
+      auto norm_c = norm.segment(c, w);
+      norm_c.setZero();
+      for (int64_t r = 0; r < x.rows(); ++r) norm_c.array() += x.row(r).segment(c, w).array().square();
+      norm_c.array() = (norm_c.array() + eps).sqrt();
+      for (int64_t r = 0; r < x.rows(); ++r) y.row(r).segment(c, w).array() = x.row(r).segment(c, w).array() / norm_c.array();
+    });
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
@@ -167,11 +188,16 @@ struct L2NormalizeColumns {
     const int64_t n = y.cols();
     auto norm = args.scratch.mat(2, n).row(0);  // from forward
     auto dot = args.scratch.mat(2, n).row(1);
-    dot.setZero();
-    for (int64_t r = 0; r < y.rows(); ++r) dot.array() += y.row(r).array() * gy.row(r).array();
-    for (int64_t r = 0; r < y.rows(); ++r) {
-      gx.row(r).array() += (gy.row(r).array() - y.row(r).array() * dot.array()) / norm.array();
-    }
+    parallel_columns(y.rows(), n, [&](int64_t c, int64_t w) {
+      auto dot_c = dot.segment(c, w);
+      const auto norm_c = norm.segment(c, w).array();
+      dot_c.setZero();
+      for (int64_t r = 0; r < y.rows(); ++r) dot_c.array() += y.row(r).segment(c, w).array() * gy.row(r).segment(c, w).array();
+      for (int64_t r = 0; r < y.rows(); ++r) {
+        gx.row(r).segment(c, w).array() +=
+            (gy.row(r).segment(c, w).array() - y.row(r).segment(c, w).array() * dot_c.array()) / norm_c;
+      }
+    });
   }
   static void check(CheckBuilder& b) {
     b.check({b.real({5, 3}, uniform(-2, 2))});

@@ -6,6 +6,7 @@
 
 #include "pens/ops/broadcast.h"
 #include "pens/ops/check_case.h"
+#include "pens/ops/parallel.h"
 #include "pens/ops/registry.h"
 
 namespace pens {
@@ -55,6 +56,9 @@ Reduction reduction(const Attributes& attrs, const Shape& in, const InferCtx* ct
   return r;
 }
 
+// A matrix reduced over its rows alone (axis 0): one value per column.
+bool over_rows(const Shape& in, const Reduction& r) { return in.rank == 2 && r.kept[0] == 1 && r.kept[1] == in[1]; }
+
 template <bool kMean>
 struct ReduceOp {
   static std::vector<InputSlot> inputs() { return {{"x"}}; }
@@ -80,6 +84,17 @@ struct ReduceOp {
       y[0] = args.in[0].arr().sum() * factor;
       return;
     }
+    if (over_rows(in, r)) {  // per-feature sums of a batch: by columns on the pool
+      const int64_t rows = in[0], cols = in[1];
+      parallel_columns(rows, cols, [&](int64_t c, int64_t n) {
+        std::fill(y + c, y + c + n, T(0));
+        for (int64_t i = 0; i < rows; ++i) {
+          for (int64_t j = c; j < c + n; ++j) y[j] += x[i * cols + j];
+        }
+        if (kMean) for (int64_t j = c; j < c + n; ++j) y[j] *= factor;
+      });
+      return;
+    }
     std::fill(y, y + args.out.size(), T(0));
     walk(make_walk(in, in, r.kept), [&](int64_t, int64_t i, int64_t o) { y[o] += x[i]; });
     if (kMean) args.out.arr() *= factor;
@@ -93,6 +108,15 @@ struct ReduceOp {
     T* gx = args.gin[0].data;
     if (r.kept.numel() == 1) {
       args.gin[0].arr() += gy[0] * factor;
+      return;
+    }
+    if (over_rows(in, r)) {
+      const int64_t cols = in[1];
+      parallel_rows(in[0], cols, [&](int64_t begin, int64_t n) {
+        for (int64_t i = begin; i < begin + n; ++i) {
+          for (int64_t j = 0; j < cols; ++j) gx[i * cols + j] += gy[j] * factor;
+        }
+      });
       return;
     }
     walk(make_walk(in, in, r.kept), [&](int64_t, int64_t i, int64_t o) { gx[i] += gy[o] * factor; });
