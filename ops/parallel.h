@@ -44,6 +44,24 @@ void parallel_for(int64_t chunks, const Body& body) {
       chunks, [](const void* b, int64_t chunk) { (*static_cast<const Body*>(b))(chunk); }, &body);
 }
 
+namespace detail {
+// body(begin, count) over [0, extent) in consecutive blocks of `per`, the last one
+// shorter, on the pool; one call on the calling thread when one block covers it.
+template <class Body>
+void parallel_blocks(int64_t extent, int64_t per, const Body& body) {
+  static_assert(std::is_invocable_v<const Body&, int64_t, int64_t>);
+  if (extent <= 0) return;
+  if (per >= extent) {
+    body(int64_t{0}, extent);
+    return;
+  }
+  parallel_for((extent + per - 1) / per, [&](int64_t block) {
+    const int64_t begin = block * per;
+    body(begin, extent - begin < per ? extent - begin : per);
+  });
+}
+}  // namespace detail
+
 // Elementwise work over elements [0, n): body(begin, count) for consecutive ranges of
 // kElementwiseRange elements, on the pool (ranges fixed by n alone, so each element is
 // computed the same on any thread count); one call on the calling thread when n fits one
@@ -51,15 +69,7 @@ void parallel_for(int64_t chunks, const Body& body) {
 inline constexpr int64_t kElementwiseRange = 16384;
 template <class Body>
 void parallel_ranges(int64_t n, const Body& body) {
-  static_assert(std::is_invocable_v<const Body&, int64_t, int64_t>);
-  if (n <= kElementwiseRange) {
-    if (n > 0) body(int64_t{0}, n);
-    return;
-  }
-  parallel_for((n + kElementwiseRange - 1) / kElementwiseRange, [&](int64_t r) {
-    const int64_t begin = r * kElementwiseRange;
-    body(begin, n - begin < kElementwiseRange ? n - begin : kElementwiseRange);
-  });
+  detail::parallel_blocks(n, kElementwiseRange, body);
 }
 
 // Work over a row-major [rows, cols] matrix in blocks of whole rows, body(row_begin,
@@ -68,17 +78,7 @@ void parallel_ranges(int64_t n, const Body& body) {
 // matrix fits one range.
 template <class Body>
 void parallel_rows(int64_t rows, int64_t cols, const Body& body) {
-  static_assert(std::is_invocable_v<const Body&, int64_t, int64_t>);
-  if (rows <= 0) return;
-  const int64_t per = cols > 0 && cols < kElementwiseRange ? kElementwiseRange / cols : 1;
-  if (per >= rows) {
-    body(int64_t{0}, rows);
-    return;
-  }
-  parallel_for((rows + per - 1) / per, [&](int64_t c) {
-    const int64_t begin = c * per;
-    body(begin, rows - begin < per ? rows - begin : per);
-  });
+  detail::parallel_blocks(rows, cols > 0 && cols < kElementwiseRange ? kElementwiseRange / cols : 1, body);
 }
 
 // The same in blocks of whole columns, body(col_begin, col_count), a multiple of 16 wide
@@ -87,18 +87,8 @@ void parallel_rows(int64_t rows, int64_t cols, const Body& body) {
 // same bits on any thread count.
 template <class Body>
 void parallel_columns(int64_t rows, int64_t cols, const Body& body) {
-  static_assert(std::is_invocable_v<const Body&, int64_t, int64_t>);
-  if (cols <= 0) return;
   const int64_t wanted = rows > 0 ? kElementwiseRange / rows : cols;
-  const int64_t per = wanted < 16 ? 16 : (wanted + 15) / 16 * 16;
-  if (per >= cols) {
-    body(int64_t{0}, cols);
-    return;
-  }
-  parallel_for((cols + per - 1) / per, [&](int64_t c) {
-    const int64_t begin = c * per;
-    body(begin, cols - begin < per ? cols - begin : per);
-  });
+  detail::parallel_blocks(cols, wanted < 16 ? 16 : (wanted + 15) / 16 * 16, body);
 }
 
 }  // namespace pens
