@@ -5,6 +5,7 @@
 // same kernels' maths on shapes that fit one call.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -17,10 +18,9 @@ using namespace pens;
 
 namespace {
 
-// One op on fixed-shape inputs, and a loss sum(w ⊙ op(...)) so that backward hands the
-// op the gradient w.
+// The op's output, then each input's gradient, with their shapes.
 struct Result {
-  std::vector<std::vector<float>> values;  // the op's output, then each input's gradient
+  std::vector<std::vector<float>> values;
   std::vector<Shape> shapes;
 };
 
@@ -31,7 +31,8 @@ float input_value(const std::string& name, int64_t row, int64_t col) {
 }
 
 // Runs `op` on inputs of the given shapes, each element set by input_value from its
-// position in the whole matrix (`row0`, `col0`: where this slice starts).
+// position in the whole matrix (`row0`, `col0`: where this slice starts), then backward
+// from the loss sum(w ⊙ op(...)), so that the op is handed the gradient w.
 Result run(const std::string& op, const Attributes& attrs, const std::vector<Shape>& shapes, bool by_columns,
            int64_t row0, int64_t col0) {
   Graph g;
@@ -128,22 +129,22 @@ TEST_CASE("row-broadcast add, sub, mul: every value and gradient as its columns'
   KeepThreads keep;
   static_assert(kRows * kCols > 2 * kElementwiseRange);
   for (const char* op : {"add", "sub", "mul"}) {
-    check_blocks(op, {{kMatrix}, {kFeature}}, true, kRows, kCols);
-    check_blocks(op, {{kFeature}, {kMatrix}}, true, kRows, kCols);
-    check_blocks(op, {{kMatrix}, {Shape{1, kCols}}}, true, kRows, kCols);
+    check_blocks(op, {kMatrix, kFeature}, true, kRows, kCols);
+    check_blocks(op, {kFeature, kMatrix}, true, kRows, kCols);
+    check_blocks(op, {kMatrix, Shape{1, kCols}}, true, kRows, kCols);
   }
 }
 
 TEST_CASE("batch statistics and normalisation: every value and gradient as its columns' alone") {
   KeepThreads keep;
-  check_blocks("batch_variance", {{kMatrix}, {kFeature}}, true, kRows, kCols);
-  check_blocks("normalize", {{kMatrix}, {kFeature}, {kFeature}, {kFeature}, {kFeature}}, true, kRows, kCols);
-  check_blocks("l2_normalize_columns", {{kMatrix}}, true, kRows, kCols);
-  check_blocks("mean", {{kMatrix}}, true, kRows, kCols, {{"axes", std::vector<int64_t>{0}}});
-  check_blocks("sum", {{kMatrix}}, true, kRows, kCols, {{"axes", std::vector<int64_t>{0}}});
+  check_blocks("batch_variance", {kMatrix, kFeature}, true, kRows, kCols);
+  check_blocks("normalize", {kMatrix, kFeature, kFeature, kFeature, kFeature}, true, kRows, kCols);
+  check_blocks("l2_normalize_columns", {kMatrix}, true, kRows, kCols);
+  check_blocks("mean", {kMatrix}, true, kRows, kCols, {{"axes", std::vector<int64_t>{0}}});
+  check_blocks("sum", {kMatrix}, true, kRows, kCols, {{"axes", std::vector<int64_t>{0}}});
 }
 
 TEST_CASE("squared error per row: every value and gradient as its rows' alone") {
   KeepThreads keep;
-  check_blocks("squared_error", {{kMatrix}, {kMatrix}}, false, kRows, kCols);
+  check_blocks("squared_error", {kMatrix, kMatrix}, false, kRows, kCols);
 }
