@@ -591,23 +591,26 @@ void Tape<T>::report_gradients(const std::vector<size_t>& slots) const {
 
 template <class T>
 void Tape<T>::plan_first_writes() {
-  // Walks the backward order marking the gradient elements written so far; the loss
-  // seeds count as written before any instruction, since backward() sets them first.
-  const int64_t region = grad_end_ - grad_begin_;
-  std::vector<bool> written(static_cast<size_t>(region), false);
+  // Walks the backward order keeping the stretches of the gradient region written so far
+  // (disjoint intervals of offsets, start -> end); the loss seeds count as written before
+  // any instruction, since backward() sets them first.
+  std::map<int64_t, int64_t> written;
   // Appends to `out` the parts of [data, data + size) not yet written, and marks them.
   const auto claim = [&](T* data, int64_t size, std::vector<Range>& out) {
-    if (!data || data < grad_begin_ || data >= grad_end_) return;  // a parameter's, or none
-    const int64_t begin = data - grad_begin_;
-    for (int64_t i = begin; i < begin + size;) {
-      if (written[static_cast<size_t>(i)]) {
-        ++i;
-        continue;
-      }
-      const int64_t start = i;
-      while (i < begin + size && !written[static_cast<size_t>(i)]) written[static_cast<size_t>(i++)] = true;
-      out.push_back({grad_begin_ + start, i - start});
+    if (!data || data < grad_begin_ || data >= grad_end_ || size <= 0) return;  // a parameter's, or none
+    const int64_t begin = data - grad_begin_, end = begin + size;
+    auto it = written.upper_bound(begin);
+    if (it != written.begin() && std::prev(it)->second > begin) --it;  // one that covers begin
+    int64_t at = begin, first = begin, last = end;
+    while (it != written.end() && it->first < end) {
+      if (it->first > at) out.push_back({grad_begin_ + at, it->first - at});
+      at = std::max(at, it->second);
+      first = std::min(first, it->first);
+      last = std::max(last, it->second);
+      it = written.erase(it);
     }
+    if (at < end) out.push_back({grad_begin_ + at, end - at});
+    written[first] = last;
   };
   for (size_t v : loss_slots_) claim(slots_[v].grad, slots_[v].info.shape.numel(), zero_first_);
   for (auto it = program_.rbegin(); it != program_.rend(); ++it) {
@@ -615,7 +618,7 @@ void Tape<T>::plan_first_writes() {
     for (const TensorView<T>& gin : it->gin) claim(gin.data, gin.size(), it->first_writes);
   }
   // What no instruction adds to reads as zero: a node's gradient that nothing sends back.
-  claim(grad_begin_, region, zero_first_);
+  claim(grad_begin_, grad_end_ - grad_begin_, zero_first_);
 }
 
 template <class T>
