@@ -626,26 +626,22 @@ void Tape<T>::run_backward(bool zero_first_writes) {
   if (gradient_ready_) report_gradients(grads_unwritten_);
   for (auto it = program_.rbegin(); it != program_.rend(); ++it) {
     if (!it->runs_backward) continue;
-    if (zero_first_writes) {
-      for (const Range& r : it->first_writes) {
-        parallel_ranges(r.size, [&](int64_t begin, int64_t n) { std::fill_n(r.data + begin, n, T(0)); });
-      }
-    }
+    if (zero_first_writes) zero(it->first_writes);
     it->op->template kernels<T>().backward(it->args);
     if (gradient_ready_) report_gradients(it->grads_done);
   }
 }
 
 template <class T>
-void Tape<T>::zero_gradients() {
-  parallel_ranges(grad_end_ - grad_begin_, [&](int64_t begin, int64_t n) { std::fill_n(grad_begin_ + begin, n, T(0)); });
+void Tape<T>::zero(std::span<const Range> ranges) {
+  for (const Range& r : ranges) {
+    parallel_ranges(r.size, [&](int64_t begin, int64_t n) { std::fill_n(r.data + begin, n, T(0)); });
+  }
 }
 
 template <class T>
 void Tape<T>::backward() {
-  for (const Range& r : zero_first_) {
-    parallel_ranges(r.size, [&](int64_t begin, int64_t n) { std::fill_n(r.data + begin, n, T(0)); });
-  }
+  zero(zero_first_);
   for (size_t s : loss_slots_) {
     if (slots_[s].grad) slots_[s].grad[0] += T(1);
   }
@@ -659,7 +655,8 @@ void Tape<T>::backward_from(std::string_view node, std::span<const T> seed) {
     fail("seed for '", node, "' has ", seed.size(), " elements, the node has ",
          s.info.shape.numel());
   }
-  zero_gradients();
+  const Range region{grad_begin_, grad_end_ - grad_begin_};
+  zero({&region, 1});
   if (!s.grad) return;  // nothing upstream needs a gradient
   for (size_t i = 0; i < seed.size(); ++i) s.grad[i] += seed[i];
   run_backward(false);

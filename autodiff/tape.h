@@ -150,7 +150,7 @@ class Tape {
   };
 
   size_t slot_of(std::string_view name) const;
-  void zero_gradients();  // the arena's gradient region
+  static void zero(std::span<const Range> ranges);
   // zero_first_writes: each instruction zeroes the gradient memory it is the first to add
   // to just before its backward (Instr::first_writes); false when all of it is zero already.
   void run_backward(bool zero_first_writes);
