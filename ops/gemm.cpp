@@ -14,18 +14,48 @@ namespace {
 constexpr int64_t kMaxPanels = 64;
 constexpr int64_t kMinPanel = 192;
 constexpr int64_t kMinPanelWork = int64_t{1} << 18;
+// Column pieces: at least this wide (each piece repacks its row panel of A), and at
+// least kMinPanelWork multiply-adds.
+constexpr int64_t kMinPiece = 64;
+// Eigen's kernel computes C in groups of this many columns (gebp's nr), the columns
+// left over one by one: a cut at a multiple of it leaves every column in the same kind
+// of group, and so with the same bits (tests/ops/test_parallel.cpp).
+constexpr int64_t kColumnGroup = 4;
 
-// Panels for an m×n result with inner dimension k.
+// Row panels for an m×n result with inner dimension k.
 int64_t panel_count(int64_t m, int64_t n, int64_t k) {
   const int64_t by_work = m * n * k / kMinPanelWork;
   return std::clamp<int64_t>(std::min(std::max(m, n) / kMinPanel, by_work), 1, kMaxPanels);
 }
 
-// Start of panel p of `parts` over `size`, on a multiple of 16 where it can be.
-int64_t panel_start(int64_t size, int64_t parts, int64_t p) {
+// Start of panel p of `parts` over `size`, on a multiple of `align` where it can be.
+int64_t panel_start(int64_t size, int64_t parts, int64_t p, int64_t align) {
   if (p == 0) return 0;
   if (p >= parts) return size;
-  return std::min(size, (size * p / parts + 8) / 16 * 16);
+  return std::min(size, (size * p / parts + align / 2) / align * align);
+}
+
+// Pieces each of `rows` row panels (the widest `panel_rows` rows) is cut into along its
+// n columns so that `threads` threads share the work evenly: the fewest that give at
+// least two pieces a thread with every thread's share within 10 % of the even one, or, when
+// the pieces would get too small for that, the count up to the smallest allowed piece
+// that shares best. One piece on one thread.
+int64_t column_pieces(int64_t rows, int64_t panel_rows, int64_t n, int64_t k, int threads) {
+  if (threads <= 1) return 1;
+  const int64_t by_width = n / kMinPiece;
+  const int64_t by_work = panel_rows * n * k / kMinPanelWork;
+  const int64_t most = std::clamp<int64_t>(std::min(by_width, by_work), 1, kMaxPanels);
+  // The share of the threads' time the pieces keep busy, all pieces taken as equal.
+  const auto busy = [&](int64_t pieces) {
+    const int64_t tasks = rows * pieces, rounds = (tasks + threads - 1) / threads;
+    return static_cast<double>(tasks) / static_cast<double>(rounds * threads);
+  };
+  int64_t best = 1;
+  for (int64_t pieces = 1; pieces <= most; ++pieces) {
+    if (busy(pieces) >= 0.9 && rows * pieces >= 2 * threads) return pieces;
+    if (busy(pieces) > busy(best) + 1e-9) best = pieces;
+  }
+  return best;
 }
 
 // A thread's packing buffers, grown to the largest product it has run and kept.
@@ -107,20 +137,21 @@ void gemm_operands(const GemmOperand<T>& c_in, const GemmOperand<const T>& a_in,
   const GemmOperand<const T> a = flip ? transposed(b_in) : a_in;
   const GemmOperand<const T> b = flip ? transposed(a_in) : b_in;
   const int64_t m = c.rows, n = c.cols, k = a.cols;
-  const int64_t parts = panel_count(m, n, k);
-  const bool by_columns = n >= m;
-  const int64_t side = by_columns ? n : m;
-  parallel_for(parts, [&](int64_t p) {
-    const int64_t start = panel_start(side, parts, p), width = panel_start(side, parts, p + 1) - start;
-    const GemmOperand<T> panel = by_columns ? block(c, 0, start, m, width) : block(c, start, 0, width, n);
+  // Row panels fix the bits (a row cut changes them); the column pieces within a panel
+  // do not, and follow the thread count.
+  const int64_t rows = n >= m ? 1 : panel_count(m, n, k);
+  const int64_t panel_rows = panel_start(m, rows, 1, 16);
+  const int64_t pieces = column_pieces(rows, panel_rows, n, k, threads());
+  parallel_for(rows * pieces, [&](int64_t task) {
+    const int64_t r = task / pieces, q = task % pieces;
+    const int64_t row = panel_start(m, rows, r, 16), height = panel_start(m, rows, r + 1, 16) - row;
+    const int64_t col = panel_start(n, pieces, q, kColumnGroup);
+    const int64_t width = panel_start(n, pieces, q + 1, kColumnGroup) - col;
+    const GemmOperand<T> piece = block(c, row, col, height, width);
     if (!accumulate) {
-      for (int64_t j = 0; j < panel.cols; ++j) std::fill_n(panel.data + j * panel.stride, panel.rows, T(0));
+      for (int64_t j = 0; j < piece.cols; ++j) std::fill_n(piece.data + j * piece.stride, piece.rows, T(0));
     }
-    if (by_columns) {
-      accumulate_product(panel, a, block(b, 0, start, k, width));
-    } else {
-      accumulate_product(panel, block(a, start, 0, width, k), b);
-    }
+    accumulate_product(piece, block(a, row, 0, height, k), block(b, 0, col, k, width));
   });
 }
 

@@ -8,12 +8,16 @@
 // Eigen 3.4) with a thread's own buffers, so a step allocates nothing after its first
 // run, on any number of threads.
 //
-// The cut depends on the shape alone, never on the thread count, so a product gives the
-// same bits on any number of threads. C is cut along its longer side (cutting columns
-// repacks A once per panel, cutting rows repacks B: the shorter side is the cheaper one
-// to repeat); panels are at least 192 wide (narrower ones cost the kernel 5-15 % on one
-// thread) and hold at least 2^18 multiply-adds, so small
-// products stay whole.
+// A product gives the same bits on any number of threads. C (column-major, as the kernel
+// sees it) is cut into row panels by its shape alone, when it has more rows than columns:
+// panels at least 192 rows high holding at least 2^18 multiply-adds, so small products
+// stay whole. A row cut changes the bits (which rows share a micro-kernel), so these cuts
+// are fixed. Each panel is then cut along its columns into as many pieces as the thread
+// count needs to share the work evenly (at least 64 columns each; one on one thread): a
+// column cut at a multiple of 4 leaves every element's bits as they were (Eigen's kernel
+// computes columns in groups of 4, each the same wherever it lies), which
+// tests/ops/test_parallel.cpp checks. Each piece repacks its panel of A, so pieces are
+// only made where threads would otherwise wait (5 panels on 2 threads, a whole product).
 #pragma once
 
 #include <Eigen/Core>

@@ -7,6 +7,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "pens/ops/ir/error.h"
 #include "pens/ops/ir/memory.h"
@@ -18,6 +19,9 @@ namespace pens {
 namespace {
 
 class Adam : public Optimizer {
+  // The bias corrections an update divides by: those that have not reached 1.
+  enum class Corrections { both, square_only, none };
+
  public:
   Adam(ParamStore<float>& params, const Attributes& settings)
       : params_(params),
@@ -43,13 +47,31 @@ class Adam : public Optimizer {
     // In ranges on the kernels' threads (parallel_ranges: a range's elements are the same
     // whichever thread takes it, so results do not depend on the thread count); Eigen's
     // arrays vectorise the square root, which a scalar std::sqrt loop does not (errno).
-    parallel_ranges(static_cast<int64_t>(mean_.size()), [&](int64_t begin, int64_t size) {
-      Eigen::Map<Eigen::ArrayXf> mc(m + begin, size), vc(v + begin, size), tc(theta + begin, size);
-      const Eigen::Map<const Eigen::ArrayXf> gc(g + begin, size);
-      mc = b1 * mc + (1.0f - b1) * gc;
-      vc = b2 * vc + (1.0f - b2) * gc * gc;
-      tc -= eta * (mc / correct1) / ((vc / correct2).sqrt() + epsilon_);
-    });
+    // A bias correction that has reached 1 in float (after 165 steps for β1 = 0.9, about
+    // 17,300 for β2 = 0.999) divides by 1, which changes no bit: skipping those divisions
+    // takes two of the three per element (the divisions and the root bound this loop).
+    const auto update = [&](auto divisions) {
+      parallel_ranges(static_cast<int64_t>(mean_.size()), [&](int64_t begin, int64_t size) {
+        Eigen::Map<Eigen::ArrayXf> mc(m + begin, size), vc(v + begin, size), tc(theta + begin, size);
+        const Eigen::Map<const Eigen::ArrayXf> gc(g + begin, size);
+        mc = b1 * mc + (1.0f - b1) * gc;
+        vc = b2 * vc + (1.0f - b2) * gc * gc;
+        if constexpr (divisions == Corrections::both) {
+          tc -= eta * (mc / correct1) / ((vc / correct2).sqrt() + epsilon_);
+        } else if constexpr (divisions == Corrections::square_only) {
+          tc -= eta * mc / ((vc / correct2).sqrt() + epsilon_);
+        } else {
+          tc -= eta * mc / (vc.sqrt() + epsilon_);
+        }
+      });
+    };
+    if (correct1 != 1.0f) {
+      update(std::integral_constant<Corrections, Corrections::both>());
+    } else if (correct2 != 1.0f) {
+      update(std::integral_constant<Corrections, Corrections::square_only>());
+    } else {
+      update(std::integral_constant<Corrections, Corrections::none>());
+    }
   }
 
   std::vector<StateBuffer> state() override { return {{"mean", mean_}, {"mean_square", square_}}; }

@@ -74,7 +74,7 @@ TEST_CASE("the thread count comes from the CPUs this process may use") {
   CHECK(resolve_threads(3) == 3);
 }
 
-TEST_CASE("gemm: Eigen's product, cut in panels, the same bits on 1 and 2 threads") {
+TEST_CASE("gemm: Eigen's product, cut in panels, the same bits on 1, 2 and 3 threads") {
   KeepThreads keep;
   struct Case {
     int64_t m, k, n;
@@ -99,10 +99,39 @@ TEST_CASE("gemm: Eigen's product, cut in panels, the same bits on 1 and 2 thread
       if (c.ta && c.tb) gemm(out.block(0, 0, c.m, c.n), a.transpose(), b.transpose(), c.accumulate);
       return out;
     };
-    const Matrix one = run(1), two = run(2);
+    const Matrix one = run(1), two = run(2), three = run(3);
     CHECK(one == two);
+    CHECK(one == three);
     const Matrix product = (c.ta ? Matrix(a.transpose()) : a) * (c.tb ? Matrix(b.transpose()) : b);
     const Matrix want = c.accumulate ? Matrix(start + product) : product;
     CHECK((one - want).cwiseAbs().maxCoeff() <= 1e-4f * std::max(1.0f, want.cwiseAbs().maxCoeff()));
+  }
+}
+
+// gemm cuts C into pieces along its columns by the thread count (ops/gemm.cpp); that the
+// bits stay put rests on Eigen's kernel computing each column the same whichever piece
+// holds it, when the cut is at a multiple of its column group. Checked here by computing
+// the columns of C in two products, cut at several multiples of 4: C is column-major to
+// the kernel, so for a row-major C (the products of the layers) the cut is across its rows.
+TEST_CASE("gemm: a product cut into two at a multiple of 4 columns has the bits of the whole") {
+  KeepThreads keep;
+  set_threads(1);
+  using ColMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  struct Case {
+    int64_t m, k, n;
+  };
+  // Row panels (m > n, m ≥ 384) as the layers' products have them, and a panel whole.
+  for (const Case& c : std::vector<Case>{{900, 300, 200}, {1000, 784, 160}, {500, 1000, 320}, {250, 250, 161}}) {
+    for (const int64_t cut : {4, 64, 80, 124}) {
+      INFO(c.m << "x" << c.k << "x" << c.n << " cut " << cut);
+      const Matrix a = Matrix::Random(c.m, c.k);
+      const ColMatrix b = ColMatrix::Random(c.k, c.n);
+      const ColMatrix start = ColMatrix::Random(c.m, c.n);
+      ColMatrix whole = start, halves = start;
+      gemm(whole, a, b, true);
+      gemm(halves.leftCols(cut), a, b.leftCols(cut), true);
+      gemm(halves.rightCols(c.n - cut), a, b.rightCols(c.n - cut), true);
+      CHECK(whole == halves);
+    }
   }
 }

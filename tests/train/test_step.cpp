@@ -3,6 +3,7 @@
 // step, and a non-finite objective; and a short training run that learns.
 #include <doctest/doctest.h>
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -134,6 +135,34 @@ TEST_CASE("Adam: bias-corrected moments, by hand; the state saved by name") {
   CHECK(state[1].values[params.at("b").offset] == doctest::Approx(1.0));
   CHECK_ERROR_MENTIONS(make_optimizer("adam", params, {{"epsilon", 0.0}}), "epsilon", "> 0");
   CHECK_ERROR_MENTIONS(make_optimizer("adam", params, {{"beta1", 1.0}}), "beta1", "in [0, 1)");
+}
+
+TEST_CASE("Adam: a bias correction that has reached 1 is skipped, with the bits of dividing by it") {
+  // β1 0.5 and β2 0.75: the corrections 1 - β^t reach 1 in float after 25 and 58 steps,
+  // so 80 steps cover both divisions, the mean square's alone, and none.
+  Graph g;
+  g.param("w", {40000}, {{"init", std::string("normal")}, {"std", 1.0}});
+  ParamStore<float> params(g);
+  params.initialize(g, 5);
+  const auto adam = make_optimizer("adam", params, {{"beta1", 0.5}, {"beta2", 0.75}, {"epsilon", 1e-8}});
+  const auto w = params.value("w");
+  Eigen::ArrayXf theta = Eigen::Map<const Eigen::ArrayXf>(w.data, w.size());
+  Eigen::ArrayXf m = Eigen::ArrayXf::Zero(theta.size()), v = m, grad = m;
+  const float b1 = 0.5f, b2 = 0.75f, eta = 0.01f, eps = 1e-8f;
+  int differing_steps = 0;
+  for (int64_t step = 0; step < 80; ++step) {
+    for (Eigen::Index i = 0; i < grad.size(); ++i) grad[i] = std::cos(0.01f * static_cast<float>(i) + step);
+    std::copy(grad.data(), grad.data() + grad.size(), params.grad("w").data);
+    adam->step({.step = step, .learning_rate = eta});
+    // The update with both divisions, always.
+    const auto c1 = static_cast<float>(1.0 - std::pow(0.5, step + 1));
+    const auto c2 = static_cast<float>(1.0 - std::pow(0.75, step + 1));
+    m = b1 * m + (1.0f - b1) * grad;
+    v = b2 * v + (1.0f - b2) * grad * grad;
+    theta -= eta * (m / c1) / ((v / c2).sqrt() + eps);
+    if (!std::equal(theta.data(), theta.data() + theta.size(), w.data)) ++differing_steps;
+  }
+  CHECK(differing_steps == 0);
 }
 
 TEST_CASE("a restarted optimizer continues as a newly made one: every kind's state back to its start") {
