@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -132,6 +133,41 @@ TEST_CASE("gemm: a product cut into two at a multiple of 4 columns has the bits 
       gemm(halves.leftCols(cut), a, b.leftCols(cut), true);
       gemm(halves.rightCols(c.n - cut), a, b.rightCols(c.n - cut), true);
       CHECK(whole == halves);
+    }
+  }
+}
+
+// A product with several row panels against each panel computed alone by Eigen's own
+// driver (a panel under 384 rows is one panel, and one thread makes it one piece): the
+// same bits on any thread count, whatever pieces the panels are cut into. The row cuts
+// below are gemm's: at least 192 rows a panel, on multiples of 16.
+TEST_CASE("gemm: a product in row panels and column pieces has the bits of its panels computed alone") {
+  KeepThreads keep;
+  using ColMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  struct Case {
+    int64_t m, k, n;
+    bool accumulate;
+  };
+  // Depth in one block and in two (Eigen cuts k 784 and 1000), a ragged last panel.
+  for (const Case& c : std::vector<Case>{{1000, 784, 160, false}, {1000, 320, 320, true}, {500, 1000, 250, true},
+                                         {777, 250, 100, false}}) {
+    INFO(c.m << "x" << c.k << "x" << c.n << " acc=" << c.accumulate);
+    const ColMatrix a = ColMatrix::Random(c.m, c.k), b = ColMatrix::Random(c.k, c.n);
+    const ColMatrix start = ColMatrix::Random(c.m, c.n);
+    const int64_t panels = std::min(c.m / 192, c.m * c.n * c.k / (int64_t{1} << 18));
+    REQUIRE(panels > 1);
+    set_threads(1);
+    ColMatrix want = start;
+    for (int64_t p = 0; p < panels; ++p) {
+      const auto cut = [&](int64_t i) { return i == panels ? c.m : std::min(c.m, (c.m * i / panels + 8) / 16 * 16); };
+      const int64_t row = cut(p), height = cut(p + 1) - row;
+      gemm(want.middleRows(row, height), a.middleRows(row, height), b, c.accumulate);
+    }
+    for (const int n : {1, 2, 3}) {
+      set_threads(n);
+      ColMatrix got = start;
+      gemm(got, a, b, c.accumulate);
+      CHECK(got == want);
     }
   }
 }
