@@ -35,11 +35,11 @@ int64_t panel_start(int64_t size, int64_t parts, int64_t p, int64_t align) {
   return std::min(size, (size * p / parts + align / 2) / align * align);
 }
 
-// Pieces each of `rows` row panels (the widest `panel_rows` rows) is cut into along its
-// n columns so that `threads` threads share the work evenly: the fewest that give at
-// least two pieces a thread with every thread's share within 10 % of the even one, or, when
-// the pieces would get too small for that, the count up to the smallest allowed piece
-// that shares best. One piece on one thread.
+// Pieces each of `rows` row panels (of about `panel_rows` rows) is cut into along its n
+// columns so that `threads` threads share the work evenly: the fewest that give at least
+// two pieces a thread with every thread's share within 10 % of the even one or, where
+// pieces that small are not allowed, the allowed count that shares best. One piece on one
+// thread.
 int64_t column_pieces(int64_t rows, int64_t panel_rows, int64_t n, int64_t k, int threads) {
   if (threads <= 1) return 1;
   const int64_t by_width = n / kMinPiece;
