@@ -21,6 +21,9 @@ constexpr int64_t kMinPiece = 64;
 // left over one by one: a cut at a multiple of it leaves every column in the same kind
 // of group, and so with the same bits (tests/ops/test_parallel.cpp).
 constexpr int64_t kColumnGroup = 4;
+static_assert(Eigen::internal::gebp_traits<float, float>::nr == kColumnGroup &&
+                  Eigen::internal::gebp_traits<double, double>::nr == kColumnGroup,
+              "column pieces are cut at multiples of Eigen's column group");
 
 // Row panels for an m×n result with inner dimension k.
 int64_t panel_count(int64_t m, int64_t n, int64_t k) {

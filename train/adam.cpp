@@ -47,9 +47,9 @@ class Adam : public Optimizer {
     // In ranges on the kernels' threads (parallel_ranges: a range's elements are the same
     // whichever thread takes it, so results do not depend on the thread count); Eigen's
     // arrays vectorise the square root, which a scalar std::sqrt loop does not (errno).
-    // A bias correction that has reached 1 in float (after 165 steps for β1 = 0.9, about
-    // 17,300 for β2 = 0.999) divides by 1, which changes no bit: skipping those divisions
-    // takes two of the three per element (the divisions and the root bound this loop).
+    // A bias correction that has reached 1 in float (from t = 165 for β1 = 0.9, t = 17,321
+    // for β2 = 0.999) divides by 1, which changes no bit: skipping those divisions takes
+    // two of the three per element.
     const auto update = [&](auto divisions) {
       parallel_ranges(static_cast<int64_t>(mean_.size()), [&](int64_t begin, int64_t size) {
         Eigen::Map<Eigen::ArrayXf> mc(m + begin, size), vc(v + begin, size), tc(theta + begin, size);

@@ -138,7 +138,7 @@ TEST_CASE("Adam: bias-corrected moments, by hand; the state saved by name") {
 }
 
 TEST_CASE("Adam: a bias correction that has reached 1 is skipped, with the bits of dividing by it") {
-  // β1 0.5 and β2 0.75: the corrections 1 - β^t reach 1 in float after 25 and 58 steps,
+  // β1 0.5 and β2 0.75: the corrections 1 - β^t reach 1 in float at t = 25 and t = 61,
   // so 80 steps cover both divisions, the mean square's alone, and none.
   Graph g;
   g.param("w", {40000}, {{"init", std::string("normal")}, {"std", 1.0}});
