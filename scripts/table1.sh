@@ -4,7 +4,8 @@
 # docs/results.json from every finished run under the runs folder.
 #
 #   scripts/table1.sh [--splits N] [--labels LIST] [--methods LIST] [--budget-minutes M]
-#                     [--supervised] [--supervised-epochs E] [--runs DIR] [--report-only]
+#                     [--supervised] [--supervised-methods LIST] [--supervised-epochs E]
+#                     [--runs DIR] [--report-only]
 #                     [--configs DIR] [--data-dir DIR] [--pens BINARY] [--report DIR] [--jobs J]
 #
 #   --splits N          splits (labeled-set seeds 1..N) per cell (default 3; the
@@ -36,6 +37,7 @@
 #                       once (pens pretrain, into RUNS/pretrain and RUNS/pretrain-authors)
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
 #   --supervised        also the fully supervised cells (raw, sde, pea on 50,000 labels)
+#   --supervised-methods LIST  which of them (comma-separated; default raw,sde,pea)
 #   --supervised-epochs E  their length (default: the configs', the paper's 1000 epochs)
 #   --runs DIR          where runs live (default runs/table1)
 #   --report-only       run nothing; rebuild the report from the runs that exist
@@ -55,7 +57,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-splits=3 labels=100,600,1000,3000 methods=sde,pea budget="" supervised=0 supervised_epochs="" runs=runs/table1
+splits=3 labels=100,600,1000,3000 methods=sde,pea budget="" supervised=0 supervised_methods=raw,sde,pea supervised_epochs="" runs=runs/table1
 report_only=0 configs=examples/mnist data_dir="" pens="" report=docs jobs=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -64,6 +66,7 @@ while [[ $# -gt 0 ]]; do
     --methods) methods="$2"; shift 2 ;;
     --budget-minutes) budget="$2"; shift 2 ;;
     --supervised) supervised=1; shift ;;
+    --supervised-methods) supervised_methods="$2"; shift 2 ;;
     --supervised-epochs) supervised_epochs="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
@@ -72,7 +75,7 @@ while [[ $# -gt 0 ]]; do
     --pens) pens="$2"; shift 2 ;;
     --report) report="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table1: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -161,7 +164,12 @@ if [[ $report_only == 0 ]]; then
     done
   done
   if [[ $supervised == 1 ]]; then
-    for method in raw sde pea; do
+    IFS=, read -ra supervised_list <<< "$supervised_methods"
+    for method in "${supervised_list[@]}"; do
+      case "$method" in
+        raw|sde|pea) ;;
+        *) echo "table1: unknown supervised method $method (raw, sde or pea)" >&2; exit 2 ;;
+      esac
       plan "$method-supervised/split1" "$configs/$method-supervised.json" "" \
         ${supervised_epochs:+--epochs "$supervised_epochs"}
     done
