@@ -1,6 +1,7 @@
 #include "pens/ops/gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "pens/ops/parallel.h"
@@ -61,10 +62,33 @@ int64_t column_pieces(int64_t rows, int64_t panel_rows, int64_t n, int64_t k, in
   return best;
 }
 
-// A thread's packing buffers, grown to the largest product it has run and kept.
+// Eigen's cache blocking of one panel product (rows × cols, inner dimension depth), as
+// its sequential GEMM uses it: blocks of mc rows, nc columns and kc of the depth.
+struct BlockSizes {
+  Eigen::Index mc, nc, kc;
+};
+
+template <class T>
+BlockSizes block_sizes(Eigen::Index rows, Eigen::Index cols, Eigen::Index depth) {
+  Eigen::Index kc = depth, mc = rows, nc = cols;
+  Eigen::internal::computeProductBlockingSizes<T, T, 1>(kc, mc, nc, Eigen::Index{1});
+  return {std::min(rows, mc), std::min(cols, nc), kc};
+}
+
+// Which product gemm_operands is running, so that a thread's packed B is never taken
+// for another product's (B's memory may hold new values at the same address).
+std::atomic<uint64_t> product_serial{0};
+
+// A thread's packing buffers, grown to the largest product it has run and kept: A's
+// block, and B's column piece packed whole (its kc × nc blocks one after another) for
+// the panels of that piece the thread computes.
 template <class T>
 struct Workspace {
   std::vector<T, Eigen::aligned_allocator<T>> a, b;
+  std::vector<Eigen::Index> b_offsets;  // where B's block (k block, n block) starts, by k block then n block
+  uint64_t b_product = 0;               // product_serial of the product whose piece b holds; 0: none
+  int64_t b_piece = -1;
+  Eigen::Index b_kc = 0, b_nc = 0;
 };
 
 template <class T>
@@ -73,28 +97,6 @@ Workspace<T>& workspace() {
   return w;
 }
 
-// Eigen's blocking (cache block sizes) for one product, pointing at the thread's buffers.
-template <class T>
-class Blocking : public Eigen::internal::level3_blocking<T, T> {
- public:
-  // rows, cols: of the column-major product Eigen computes.
-  Blocking(Eigen::Index rows, Eigen::Index cols, Eigen::Index depth) {
-    this->m_mc = rows;
-    this->m_nc = cols;
-    this->m_kc = depth;
-    Eigen::internal::computeProductBlockingSizes<T, T, 1>(this->m_kc, this->m_mc, this->m_nc, Eigen::Index{1});
-    Workspace<T>& w = workspace<T>();
-    const auto grow = [](auto& buffer, Eigen::Index size) {
-      if (static_cast<Eigen::Index>(buffer.size()) < size) buffer.resize(static_cast<size_t>(size));
-    };
-    grow(w.a, this->m_mc * this->m_kc);
-    grow(w.b, this->m_kc * this->m_nc);
-    this->m_blockA = w.a.data();
-    this->m_blockB = w.b.data();
-  }
-};
-
-// Element offset of (row, col) in an operand.
 template <class T>
 int64_t offset(const GemmOperand<T>& x, int64_t row, int64_t col) {
   return x.row_major ? row * x.stride + col : row + col * x.stride;
@@ -105,23 +107,85 @@ GemmOperand<T> block(const GemmOperand<T>& x, int64_t row, int64_t col, int64_t 
   return {x.data + offset(x, row, col), rows, cols, x.stride, x.row_major};
 }
 
-// c += a·b on one thread, c column-major: Eigen's kernel for the operands' storage orders.
+// c += a·b for one row panel of one column piece, on the calling thread, c column-major,
+// as Eigen 3.4's sequential GEMM (general_matrix_matrix_product::run) computes the panel
+// alone: the blocking it would choose for the panel's shape, the same packing routines,
+// the kernel called on the same blocks in the same order, so the same bits. The one
+// difference: Eigen packs B for every panel (its blocks of B span all of the panel's
+// columns, and a panel is its whole product), where here the thread packs its piece of
+// B once and keeps it for the other panels of the piece it takes in this product
+// (`product`, `piece`): B's piece is k × width, packed again for each of the 4 row
+// panels of a layer's product otherwise.
 template <class T, int OrderA, int OrderB>
-void kernel(const GemmOperand<T>& c, const GemmOperand<const T>& a, const GemmOperand<const T>& b) {
-  Blocking<T> blocking(c.rows, c.cols, a.cols);
-  Eigen::internal::general_matrix_matrix_product<Eigen::Index, T, OrderA, false, T, OrderB, false, Eigen::ColMajor,
-                                                 1>::run(c.rows, c.cols, a.cols, a.data, a.stride, b.data, b.stride,
-                                                         c.data, 1, c.stride, T(1), blocking);
+void panel_product(const GemmOperand<T>& c, const GemmOperand<const T>& a, const GemmOperand<const T>& b,
+                   uint64_t product, int64_t piece) {
+  namespace ei = Eigen::internal;
+  using Index = Eigen::Index;
+  using Traits = ei::gebp_traits<T, T>;
+  using LhsMapper = ei::const_blas_data_mapper<T, Index, OrderA>;
+  using RhsMapper = ei::const_blas_data_mapper<T, Index, OrderB>;
+  using ResMapper = ei::blas_data_mapper<T, Index, Eigen::ColMajor, Eigen::Unaligned, 1>;
+  ei::gemm_pack_lhs<T, Index, LhsMapper, Traits::mr, Traits::LhsProgress, typename Traits::LhsPacket4Packing,
+                          OrderA>
+      pack_lhs;
+  ei::gemm_pack_rhs<T, Index, RhsMapper, Traits::nr, OrderB> pack_rhs;
+  ei::gebp_kernel<T, T, Index, ResMapper, Traits::mr, Traits::nr, false, false> kernel;
+
+  const Index rows = c.rows, cols = c.cols, depth = a.cols;
+  const BlockSizes s = block_sizes<T>(rows, cols, depth);
+  const LhsMapper lhs(a.data, a.stride);
+  const RhsMapper rhs(b.data, b.stride);
+  const ResMapper res(c.data, c.stride);
+  Workspace<T>& w = workspace<T>();
+  if (w.b_product != product || w.b_piece != piece || w.b_kc != s.kc || w.b_nc != s.nc) {
+    // Each block starts on a 64-byte line, as a buffer of its own would.
+    constexpr Index align = 64 / sizeof(T);
+    w.b_offsets.clear();
+    Index size = 0;
+    for (Index k2 = 0; k2 < depth; k2 += s.kc) {
+      for (Index j2 = 0; j2 < cols; j2 += s.nc) {
+        w.b_offsets.push_back(size);
+        size += (std::min(k2 + s.kc, depth) - k2) * (std::min(j2 + s.nc, cols) - j2);
+        size = (size + align - 1) / align * align;
+      }
+    }
+    if (static_cast<Index>(w.b.size()) < size) w.b.resize(static_cast<size_t>(size));
+    size_t next = 0;
+    for (Index k2 = 0; k2 < depth; k2 += s.kc) {
+      for (Index j2 = 0; j2 < cols; j2 += s.nc) {
+        pack_rhs(w.b.data() + w.b_offsets[next++], rhs.getSubMapper(k2, j2), std::min(k2 + s.kc, depth) - k2,
+                 std::min(j2 + s.nc, cols) - j2);
+      }
+    }
+    w.b_product = product;
+    w.b_piece = piece;
+    w.b_kc = s.kc;
+    w.b_nc = s.nc;
+  }
+  if (static_cast<Index>(w.a.size()) < s.mc * s.kc) w.a.resize(static_cast<size_t>(s.mc * s.kc));
+  const Index n_blocks = (cols + s.nc - 1) / s.nc;
+  for (Index i2 = 0; i2 < rows; i2 += s.mc) {
+    const Index mc = std::min(i2 + s.mc, rows) - i2;
+    for (Index k2 = 0, kb = 0; k2 < depth; k2 += s.kc, ++kb) {
+      const Index kc = std::min(k2 + s.kc, depth) - k2;
+      pack_lhs(w.a.data(), lhs.getSubMapper(i2, k2), kc, mc);
+      for (Index j2 = 0, jb = 0; j2 < cols; j2 += s.nc, ++jb) {
+        kernel(res.getSubMapper(i2, j2), w.a.data(), w.b.data() + w.b_offsets[static_cast<size_t>(kb * n_blocks + jb)],
+               mc, kc, std::min(j2 + s.nc, cols) - j2, T(1));
+      }
+    }
+  }
 }
 
 template <class T>
-void accumulate_product(const GemmOperand<T>& c, const GemmOperand<const T>& a, const GemmOperand<const T>& b) {
+void accumulate_product(const GemmOperand<T>& c, const GemmOperand<const T>& a, const GemmOperand<const T>& b,
+                        uint64_t product, int64_t piece) {
   if (c.rows == 0 || c.cols == 0 || a.cols == 0) return;
   using Eigen::ColMajor, Eigen::RowMajor;
-  if (a.row_major && b.row_major) kernel<T, RowMajor, RowMajor>(c, a, b);
-  if (a.row_major && !b.row_major) kernel<T, RowMajor, ColMajor>(c, a, b);
-  if (!a.row_major && b.row_major) kernel<T, ColMajor, RowMajor>(c, a, b);
-  if (!a.row_major && !b.row_major) kernel<T, ColMajor, ColMajor>(c, a, b);
+  if (a.row_major && b.row_major) panel_product<T, RowMajor, RowMajor>(c, a, b, product, piece);
+  if (a.row_major && !b.row_major) panel_product<T, RowMajor, ColMajor>(c, a, b, product, piece);
+  if (!a.row_major && b.row_major) panel_product<T, ColMajor, RowMajor>(c, a, b, product, piece);
+  if (!a.row_major && !b.row_major) panel_product<T, ColMajor, ColMajor>(c, a, b, product, piece);
 }
 
 template <class T>
@@ -131,9 +195,25 @@ GemmOperand<T> transposed(const GemmOperand<T>& x) {
 
 }  // namespace
 
+// Writes the bias into a piece of C (column-major to the kernel; rows [row, row + height)
+// and columns [col, col + width) of the whole) or adds it, the bias running down the
+// kernel's rows (`by_row`: C was flipped) or along its columns.
+template <class T>
+void put_bias(const GemmOperand<T>& piece, const T* bias, bool by_row, int64_t row, int64_t col, bool add) {
+  for (int64_t j = 0; j < piece.cols; ++j) {
+    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> column(piece.data + j * piece.stride, piece.rows);
+    if (by_row) {
+      const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> values(bias + row, piece.rows);
+      if (add) column += values; else column = values;
+    } else {
+      if (add) column += bias[col + j]; else column.setConstant(bias[col + j]);
+    }
+  }
+}
+
 template <class T>
 void gemm_operands(const GemmOperand<T>& c_in, const GemmOperand<const T>& a_in, const GemmOperand<const T>& b_in,
-                   bool accumulate) {
+                   bool accumulate, const T* bias) {
   // The kernel writes column-major results; a row-major C is computed as Cᵀ = Bᵀ·Aᵀ.
   const bool flip = c_in.row_major;
   const GemmOperand<T> c = flip ? transposed(c_in) : c_in;
@@ -145,22 +225,31 @@ void gemm_operands(const GemmOperand<T>& c_in, const GemmOperand<const T>& a_in,
   const int64_t rows = n >= m ? 1 : panel_count(m, n, k);
   const int64_t panel_rows = panel_start(m, rows, 1, 16);
   const int64_t pieces = column_pieces(rows, panel_rows, n, k, threads());
+  const uint64_t product = ++product_serial;
+  // Piece by piece, so that a thread's next task is most often another panel of the
+  // piece of B it has packed.
   parallel_for(rows * pieces, [&](int64_t task) {
-    const int64_t r = task / pieces, q = task % pieces;
+    const int64_t q = task / rows, r = task % rows;
     const int64_t row = panel_start(m, rows, r, 16), height = panel_start(m, rows, r + 1, 16) - row;
     const int64_t col = panel_start(n, pieces, q, kColumnGroup);
     const int64_t width = panel_start(n, pieces, q + 1, kColumnGroup) - col;
     const GemmOperand<T> piece = block(c, row, col, height, width);
-    if (!accumulate) {
+    // The kernel adds each k block's sum to C: with one block, C = bias + Σ rounds as
+    // (0 + Σ) + bias did; with several, the bias goes in after them, as it did before.
+    const bool bias_first = bias && !accumulate && block_sizes<T>(height, width, k).kc >= k;
+    if (bias_first) {
+      put_bias(piece, bias, flip, row, col, false);
+    } else if (!accumulate) {
       for (int64_t j = 0; j < piece.cols; ++j) std::fill_n(piece.data + j * piece.stride, piece.rows, T(0));
     }
-    accumulate_product(piece, block(a, row, 0, height, k), block(b, 0, col, k, width));
+    accumulate_product(piece, block(a, row, 0, height, k), block(b, 0, col, k, width), product, q);
+    if (bias && !bias_first) put_bias(piece, bias, flip, row, col, true);
   });
 }
 
 template void gemm_operands<float>(const GemmOperand<float>&, const GemmOperand<const float>&,
-                                   const GemmOperand<const float>&, bool);
+                                   const GemmOperand<const float>&, bool, const float*);
 template void gemm_operands<double>(const GemmOperand<double>&, const GemmOperand<const double>&,
-                                    const GemmOperand<const double>&, bool);
+                                    const GemmOperand<const double>&, bool, const double*);
 
 }  // namespace pens

@@ -4,9 +4,12 @@
 // Eigen's own product allocates its packing buffers on every call above 128 KB, and on
 // this machine that costs a page fault per page each time (a pea step took twice as
 // long once its products were cut in panels). Here C is cut into panels, each computed
-// by Eigen's single-threaded GEMM kernel (Eigen::internal::general_matrix_matrix_product,
-// Eigen 3.4) with a thread's own buffers, so a step allocates nothing after its first
-// run, on any number of threads.
+// with Eigen 3.4's single-threaded GEMM kernel and packing routines, driven as Eigen's
+// sequential driver (general_matrix_matrix_product) drives them, with a thread's own
+// buffers, so a step allocates nothing after its first run, on any number of threads.
+// The driver is ours for one reason: Eigen's packs B again for every panel, where a
+// thread here packs its piece of B once per product and keeps it for every panel of
+// that piece it computes (a layer's product has 4 panels).
 //
 // A product gives the same bits on any number of threads. C (column-major, as the kernel
 // sees it) is cut into row panels by its shape alone, when it has more rows than columns:
@@ -36,9 +39,12 @@ struct GemmOperand {
 };
 
 // c = a·b, or c += a·b when accumulate; shapes must agree (checked by the callers' infer).
+// A non-null bias (c.cols values, one per column of c) is added to every row of c: where
+// Eigen's kernel sums the whole inner dimension in one block, C starts from it instead
+// of from zeros, which saves a pass over C and gives the bits of adding it after.
 template <class T>
 void gemm_operands(const GemmOperand<T>& c, const GemmOperand<const T>& a, const GemmOperand<const T>& b,
-                   bool accumulate);
+                   bool accumulate, const T* bias = nullptr);
 
 // The operand an Eigen expression with direct access is (a map, its transpose, a block).
 template <class E>
@@ -58,6 +64,15 @@ void gemm(C&& c, const X& x, const Y& y, bool accumulate) {
   const auto b = gemm_operand(y);
   gemm_operands<T>(gemm_operand(c), GemmOperand<const T>{a.data, a.rows, a.cols, a.stride, a.row_major},
           GemmOperand<const T>{b.data, b.rows, b.cols, b.stride, b.row_major}, accumulate);
+}
+
+// c = x·y + bias, the bias (one value per column of c) added to every row.
+template <class C, class X, class Y, class T>
+void gemm_bias(C&& c, const X& x, const Y& y, const T* bias) {
+  const auto a = gemm_operand(x);
+  const auto b = gemm_operand(y);
+  gemm_operands<T>(gemm_operand(c), GemmOperand<const T>{a.data, a.rows, a.cols, a.stride, a.row_major},
+                   GemmOperand<const T>{b.data, b.rows, b.cols, b.stride, b.row_major}, false, bias);
 }
 
 }  // namespace pens

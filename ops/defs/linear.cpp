@@ -100,9 +100,7 @@ struct Affine {
   static bool stacks_rows(const Attributes&) { return true; }
   template <class T>
   static void forward(const KernelArgs<T>& args) {
-    auto y = args.out.mat();
-    gemm(y, args.in[0].mat(), args.in[1].mat(), false);
-    y.rowwise() += args.in[2].mat(1, args.in[2].size()).row(0);
+    gemm_bias(args.out.mat(), args.in[0].mat(), args.in[1].mat(), args.in[2].mat(1, args.in[2].size()).data());
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {

@@ -137,6 +137,57 @@ TEST_CASE("gemm: a product cut into two at a multiple of 4 columns has the bits 
   }
 }
 
+// gemm runs each panel through its own copy of Eigen's sequential driver, which packs a
+// piece of B once for all the panels a thread computes (ops/gemm.cpp). Each panel must
+// still have the bits of Eigen's own product of that panel: checked against
+// `noalias() +=` (Eigen's GEMM, sequential in this build) on shapes whose blocking cuts
+// the rows (200×200, depth 784), the depth and the columns (depth 1500, 900 columns),
+// in float and double, the several panels computed on 1 and 2 threads.
+TEST_CASE_TEMPLATE("gemm: each row panel has the bits of Eigen's own product of it", T, float, double) {
+  KeepThreads keep;
+  using ColMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  struct Case {
+    int64_t m, k, n;
+  };
+  for (const Case& c : std::vector<Case>{{200, 784, 200}, {300, 1500, 900}, {1000, 1500, 300}, {800, 512, 784}}) {
+    INFO(c.m << "x" << c.k << "x" << c.n);
+    const RowMatrix a = RowMatrix::Random(c.m, c.k);
+    const ColMatrix b = ColMatrix::Random(c.k, c.n);
+    const ColMatrix start = ColMatrix::Random(c.m, c.n);
+    const int64_t panels = std::clamp<int64_t>(c.m / 192, 1, 64);
+    ColMatrix want = start;
+    for (int64_t p = 0; p < panels; ++p) {
+      const auto cut = [&](int64_t i) { return i == panels ? c.m : std::min(c.m, (c.m * i / panels + 8) / 16 * 16); };
+      const int64_t row = cut(p), height = cut(p + 1) - row;
+      want.middleRows(row, height).noalias() += a.middleRows(row, height) * b;
+    }
+    for (const int n : {1, 2}) {
+      set_threads(n);
+      ColMatrix got = start;
+      gemm(got, a, b, true);
+      CHECK(got == want);
+    }
+  }
+}
+
+// A thread keeps the piece of B it packed for the other panels of the same product only:
+// the next product may read new values at the same address.
+TEST_CASE("gemm: a product does not reuse the B packed for the product before it at the same address") {
+  KeepThreads keep;
+  set_threads(1);
+  using ColMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  const Matrix a = Matrix::Random(1000, 300);
+  ColMatrix b = ColMatrix::Random(300, 200);
+  ColMatrix first(1000, 200), second(1000, 200);
+  gemm(first, a, b, false);
+  b.array() += 1.0f;
+  gemm(second, a, b, false);
+  const ColMatrix want = a * b;
+  CHECK((second - want).cwiseAbs().maxCoeff() <= 1e-3f);
+  CHECK((first - want).cwiseAbs().maxCoeff() > 1.0f);
+}
+
 // A product with several row panels against each panel computed alone by Eigen's own
 // driver (a panel under 384 rows is one panel, and one thread makes it one piece): the
 // same bits on any thread count, whatever pieces the panels are cut into. The row cuts
