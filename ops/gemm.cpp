@@ -97,6 +97,7 @@ Workspace<T>& workspace() {
   return w;
 }
 
+// Element offset of (row, col) in an operand.
 template <class T>
 int64_t offset(const GemmOperand<T>& x, int64_t row, int64_t col) {
   return x.row_major ? row * x.stride + col : row + col * x.stride;
@@ -125,8 +126,7 @@ void panel_product(const GemmOperand<T>& c, const GemmOperand<const T>& a, const
   using LhsMapper = ei::const_blas_data_mapper<T, Index, OrderA>;
   using RhsMapper = ei::const_blas_data_mapper<T, Index, OrderB>;
   using ResMapper = ei::blas_data_mapper<T, Index, Eigen::ColMajor, Eigen::Unaligned, 1>;
-  ei::gemm_pack_lhs<T, Index, LhsMapper, Traits::mr, Traits::LhsProgress, typename Traits::LhsPacket4Packing,
-                          OrderA>
+  ei::gemm_pack_lhs<T, Index, LhsMapper, Traits::mr, Traits::LhsProgress, typename Traits::LhsPacket4Packing, OrderA>
       pack_lhs;
   ei::gemm_pack_rhs<T, Index, RhsMapper, Traits::nr, OrderB> pack_rhs;
   ei::gebp_kernel<T, T, Index, ResMapper, Traits::mr, Traits::nr, false, false> kernel;
@@ -193,8 +193,6 @@ GemmOperand<T> transposed(const GemmOperand<T>& x) {
   return {x.data, x.cols, x.rows, x.stride, !x.row_major};
 }
 
-}  // namespace
-
 // Writes the bias into a piece of C (column-major to the kernel; rows [row, row + height)
 // and columns [col, col + width) of the whole) or adds it, the bias running down the
 // kernel's rows (`by_row`: C was flipped) or along its columns.
@@ -204,12 +202,22 @@ void put_bias(const GemmOperand<T>& piece, const T* bias, bool by_row, int64_t r
     Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> column(piece.data + j * piece.stride, piece.rows);
     if (by_row) {
       const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> values(bias + row, piece.rows);
-      if (add) column += values; else column = values;
+      if (add) {
+        column += values;
+      } else {
+        column = values;
+      }
     } else {
-      if (add) column += bias[col + j]; else column.setConstant(bias[col + j]);
+      if (add) {
+        column += bias[col + j];
+      } else {
+        column.setConstant(bias[col + j]);
+      }
     }
   }
 }
+
+}  // namespace
 
 template <class T>
 void gemm_operands(const GemmOperand<T>& c_in, const GemmOperand<const T>& a_in, const GemmOperand<const T>& b_in,

@@ -171,6 +171,33 @@ TEST_CASE_TEMPLATE("gemm: each row panel has the bits of Eigen's own product of 
   }
 }
 
+// gemm_bias starts C from the bias where Eigen's kernel sums the whole depth in one block
+// (depth 784) and adds it after the product where it does not (depth 1500): either way
+// the bits of the product followed by the bias added to each row, for a row-major C (the
+// layers' case: the kernel sees Cᵀ) and a column-major one.
+TEST_CASE("gemm: the bias written before the product has the bits of adding it after") {
+  KeepThreads keep;
+  using ColMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  for (const int64_t k : {784, 1500}) {
+    for (const int n : {1, 2}) {
+      INFO("depth " << k << ", " << n << " threads");
+      set_threads(n);
+      const Matrix x = Matrix::Random(300, k), w = Matrix::Random(k, 800);
+      const Eigen::RowVectorXf bias = Eigen::RowVectorXf::Random(800);
+      Matrix want(300, 800), got(300, 800);
+      gemm(want, x, w, false);
+      want.rowwise() += bias;
+      gemm_bias(got, x, w, bias.data());
+      CHECK(got == want);
+      ColMatrix want_cols(300, 800), got_cols(300, 800);
+      gemm(want_cols, x, w, false);
+      want_cols.rowwise() += bias;
+      gemm_bias(got_cols, x, w, bias.data());
+      CHECK(got_cols == want_cols);
+    }
+  }
+}
+
 // A thread keeps the piece of B it packed for the other panels of the same product only:
 // the next product may read new values at the same address.
 TEST_CASE("gemm: a product does not reuse the B packed for the product before it at the same address") {
