@@ -26,10 +26,12 @@ static_assert(Eigen::internal::gebp_traits<float, float>::nr == kColumnGroup &&
                   Eigen::internal::gebp_traits<double, double>::nr == kColumnGroup,
               "column pieces are cut at multiples of Eigen's column group");
 
-// Row panels for an m×n result with inner dimension k.
+// Row panels for an m×n result with inner dimension k: one where n ≥ m (the column
+// pieces share such a product out).
 int64_t panel_count(int64_t m, int64_t n, int64_t k) {
+  if (n >= m) return 1;
   const int64_t by_work = m * n * k / kMinPanelWork;
-  return std::clamp<int64_t>(std::min(std::max(m, n) / kMinPanel, by_work), 1, kMaxPanels);
+  return std::clamp<int64_t>(std::min(m / kMinPanel, by_work), 1, kMaxPanels);
 }
 
 // Start of panel p of `parts` over `size`, on a multiple of `align` where it can be.
@@ -230,7 +232,7 @@ void gemm_operands(const GemmOperand<T>& c_in, const GemmOperand<const T>& a_in,
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   // Row panels fix the bits (a row cut changes them); the column pieces within a panel
   // do not, and follow the thread count.
-  const int64_t rows = n >= m ? 1 : panel_count(m, n, k);
+  const int64_t rows = panel_count(m, n, k);
   const int64_t panel_rows = panel_start(m, rows, 1, 16);
   const int64_t pieces = column_pieces(rows, panel_rows, n, k, threads());
   const uint64_t product = ++product_serial;
