@@ -36,7 +36,8 @@ scripts/setup.sh >&2
 scripts/ensure-packages.sh python3-torch python3-numpy libopenblas0-openmp >&2
 # Debian's interpreter, whatever python3 comes first on PATH; the OpenMP OpenBLAS first
 # on the library path, whichever BLAS the alternatives system selects.
-peer=(env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 bench/torch_peer.py)
+source bench/torch-env.sh
+peer=(env "${torch_env[@]}" /usr/bin/python3 bench/torch_peer.py)
 
 IFS=, read -ra mode_list <<< "$modes"
 IFS=, read -ra batch_list <<< "$batches"

@@ -26,7 +26,8 @@ done
 scripts/setup.sh >&2
 scripts/ensure-packages.sh python3-torch python3-numpy libopenblas0-openmp >&2
 scripts/check-sst.sh "$data" >&2
-peer=(env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp OMP_NUM_THREADS="$threads" /usr/bin/python3 bench/torch_trees.py)
+source bench/torch-env.sh
+peer=(env "${torch_env[@]}" OMP_NUM_THREADS="$threads" /usr/bin/python3 bench/torch_trees.py)
 
 dump=$(mktemp -d)
 out=$(mktemp)

@@ -18,9 +18,10 @@ while [[ $# -gt 0 ]]; do
 done
 scripts/setup.sh >&2
 scripts/ensure-packages.sh python3-torch python3-numpy libopenblas0-openmp >&2
+source bench/torch-env.sh
 for threads in 1 2; do
   pens=$(build/bench/gemm --threads "$threads" --batch "$batch" --reps "$reps")
-  torch=$(OMP_NUM_THREADS="$threads" LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
+  torch=$(env "${torch_env[@]}" OMP_NUM_THREADS="$threads" \
     /usr/bin/python3 bench/torch_peer.py gemm --threads "$threads" --batch "$batch" --reps "$reps")
   /usr/bin/python3 - "$pens" "$torch" <<'PY'
 import json, sys

@@ -28,6 +28,7 @@ scripts/setup.sh >&2
 scripts/fetch-mnist.sh >&2
 if [[ ",$sides," == *",torch,"* ]]; then
   scripts/ensure-packages.sh python3-torch python3-numpy libopenblas0-openmp >&2
+  source bench/torch-env.sh
 fi
 steps=$((epochs * 250))
 work=$(mktemp -d)
@@ -46,7 +47,7 @@ run() {
     build/pens train examples/mnist/pea-600.json --epochs "$epochs" --threads "$threads" \
       --out "$work/pens-$n" > "$work/pens-$n.log" 2>&1
   else
-    env LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp /usr/bin/python3 bench/torch_loop.py \
+    env "${torch_env[@]}" /usr/bin/python3 bench/torch_loop.py \
       --epochs "$epochs" --threads "$threads" > "$work/torch-$n.log" 2>&1
   fi
   end=$(date +%s.%N)
