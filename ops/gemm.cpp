@@ -82,13 +82,12 @@ BlockSizes block_sizes(Eigen::Index rows, Eigen::Index cols, Eigen::Index depth)
 std::atomic<uint64_t> product_serial{0};
 
 // A thread's packing buffers, grown to the largest product it has run and kept: A's
-// block, and B's column piece packed whole (its kc × nc blocks one after another) for
-// the panels of that piece the thread computes.
+// block, and B's column piece packed whole (all its kc × nc blocks) for the panels of
+// that piece the thread computes.
 template <class T>
 struct Workspace {
   std::vector<T, Eigen::aligned_allocator<T>> a, b;
-  std::vector<Eigen::Index> b_offsets;  // where B's block (k block, n block) starts, by k block then n block
-  uint64_t b_product = 0;               // product_serial of the product whose piece b holds; 0: none
+  uint64_t b_product = 0;  // product_serial of the product whose piece b holds; 0: none
   int64_t b_piece = -1;
   Eigen::Index b_kc = 0, b_nc = 0;
 };
@@ -121,7 +120,7 @@ GemmOperand<T> block(const GemmOperand<T>& x, int64_t row, int64_t col, int64_t 
 // panels of a layer's product otherwise.
 template <class T, int OrderA, int OrderB>
 void panel_product(const GemmOperand<T>& c, const GemmOperand<const T>& a, const GemmOperand<const T>& b,
-                   uint64_t product, int64_t piece) {
+                   const BlockSizes& s, uint64_t product, int64_t piece) {
   namespace ei = Eigen::internal;
   using Index = Eigen::Index;
   using Traits = ei::gebp_traits<T, T>;
@@ -134,28 +133,22 @@ void panel_product(const GemmOperand<T>& c, const GemmOperand<const T>& a, const
   ei::gebp_kernel<T, T, Index, ResMapper, Traits::mr, Traits::nr, false, false> kernel;
 
   const Index rows = c.rows, cols = c.cols, depth = a.cols;
-  const BlockSizes s = block_sizes<T>(rows, cols, depth);
   const LhsMapper lhs(a.data, a.stride);
   const RhsMapper rhs(b.data, b.stride);
   const ResMapper res(c.data, c.stride);
+  // B's blocks, by k block then n block, each in a slot of one full block's size rounded
+  // up to a 64-byte line, as a buffer of its own would start.
+  const Index n_blocks = (cols + s.nc - 1) / s.nc, k_blocks = (depth + s.kc - 1) / s.kc;
+  constexpr Index align = 64 / sizeof(T);
+  const Index slot = (s.kc * s.nc + align - 1) / align * align;
   Workspace<T>& w = workspace<T>();
   if (w.b_product != product || w.b_piece != piece || w.b_kc != s.kc || w.b_nc != s.nc) {
-    // Each block starts on a 64-byte line, as a buffer of its own would.
-    constexpr Index align = 64 / sizeof(T);
-    w.b_offsets.clear();
-    Index size = 0;
-    for (Index k2 = 0; k2 < depth; k2 += s.kc) {
-      for (Index j2 = 0; j2 < cols; j2 += s.nc) {
-        w.b_offsets.push_back(size);
-        size += (std::min(k2 + s.kc, depth) - k2) * (std::min(j2 + s.nc, cols) - j2);
-        size = (size + align - 1) / align * align;
-      }
+    if (static_cast<Index>(w.b.size()) < k_blocks * n_blocks * slot) {
+      w.b.resize(static_cast<size_t>(k_blocks * n_blocks * slot));
     }
-    if (static_cast<Index>(w.b.size()) < size) w.b.resize(static_cast<size_t>(size));
-    size_t next = 0;
-    for (Index k2 = 0; k2 < depth; k2 += s.kc) {
-      for (Index j2 = 0; j2 < cols; j2 += s.nc) {
-        pack_rhs(w.b.data() + w.b_offsets[next++], rhs.getSubMapper(k2, j2), std::min(k2 + s.kc, depth) - k2,
+    for (Index k2 = 0, kb = 0; k2 < depth; k2 += s.kc, ++kb) {
+      for (Index j2 = 0, jb = 0; j2 < cols; j2 += s.nc, ++jb) {
+        pack_rhs(w.b.data() + (kb * n_blocks + jb) * slot, rhs.getSubMapper(k2, j2), std::min(k2 + s.kc, depth) - k2,
                  std::min(j2 + s.nc, cols) - j2);
       }
     }
@@ -165,15 +158,14 @@ void panel_product(const GemmOperand<T>& c, const GemmOperand<const T>& a, const
     w.b_nc = s.nc;
   }
   if (static_cast<Index>(w.a.size()) < s.mc * s.kc) w.a.resize(static_cast<size_t>(s.mc * s.kc));
-  const Index n_blocks = (cols + s.nc - 1) / s.nc;
   for (Index i2 = 0; i2 < rows; i2 += s.mc) {
     const Index mc = std::min(i2 + s.mc, rows) - i2;
     for (Index k2 = 0, kb = 0; k2 < depth; k2 += s.kc, ++kb) {
       const Index kc = std::min(k2 + s.kc, depth) - k2;
       pack_lhs(w.a.data(), lhs.getSubMapper(i2, k2), kc, mc);
       for (Index j2 = 0, jb = 0; j2 < cols; j2 += s.nc, ++jb) {
-        kernel(res.getSubMapper(i2, j2), w.a.data(), w.b.data() + w.b_offsets[static_cast<size_t>(kb * n_blocks + jb)],
-               mc, kc, std::min(j2 + s.nc, cols) - j2, T(1));
+        kernel(res.getSubMapper(i2, j2), w.a.data(), w.b.data() + (kb * n_blocks + jb) * slot, mc, kc,
+               std::min(j2 + s.nc, cols) - j2, T(1));
       }
     }
   }
@@ -181,13 +173,13 @@ void panel_product(const GemmOperand<T>& c, const GemmOperand<const T>& a, const
 
 template <class T>
 void accumulate_product(const GemmOperand<T>& c, const GemmOperand<const T>& a, const GemmOperand<const T>& b,
-                        uint64_t product, int64_t piece) {
+                        const BlockSizes& blocks, uint64_t product, int64_t piece) {
   if (c.rows == 0 || c.cols == 0 || a.cols == 0) return;
   using Eigen::ColMajor, Eigen::RowMajor;
-  if (a.row_major && b.row_major) panel_product<T, RowMajor, RowMajor>(c, a, b, product, piece);
-  if (a.row_major && !b.row_major) panel_product<T, RowMajor, ColMajor>(c, a, b, product, piece);
-  if (!a.row_major && b.row_major) panel_product<T, ColMajor, RowMajor>(c, a, b, product, piece);
-  if (!a.row_major && !b.row_major) panel_product<T, ColMajor, ColMajor>(c, a, b, product, piece);
+  if (a.row_major && b.row_major) panel_product<T, RowMajor, RowMajor>(c, a, b, blocks, product, piece);
+  if (a.row_major && !b.row_major) panel_product<T, RowMajor, ColMajor>(c, a, b, blocks, product, piece);
+  if (!a.row_major && b.row_major) panel_product<T, ColMajor, RowMajor>(c, a, b, blocks, product, piece);
+  if (!a.row_major && !b.row_major) panel_product<T, ColMajor, ColMajor>(c, a, b, blocks, product, piece);
 }
 
 template <class T>
@@ -246,13 +238,14 @@ void gemm_operands(const GemmOperand<T>& c_in, const GemmOperand<const T>& a_in,
     const GemmOperand<T> piece = block(c, row, col, height, width);
     // The kernel adds each k block's sum to C: with one block, C = bias + Σ rounds as
     // (0 + Σ) + bias did; with several, the bias goes in after them, as it did before.
-    const bool bias_first = bias && !accumulate && block_sizes<T>(height, width, k).kc >= k;
+    const BlockSizes blocks = block_sizes<T>(height, width, k);
+    const bool bias_first = bias && !accumulate && blocks.kc >= k;
     if (bias_first) {
       put_bias(piece, bias, flip, row, col, false);
     } else if (!accumulate) {
       for (int64_t j = 0; j < piece.cols; ++j) std::fill_n(piece.data + j * piece.stride, piece.rows, T(0));
     }
-    accumulate_product(piece, block(a, row, 0, height, k), block(b, 0, col, k, width), product, q);
+    accumulate_product(piece, block(a, row, 0, height, k), block(b, 0, col, k, width), blocks, product, q);
     if (bias && !bias_first) put_bias(piece, bias, flip, row, col, true);
   });
 }

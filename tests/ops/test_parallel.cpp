@@ -22,6 +22,12 @@ struct KeepThreads {
   ~KeepThreads() { set_threads(saved); }
 };
 
+// Where gemm's row panel p of `panels` over m rows starts (ops/gemm.cpp: at least 192
+// rows a panel, cut on multiples of 16).
+int64_t panel_cut(int64_t m, int64_t panels, int64_t p) {
+  return p == panels ? m : std::min(m, (m * p / panels + 8) / 16 * 16);
+}
+
 // How often each chunk ran.
 std::vector<int> run_counts(int64_t chunks) {
   std::vector<std::atomic<int>> counts(static_cast<size_t>(chunks));
@@ -158,8 +164,7 @@ TEST_CASE_TEMPLATE("gemm: each row panel has the bits of Eigen's own product of 
     const int64_t panels = std::clamp<int64_t>(c.m / 192, 1, 64);
     ColMatrix want = start;
     for (int64_t p = 0; p < panels; ++p) {
-      const auto cut = [&](int64_t i) { return i == panels ? c.m : std::min(c.m, (c.m * i / panels + 8) / 16 * 16); };
-      const int64_t row = cut(p), height = cut(p + 1) - row;
+      const int64_t row = panel_cut(c.m, panels, p), height = panel_cut(c.m, panels, p + 1) - row;
       want.middleRows(row, height).noalias() += a.middleRows(row, height) * b;
     }
     for (const int n : {1, 2}) {
@@ -237,8 +242,7 @@ TEST_CASE("gemm: a product in row panels and column pieces has the bits of its p
     set_threads(1);
     ColMatrix want = start;
     for (int64_t p = 0; p < panels; ++p) {
-      const auto cut = [&](int64_t i) { return i == panels ? c.m : std::min(c.m, (c.m * i / panels + 8) / 16 * 16); };
-      const int64_t row = cut(p), height = cut(p + 1) - row;
+      const int64_t row = panel_cut(c.m, panels, p), height = panel_cut(c.m, panels, p + 1) - row;
       gemm(want.middleRows(row, height), a.middleRows(row, height), b, c.accumulate);
     }
     for (const int n : {1, 2, 3}) {
