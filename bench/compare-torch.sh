@@ -14,7 +14,12 @@
 #    "pens_gflops" (useful_gflop over pens_ms), "peak_gflops" (the faster 1024³ product of
 #    bench/gemm.cpp and torch.mm on that many threads, measured first), "pens_of_peak",
 #    "ratio_at_peak" (the ratio a step doing its useful work at the GEMM peak would reach:
-#    no implementation's ratio can exceed it)}
+#    no implementation's ratio can exceed it), "products_ms" (the step's eight useful
+#    products alone, each at its own shape and timed apart, by the faster of pens' GEMM
+#    and torch.mm: bench/gemm.cpp at --batch = the rows), "pens_of_products"
+#    (products_ms / pens_ms: the share of pens' step its products' own time would take),
+#    "ratio_ceiling" (torch_ms / products_ms: the ratio a step with nothing but its
+#    products, run by these kernels, would reach)}
 #
 #   bench/compare-torch.sh [--reps N] [--modes LIST] [--batches LIST] [--threads LIST]
 set -euo pipefail
@@ -27,7 +32,7 @@ while [[ $# -gt 0 ]]; do
     --modes) modes="$2"; shift 2 ;;
     --batches) batches="$2"; shift 2 ;;
     --threads) thread_counts="$2"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare-torch: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -59,9 +64,21 @@ for threads in "${thread_list[@]}"; do
 print(max(json.loads(l)["gflops"] for l in sys.stdin if "1024" in json.loads(l)["case"]))')
 done
 
+# The step's products alone at its shapes: both kernels' rates per product, one line each.
+declare -A products
+products_at() {  # rows threads
+  local key="$1/$2"
+  if [[ -z ${products[$key]:-} ]]; then
+    products[$key]=$( { build/bench/gemm --threads "$2" --batch "$1" --reps "$reps"
+                        OMP_NUM_THREADS="$2" "${peer[@]}" gemm --threads "$2" --batch "$1" --reps "$reps"; })
+  fi
+}
+
+declare -A row_factor=([sde]=1 [pea]=2 [pea-ss]=3)  # the rows a mode's objective needs, per batch
 for mode in "${mode_list[@]}"; do
   for batch in "${batch_list[@]}"; do
     for threads in "${thread_list[@]}"; do
+      products_at $((row_factor[$mode] * batch)) "$threads"
       pens=$(OMP_NUM_THREADS="$threads" build/bench/modes --mode "$mode" --batch "$batch" --threads "$threads" --reps "$reps")
       torch=()
       variants=(stacked unstacked)
@@ -70,11 +87,20 @@ for mode in "${mode_list[@]}"; do
         torch+=("$(OMP_NUM_THREADS="$threads" "${peer[@]}" time --mode "$mode" --batch "$batch" \
                    --threads "$threads" --reps "$reps" --variant "$variant")")
       done
-      /usr/bin/python3 - "${peak[$threads]}" "$pens" "${torch[@]}" <<'EOF'
+      /usr/bin/python3 - "${peak[$threads]}" "${products[$((row_factor[$mode] * batch))/$threads]}" "$pens" \
+          "${torch[@]}" <<'EOF'
 import json, sys
 peak = float(sys.argv[1])
-p = json.loads(sys.argv[2])
-variants = [json.loads(a) for a in sys.argv[3:]]
+best = {}  # product -> (flop, the faster kernel's GFLOP/s)
+for line in sys.argv[2].splitlines():
+    g = json.loads(line)
+    if g["case"].startswith("square"):
+        continue
+    flop = 2.0 * g["m"] * g["k"] * g["n"]
+    best[g["case"]] = (flop, max(g["gflops"], best.get(g["case"], (0, 0))[1]))
+products_ms = sum(flop / (gflops * 1e9) * 1000 for flop, gflops in best.values())
+p = json.loads(sys.argv[3])
+variants = [json.loads(a) for a in sys.argv[4:]]
 t = min(variants, key=lambda v: v["ms"])
 layers = [(784, 800), (800, 800), (800, 10)]
 rows = {"sde": 1, "pea": 2, "pea-ss": 3}[p["mode"]] * p["batch"]
@@ -87,7 +113,9 @@ print(json.dumps({"mode": p["mode"], "batch": p["batch"], "threads": p["threads"
                   "pens_peak_rss_mb": p["peak_rss_mb"], "torch_peak_rss_mb": t["peak_rss_mb"],
                   "useful_gflop": round(flop / 1e9, 3), "pens_gflops": round(gflops, 1), "peak_gflops": peak,
                   "pens_of_peak": round(gflops / peak, 2),
-                  "ratio_at_peak": round(t["ms"] / (flop / 1e9 / peak * 1000), 2)}))
+                  "ratio_at_peak": round(t["ms"] / (flop / 1e9 / peak * 1000), 2),
+                  "products_ms": round(products_ms, 2), "pens_of_products": round(products_ms / p["ms"], 2),
+                  "ratio_ceiling": round(t["ms"] / products_ms, 2)}))
 EOF
     done
   done

@@ -1,6 +1,8 @@
 // pens' matrix-product rate (ops/gemm.h: Eigen's GEMM on panels of row-major float
-// matrices over the thread pool, as ops/defs/linear.cpp runs it) at the shapes of a
-// training step of the 784-800-800-10 network and at 1024³.
+// matrices over the thread pool, as ops/defs/linear.cpp runs it) at the shapes of the
+// eight products of a training step of the 784-800-800-10 network over --batch rows
+// (three forward, three weight gradients, the input gradients of layers 2 and 3: the
+// useful work bench/compare-torch.sh counts) and at 1024³.
 // Prints one JSON object per shape: {"side": "pens", "case", "m", "k", "n", "threads",
 // "gflops"}; bench/gemm.sh sets the peer's figures beside them.
 //
@@ -64,8 +66,11 @@ int main(int argc, char** argv) {
       {"forward x·W1", batch, 784, 800, false, false},
       {"forward h1·W2", batch, 800, 800, false, false},
       {"forward h2·W3", batch, 800, 10, false, false},
+      {"backward dW1 = xᵀ·g", 784, batch, 800, true, false},
       {"backward dW2 = h1ᵀ·g", 800, batch, 800, true, false},
+      {"backward dW3 = h2ᵀ·g", 800, batch, 10, true, false},
       {"backward dh1 = g·W2ᵀ", batch, 800, 800, false, true},
+      {"backward dh2 = g·W3ᵀ", batch, 10, 800, false, true},
       {"square 1024", 1024, 1024, 1024, false, false},
   };
   for (const Case& c : cases) {

@@ -250,8 +250,10 @@ def gemm(args):
     torch.set_num_threads(args.threads)
     b = args.batch
     cases = [("forward x·W1", b, 784, 800, False, False), ("forward h1·W2", b, 800, 800, False, False),
-             ("forward h2·W3", b, 800, 10, False, False), ("backward dW2 = h1ᵀ·g", 800, b, 800, True, False),
-             ("backward dh1 = g·W2ᵀ", b, 800, 800, False, True), ("square 1024", 1024, 1024, 1024, False, False)]
+             ("forward h2·W3", b, 800, 10, False, False), ("backward dW1 = xᵀ·g", 784, b, 800, True, False),
+             ("backward dW2 = h1ᵀ·g", 800, b, 800, True, False), ("backward dW3 = h2ᵀ·g", 800, b, 10, True, False),
+             ("backward dh1 = g·W2ᵀ", b, 800, 800, False, True), ("backward dh2 = g·W3ᵀ", b, 10, 800, False, True),
+             ("square 1024", 1024, 1024, 1024, False, False)]
     for name, m, k, n, ta, tb in cases:
         a = torch.rand(k, m).t() if ta else torch.rand(m, k)
         w = torch.rand(n, k).t() if tb else torch.rand(k, n)

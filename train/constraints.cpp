@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
 
 namespace pens {
 
@@ -30,26 +31,32 @@ void MaxNorm::apply(std::span<const ParamEntry* const> held) {
     if (std::ranges::find(held, c.param) != held.end()) continue;
     auto w = params_.value(*c.param).mat();
     if (rule_ == MaxNormRule::UnitIncoming) {
-      // Column norms of a row-major matrix, accumulated row by row (contiguous, vectorized),
-      // then one pass scaling the columns that exceed the bound.
-      auto scale = column_scale_.head(w.cols());
-      scale.setZero();
-      for (int64_t i = 0; i < w.rows(); ++i) scale += w.row(i).array().square();
-      bool any = false;
-      for (int64_t j = 0; j < w.cols(); ++j) {
-        const double norm = std::sqrt(static_cast<double>(scale[j]));
-        const bool over = norm > c.max_norm;
-        scale[j] = over ? static_cast<float>(c.max_norm / norm) : 1.0f;
-        any = any || over;
-      }
-      if (any) {
-        for (int64_t i = 0; i < w.rows(); ++i) w.row(i).array() *= scale;
-      }
+      // Blocks of whole columns on the pool: a column's norm accumulated down its rows
+      // (each row's stretch contiguous, vectorized), then the block's columns over the
+      // bound scaled. Each column is computed by one call, rows ascending, so the bits do
+      // not depend on the thread count.
+      parallel_columns(w.rows(), w.cols(), [&](int64_t first, int64_t count) {
+        auto scale = column_scale_.segment(first, count);
+        scale.setZero();
+        for (int64_t i = 0; i < w.rows(); ++i) scale += w.row(i).segment(first, count).array().square();
+        bool any = false;
+        for (int64_t j = 0; j < count; ++j) {
+          const double norm = std::sqrt(static_cast<double>(scale[j]));
+          const bool over = norm > c.max_norm;
+          scale[j] = over ? static_cast<float>(c.max_norm / norm) : 1.0f;
+          any = any || over;
+        }
+        if (any) {
+          for (int64_t i = 0; i < w.rows(); ++i) w.row(i).segment(first, count).array() *= scale;
+        }
+      });
     } else {
-      for (int64_t i = 0; i < w.rows(); ++i) {
-        const double squared = w.row(i).squaredNorm();
-        if (squared > c.max_norm) w.row(i) *= static_cast<float>(std::sqrt(c.max_norm / squared));
-      }
+      parallel_rows(w.rows(), w.cols(), [&](int64_t first, int64_t count) {
+        for (int64_t i = first; i < first + count; ++i) {
+          const double squared = w.row(i).squaredNorm();
+          if (squared > c.max_norm) w.row(i) *= static_cast<float>(std::sqrt(c.max_norm / squared));
+        }
+      });
     }
   }
 }

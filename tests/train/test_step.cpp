@@ -6,6 +6,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "pens/autodiff/tape.h"
@@ -278,6 +279,49 @@ TEST_CASE("max-norm: the paper's rule bounds columns, the authors' squared rows;
   const Graph unbounded = regression();
   ParamStore<float> unbounded_params(unbounded);
   CHECK(model_constraints(unbounded, unbounded_params, MaxNormRule::UnitIncoming).empty());
+}
+
+TEST_CASE("max-norm on a matrix of many column and row blocks: the rules' values, the same bits on one thread and two") {
+  // 300 × 1000 of std 0.1: column blocks of 64 with a ragged last one (1000 = 15·64 + 40),
+  // row blocks of 16. Column norms are near 1.73 and rows' squared norms near 10, so each
+  // rule's bound (1.75, 10) binds on part of them.
+  const int saved_threads = threads();
+  for (const auto& [rule, bound] : {std::pair{MaxNormRule::UnitIncoming, 1.75}, {MaxNormRule::InputOutgoingSquared, 10.0}}) {
+    CAPTURE(bound);
+    Graph g;
+    g.param("W", {300, 1000}, {{"init", std::string("normal")}, {"std", 0.1}, {"max_norm", bound}});
+    auto run = [&](int thread_count) {
+      ParamStore<float> params(g);
+      params.initialize(g, 5);
+      set_threads(thread_count);
+      MaxNorm(g, params, rule).apply({});
+      const auto w = params.value("W");
+      return std::vector<float>(w.data, w.data + w.size());
+    };
+    const std::vector<float> one = run(1), two = run(2);
+    CHECK(one == two);
+    // Against the rule computed in double: a column's norm over the bound scaled to it (a
+    // row's squared norm over the bound scaled to it), the others untouched.
+    ParamStore<float> start(g);
+    start.initialize(g, 5);
+    const auto w0 = start.value("W").mat();
+    const bool columns = rule == MaxNormRule::UnitIncoming;
+    const int64_t lines = columns ? w0.cols() : w0.rows();
+    int64_t scaled = 0, off = 0;
+    for (int64_t line = 0; line < lines; ++line) {
+      const double size = columns ? w0.col(line).cast<double>().norm() : w0.row(line).cast<double>().squaredNorm();
+      const double factor = size > bound ? (columns ? bound / size : std::sqrt(bound / size)) : 1.0;
+      scaled += factor < 1.0;
+      for (int64_t k = 0; k < (columns ? w0.rows() : w0.cols()); ++k) {
+        const int64_t i = columns ? k : line, j = columns ? line : k;
+        off += std::abs(one[static_cast<size_t>(i * w0.cols() + j)] - w0(i, j) * factor) > 1e-6;
+      }
+    }
+    CHECK(scaled > lines / 10);  // the bound binds on part of the lines, not on all
+    CHECK(scaled < lines - lines / 10);
+    CHECK(off == 0);
+  }
+  set_threads(saved_threads);
 }
 
 TEST_CASE("a step: feed, key, forward, backward, the hook on the summed gradient, the update, the constraint") {
