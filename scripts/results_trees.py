@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Collects the finished runs of scripts/table2.sh into docs/results.md (its Table 2
 section) and docs/results.json (records with a "task"; other records are kept, and so is
-the record of a cell that has no finished run under RUNS_DIR: results accumulate).
+the record of a cell that has no finished run under RUNS_DIR; a cell's record that new
+runs replace is kept in the new record's "superseded" list: results accumulate).
 
 usage: results_trees.py RUNS_DIR RESULTS.md RESULTS.json [COMMAND]
 
@@ -80,7 +81,16 @@ def main():
     rows = []
     for key in PAPER:  # the paper's order; a cell measured now replaces its record
         fresh = [r for r in measured if (r["task"], r["method"]) == key]
-        rows += fresh or ([recorded[key]] if key in recorded else [])
+        old = recorded.get(key)
+        if fresh and old:
+            # The record it replaces goes with it (results accumulate), unless it is the
+            # same runs' record written again.
+            earlier = old.get("superseded", [])
+            if (old["accuracies"], old["command"]) != (fresh[0]["accuracies"], fresh[0]["command"]):
+                earlier = [{k: v for k, v in old.items() if k != "superseded"}] + earlier
+            if earlier:
+                fresh[0]["superseded"] = earlier
+        rows += fresh or ([old] if old else [])
     json_path.write_text(json.dumps(others + rows, indent=2) + "\n")
     md_path = Path(sys.argv[2])
     text = md_path.read_text() if md_path.exists() else ""

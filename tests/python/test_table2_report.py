@@ -1,0 +1,61 @@
+"""scripts/results_trees.py, the report of scripts/table2.sh: a cell measured again
+replaces its record and keeps the one it replaced; writing the same runs again adds
+nothing; cells and records it did not measure stay."""
+import json
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def finished_run(folder, test_accuracy, epochs=20.0):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "summary.json").write_text(json.dumps({
+        "status": "finished", "epochs": epochs, "wall_seconds": 600.0,
+        "best_dev": {"epoch": 7.0, "test_root_accuracy": test_accuracy}}))
+
+
+def report(runs, md, results, command):
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "results_trees.py"), str(runs), str(md), str(results),
+                    command], check=True)
+    return {(r.get("task"), r["method"]): r for r in json.loads(results.read_text())}
+
+
+def test_a_cell_measured_again_keeps_the_record_it_replaces(tmp_path):
+    runs = tmp_path / "runs"
+    finished_run(runs / "fine-ctn+s" / "seed1", 0.42)
+    finished_run(runs / "fine-ctn+s" / "seed2", 0.44)
+    # A run still going (no summary) and a stopped one are not counted.
+    (runs / "fine-ctn+s" / "seed3").mkdir()
+    finished_run(runs / "binary-ctn" / "seed1", 0.80)
+    (runs / "binary-ctn" / "seed1" / "summary.json").write_text(json.dumps({"status": "diverged"}))
+
+    old = {"task": "fine", "method": "ctn+s", "runs": 3, "mean": 28.45, "std": 4.61, "accuracies": [33.4, 26.0, 25.9],
+           "epochs": [9.0, 6.5, 4.0], "minutes": [8.0, 8.0, 8.0], "command": "scripts/table2.sh --budget-minutes 8"}
+    untouched = {"task": "binary", "method": "ctn", "runs": 3, "mean": 80.29, "std": 0.81,
+                 "accuracies": [80.0, 81.0, 79.9], "epochs": [40.0, 41.0, 44.0], "minutes": [8.0, 8.0, 8.0],
+                 "command": "scripts/table2.sh --budget-minutes 8"}
+    mnist = {"method": "pea", "labels": 100, "mean": 11.1}
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps([mnist, old, untouched]))
+    md = tmp_path / "results.md"
+    md.write_text("# Results\n")
+
+    records = report(runs, md, results, "scripts/table2.sh --epochs 20")
+    fresh = records[("fine", "ctn+s")]
+    assert (fresh["runs"], fresh["accuracies"], fresh["mean"]) == (2, [42.0, 44.0], 43.0)
+    assert fresh["superseded"] == [old]
+    assert records[("binary", "ctn")] == untouched
+    assert records[(None, "pea")] == mnist
+    text = md.read_text()
+    assert "| CTN+S | 43.00 ± 1.41 | 47.5 | - | 87.8 | 2/- |" in text
+    assert "| CTN | - | 43.1 | 80.29 ± 0.81 | 83.4 | -/3 |" in text
+
+    # The same runs reported again: the same record, the replaced one kept once.
+    assert report(runs, md, results, "scripts/table2.sh --epochs 20") == records
+    # A third campaign replaces the second and keeps both before it, newest first.
+    finished_run(runs / "fine-ctn+s" / "seed3", 0.45)
+    third = report(runs, md, results, "scripts/table2.sh --epochs 30")[("fine", "ctn+s")]
+    assert third["accuracies"] == [42.0, 44.0, 45.0]
+    assert [r["command"] for r in third["superseded"]] == ["scripts/table2.sh --epochs 20", old["command"]]
+    assert "superseded" not in third["superseded"][0]
