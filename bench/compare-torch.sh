@@ -12,7 +12,8 @@
 #    "useful_gflop" (the step's matrix products over the rows its objective needs: sde B,
 #    pea 2B, pea-ss 3B; forward, weight gradients, input gradients of layers 2 and 3),
 #    "pens_gflops" (useful_gflop over pens_ms), "peak_gflops" (the faster 1024³ product of
-#    bench/gemm.cpp and torch.mm on that many threads, measured first), "pens_of_peak",
+#    bench/gemm.cpp and torch.mm on that many threads, timed with the products below),
+#    "pens_of_peak",
 #    "ratio_at_peak" (the ratio a step doing its useful work at the GEMM peak would reach:
 #    no implementation's ratio can exceed it), "products_ms" (the step's eight useful
 #    products alone, each at its own shape and timed apart, by the faster of pens' GEMM
@@ -55,30 +56,32 @@ for mode in "${mode_list[@]}"; do
   "${peer[@]}" check "$dump/$mode" >&2
 done
 
-# The machine's limit: the faster 1024³ GEMM, pens' or the peer's, per thread count.
+# The step's products alone at the rows each mode's objective needs, and 1024³: both
+# kernels' rates per product, one JSON line each, per rows and thread count.
+declare -A row_factor=([sde]=1 [pea]=2 [pea-ss]=3)
+declare -A products
+for threads in "${thread_list[@]}"; do
+  for mode in "${mode_list[@]}"; do
+    for batch in "${batch_list[@]}"; do
+      key=$((row_factor[$mode] * batch))/$threads
+      [[ -n ${products[$key]:-} ]] && continue
+      products[$key]=$( { build/bench/gemm --threads "$threads" --batch "${key%/*}" --reps "$reps"
+                          OMP_NUM_THREADS="$threads" "${peer[@]}" gemm --threads "$threads" --batch "${key%/*}" \
+                            --reps "$reps"; })
+    done
+  done
+done
+# The machine's limit: the faster 1024³ GEMM, pens' or the peer's, over those runs, per thread count.
 declare -A peak
 for threads in "${thread_list[@]}"; do
-  peak[$threads]=$( { build/bench/gemm --threads "$threads" --reps 10
-                      OMP_NUM_THREADS="$threads" "${peer[@]}" gemm --threads "$threads" --reps 10; } |
-                    /usr/bin/python3 -c 'import json, sys
-print(max(json.loads(l)["gflops"] for l in sys.stdin if "1024" in json.loads(l)["case"]))')
+  peak[$threads]=$(for key in "${!products[@]}"; do if [[ ${key#*/} == "$threads" ]]; then echo "${products[$key]}"; fi; done |
+                   /usr/bin/python3 -c 'import json, sys
+print(max(g["gflops"] for g in map(json.loads, sys.stdin) if g["case"].startswith("square")))')
 done
 
-# The step's products alone at its shapes: both kernels' rates per product, one line each.
-declare -A products
-products_at() {  # rows threads
-  local key="$1/$2"
-  if [[ -z ${products[$key]:-} ]]; then
-    products[$key]=$( { build/bench/gemm --threads "$2" --batch "$1" --reps "$reps"
-                        OMP_NUM_THREADS="$2" "${peer[@]}" gemm --threads "$2" --batch "$1" --reps "$reps"; })
-  fi
-}
-
-declare -A row_factor=([sde]=1 [pea]=2 [pea-ss]=3)  # the rows a mode's objective needs, per batch
 for mode in "${mode_list[@]}"; do
   for batch in "${batch_list[@]}"; do
     for threads in "${thread_list[@]}"; do
-      products_at $((row_factor[$mode] * batch)) "$threads"
       pens=$(OMP_NUM_THREADS="$threads" build/bench/modes --mode "$mode" --batch "$batch" --threads "$threads" --reps "$reps")
       torch=()
       variants=(stacked unstacked)
@@ -92,19 +95,15 @@ for mode in "${mode_list[@]}"; do
 import json, sys
 peak = float(sys.argv[1])
 best = {}  # product -> (flop, the faster kernel's GFLOP/s)
-for line in sys.argv[2].splitlines():
-    g = json.loads(line)
-    if g["case"].startswith("square"):
-        continue
-    flop = 2.0 * g["m"] * g["k"] * g["n"]
-    best[g["case"]] = (flop, max(g["gflops"], best.get(g["case"], (0, 0))[1]))
-products_ms = sum(flop / (gflops * 1e9) * 1000 for flop, gflops in best.values())
+for g in map(json.loads, sys.argv[2].splitlines()):
+    if not g["case"].startswith("square"):
+        best[g["case"]] = (2.0 * g["m"] * g["k"] * g["n"], max(g["gflops"], best.get(g["case"], (0, 0))[1]))
+# The useful work: the eight products over the rows the objective needs.
+flop = sum(f for f, _ in best.values())
+products_ms = sum(f / (gflops * 1e9) * 1000 for f, gflops in best.values())
 p = json.loads(sys.argv[3])
 variants = [json.loads(a) for a in sys.argv[4:]]
 t = min(variants, key=lambda v: v["ms"])
-layers = [(784, 800), (800, 800), (800, 10)]
-rows = {"sde": 1, "pea": 2, "pea-ss": 3}[p["mode"]] * p["batch"]
-flop = 2 * rows * (2 * sum(i * o for i, o in layers) + sum(i * o for i, o in layers[1:]))
 gflops = flop / 1e9 / (p["ms"] / 1000)
 print(json.dumps({"mode": p["mode"], "batch": p["batch"], "threads": p["threads"],
                   "pens_ms": p["ms"], "torch_ms": t["ms"], "torch_variant": t["variant"],
