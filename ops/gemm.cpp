@@ -1,7 +1,10 @@
 #include "pens/ops/gemm.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <deque>
+#include <mutex>
 #include <vector>
 
 #include "pens/ops/parallel.h"
@@ -81,21 +84,77 @@ BlockSizes block_sizes(Eigen::Index rows, Eigen::Index cols, Eigen::Index depth)
 // for another product's (B's memory may hold new values at the same address).
 std::atomic<uint64_t> product_serial{0};
 
-// A thread's packing buffers, grown to the largest product it has run and kept: A's
-// block, and B's column piece packed whole (all its kc × nc blocks) for the panels of
-// that piece the thread computes.
+// B's column piece packed whole for one panel product: its kc × nc blocks by k block then
+// n block, each in a slot of one full block's size rounded up to a 64-byte line, as a
+// buffer of its own would start.
+template <class T>
+struct PackedB {
+  Eigen::Index n_blocks, k_blocks, slot;
+  PackedB(const BlockSizes& s, Eigen::Index cols, Eigen::Index depth)
+      : n_blocks((cols + s.nc - 1) / s.nc),
+        k_blocks((depth + s.kc - 1) / s.kc),
+        slot((s.kc * s.nc + kLine - 1) / kLine * kLine) {}
+  Eigen::Index size() const { return k_blocks * n_blocks * slot; }
+  static constexpr Eigen::Index kLine = 64 / sizeof(T);
+};
+
+// A thread's packing buffers, grown to the largest product it may take part in and kept:
+// A's block, and B's column piece packed whole for the panels of that piece the thread
+// computes.
 template <class T>
 struct Workspace {
   std::vector<T, Eigen::aligned_allocator<T>> a, b;
   uint64_t b_product = 0;  // product_serial of the product whose piece b holds; 0: none
   int64_t b_piece = -1;
   Eigen::Index b_kc = 0, b_nc = 0;
+
+  void reserve(int64_t a_size, int64_t b_size) {
+    if (static_cast<int64_t>(a.size()) < a_size) a.resize(static_cast<size_t>(a_size));
+    if (static_cast<int64_t>(b.size()) < b_size) b.resize(static_cast<size_t>(b_size));
+  }
+};
+
+// The pool workers' workspaces, by worker_index - 1, at stable addresses. The thread that
+// starts a product sizes them for the product's largest task before the workers join it
+// (parallel_for's prepare), so what a step allocates does not depend on which thread
+// takes which task: the buffers are grown in a product's first run, never later. The mutex
+// guards the list, which a worker extends itself when it meets a product inline (inside
+// another parallel_for's chunk) before any on the pool.
+template <class T>
+struct WorkerWorkspaces {
+  std::mutex mutex;
+  std::deque<Workspace<T>> slots;
+
+  Workspace<T>& slot(int worker) {
+    std::lock_guard lock(mutex);
+    while (static_cast<int>(slots.size()) < worker) slots.emplace_back();
+    return slots[static_cast<size_t>(worker - 1)];
+  }
 };
 
 template <class T>
-Workspace<T>& workspace() {
-  thread_local Workspace<T> w;
+WorkerWorkspaces<T>& worker_workspaces() {
+  static WorkerWorkspaces<T> w;
   return w;
+}
+
+// A thread's own workspace, for any thread but a pool worker. (Only such threads may
+// touch it: the C++ runtime allocates when a thread first meets a thread_local with a
+// destructor.)
+template <class T>
+Workspace<T>& own_workspace() {
+  thread_local Workspace<T> own;
+  return own;
+}
+
+// The calling thread's workspace.
+template <class T>
+Workspace<T>& workspace() {
+  thread_local Workspace<T>* worker_slot = nullptr;
+  const int worker = worker_index();
+  if (worker == 0) return own_workspace<T>();
+  if (!worker_slot) worker_slot = &worker_workspaces<T>().slot(worker);
+  return *worker_slot;
 }
 
 // Element offset of (row, col) in an operand.
@@ -136,16 +195,11 @@ void panel_product(const GemmOperand<T>& c, const GemmOperand<const T>& a, const
   const LhsMapper lhs(a.data, a.stride);
   const RhsMapper rhs(b.data, b.stride);
   const ResMapper res(c.data, c.stride);
-  // B's blocks, by k block then n block, each in a slot of one full block's size rounded
-  // up to a 64-byte line, as a buffer of its own would start.
-  const Index n_blocks = (cols + s.nc - 1) / s.nc, k_blocks = (depth + s.kc - 1) / s.kc;
-  constexpr Index align = 64 / sizeof(T);
-  const Index slot = (s.kc * s.nc + align - 1) / align * align;
+  const PackedB<T> packed(s, cols, depth);
+  const Index n_blocks = packed.n_blocks, slot = packed.slot;
   Workspace<T>& w = workspace<T>();
+  w.reserve(s.mc * s.kc, packed.size());  // sized already, unless run inline
   if (w.b_product != product || w.b_piece != piece || w.b_kc != s.kc || w.b_nc != s.nc) {
-    if (static_cast<Index>(w.b.size()) < k_blocks * n_blocks * slot) {
-      w.b.resize(static_cast<size_t>(k_blocks * n_blocks * slot));
-    }
     for (Index k2 = 0, kb = 0; k2 < depth; k2 += s.kc, ++kb) {
       for (Index j2 = 0, jb = 0; j2 < cols; j2 += s.nc, ++jb) {
         pack_rhs(w.b.data() + (kb * n_blocks + jb) * slot, rhs.getSubMapper(k2, j2), std::min(k2 + s.kc, depth) - k2,
@@ -157,7 +211,6 @@ void panel_product(const GemmOperand<T>& c, const GemmOperand<const T>& a, const
     w.b_kc = s.kc;
     w.b_nc = s.nc;
   }
-  if (static_cast<Index>(w.a.size()) < s.mc * s.kc) w.a.resize(static_cast<size_t>(s.mc * s.kc));
   for (Index i2 = 0; i2 < rows; i2 += s.mc) {
     const Index mc = std::min(i2 + s.mc, rows) - i2;
     for (Index k2 = 0, kb = 0; k2 < depth; k2 += s.kc, ++kb) {
@@ -228,13 +281,43 @@ void gemm_operands(const GemmOperand<T>& c_in, const GemmOperand<const T>& a_in,
   const int64_t panel_rows = panel_start(m, rows, 1, 16);
   const int64_t pieces = column_pieces(rows, panel_rows, n, k, threads());
   const uint64_t product = ++product_serial;
+  const auto height_of = [&](int64_t r) { return panel_start(m, rows, r + 1, 16) - panel_start(m, rows, r, 16); };
+  const auto width_of = [&](int64_t q) {
+    return panel_start(n, pieces, q + 1, kColumnGroup) - panel_start(n, pieces, q, kColumnGroup);
+  };
+  // Every thread that may take a task gets buffers for the largest one.
+  const auto prepare = [&](bool workers_join) {
+    if (m == 0 || n == 0 || k == 0) return;
+    int64_t a_size = 0, b_size = 0;
+    // Panels (pieces) differ in size by an alignment step at most: a few distinct ones.
+    std::array<int64_t, kMaxPanels> heights{}, widths{};
+    const auto distinct = [](std::array<int64_t, kMaxPanels>& out, int64_t count, const auto& size_of) {
+      int64_t found = 0;
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t size = size_of(i);
+        if (std::find(out.begin(), out.begin() + found, size) == out.begin() + found) out[found++] = size;
+      }
+      return found;
+    };
+    const int64_t n_heights = distinct(heights, rows, height_of), n_widths = distinct(widths, pieces, width_of);
+    for (int64_t i = 0; i < n_heights; ++i) {
+      for (int64_t j = 0; j < n_widths; ++j) {
+        const BlockSizes blocks = block_sizes<T>(heights[i], widths[j], k);
+        a_size = std::max<int64_t>(a_size, blocks.mc * blocks.kc);
+        b_size = std::max<int64_t>(b_size, PackedB<T>(blocks, widths[j], k).size());
+      }
+    }
+    workspace<T>().reserve(a_size, b_size);
+    if (workers_join) {
+      for (int worker = 1; worker < threads(); ++worker) worker_workspaces<T>().slot(worker).reserve(a_size, b_size);
+    }
+  };
   // Piece by piece, so that a thread's next task is most often another panel of the
   // piece of B it has packed.
-  parallel_for(rows * pieces, [&](int64_t task) {
+  parallel_for(rows * pieces, prepare, [&](int64_t task) {
     const int64_t q = task / rows, r = task % rows;
-    const int64_t row = panel_start(m, rows, r, 16), height = panel_start(m, rows, r + 1, 16) - row;
-    const int64_t col = panel_start(n, pieces, q, kColumnGroup);
-    const int64_t width = panel_start(n, pieces, q + 1, kColumnGroup) - col;
+    const int64_t row = panel_start(m, rows, r, 16), height = height_of(r);
+    const int64_t col = panel_start(n, pieces, q, kColumnGroup), width = width_of(q);
     const GemmOperand<T> piece = block(c, row, col, height, width);
     // The kernel adds each k block's sum to C: with one block, C = bias + Σ rounds as
     // (0 + Σ) + bias did; with several, the bias goes in after them, as it did before.

@@ -16,6 +16,8 @@ namespace {
 
 // Set while a thread runs chunks: a parallel_for inside a chunk runs inline.
 thread_local bool t_in_chunk = false;
+// worker_index(): set once by each pool worker.
+thread_local int t_worker_index = 0;
 
 // How long a thread polls before it sleeps, whether a worker waiting for the next job or
 // the caller waiting for the workers to finish. Jobs follow each other within tens of
@@ -71,12 +73,18 @@ class Pool {
     for (std::thread& t : workers_) t.join();
     workers_.clear();
     stop_ = false;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { work(); });
+    for (int i = 1; i < n; ++i) {
+      workers_.emplace_back([this, i] {
+        t_worker_index = i;
+        work();
+      });
+    }
   }
 
   // Returns false when the pool is in use (a call from another thread): the caller then
   // runs the chunks itself.
-  bool run(int64_t chunks, detail::ChunkFn fn, const void* body) {
+  bool run(int64_t chunks, detail::ChunkFn fn, const void* body, detail::PrepareFn prepare,
+           const void* prepare_arg) {
     std::unique_lock entry(entry_, std::try_to_lock);
     if (!entry.owns_lock()) return false;
     // Workers that woke for the previous job after its chunks were gone may still be
@@ -84,6 +92,11 @@ class Pool {
     // mutex, so once it is held with none inside, none can enter the old job any more.
     {
       std::unique_lock lock = wait_idle();
+      if (prepare) {
+        t_in_chunk = true;  // a parallel_for inside prepare runs inline
+        prepare(prepare_arg, true);
+        t_in_chunk = false;
+      }
       fn_ = fn;
       body_ = body;
       chunks_ = chunks;
@@ -168,11 +181,14 @@ void set_threads(int n) { pool().resize(resolve_threads(n)); }
 
 int threads() { return pool().size(); }
 
+int worker_index() { return t_worker_index; }
+
 namespace detail {
 
-void run_chunks(int64_t chunks, ChunkFn fn, const void* body) {
+void run_chunks(int64_t chunks, ChunkFn fn, const void* body, PrepareFn prepare, const void* prepare_arg) {
   if (chunks <= 0) return;
-  if (chunks == 1 || t_in_chunk || pool().size() == 1 || !pool().run(chunks, fn, body)) {
+  if (chunks == 1 || t_in_chunk || pool().size() == 1 || !pool().run(chunks, fn, body, prepare, prepare_arg)) {
+    if (prepare) prepare(prepare_arg, false);
     for (int64_t c = 0; c < chunks; ++c) fn(body, c);
   }
 }

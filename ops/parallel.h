@@ -29,9 +29,15 @@ int threads();
 // The count set_threads(n) would give.
 int resolve_threads(int n);
 
+// Which of the pool's threads runs the caller: 1 .. threads() - 1 on a pool worker, 0 on
+// any other thread (among them the one that calls parallel_for).
+int worker_index();
+
 namespace detail {
 using ChunkFn = void (*)(const void* body, int64_t chunk);
-void run_chunks(int64_t chunks, ChunkFn fn, const void* body);
+using PrepareFn = void (*)(const void* prepare, bool workers_join);
+void run_chunks(int64_t chunks, ChunkFn fn, const void* body, PrepareFn prepare = nullptr,
+                const void* prepare_arg = nullptr);
 }  // namespace detail
 
 // Runs body(chunk) for every chunk in [0, chunks), on the pool's threads and the calling
@@ -42,6 +48,22 @@ void parallel_for(int64_t chunks, const Body& body) {
   static_assert(std::is_invocable_v<const Body&, int64_t>);
   detail::run_chunks(
       chunks, [](const void* b, int64_t chunk) { (*static_cast<const Body*>(b))(chunk); }, &body);
+}
+
+// parallel_for, with prepare(workers_join) called once on the calling thread before any
+// chunk runs. workers_join: the pool's workers will run chunks of this call; they are
+// idle while prepare runs (inside no chunk of this call or any other), so prepare may set
+// up per-worker state they will use, by worker_index. Where the chunks run inline
+// (workers_join false) the workers may be busy with another thread's call: prepare must
+// then touch the calling thread's state only. State sized here, for every thread that may
+// take a chunk, does not depend on which thread takes which (gemm's packing buffers).
+template <class Prepare, class Body>
+void parallel_for(int64_t chunks, const Prepare& prepare, const Body& body) {
+  static_assert(std::is_invocable_v<const Prepare&, bool>);
+  static_assert(std::is_invocable_v<const Body&, int64_t>);
+  detail::run_chunks(
+      chunks, [](const void* b, int64_t chunk) { (*static_cast<const Body*>(b))(chunk); }, &body,
+      [](const void* p, bool workers_join) { (*static_cast<const Prepare*>(p))(workers_join); }, &prepare);
 }
 
 namespace detail {

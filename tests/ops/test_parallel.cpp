@@ -4,11 +4,13 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
 #include "pens/ops/gemm.h"
 #include "pens/ops/parallel.h"
+#include "tests/support/alloc_counter.h"
 
 using namespace pens;
 
@@ -73,6 +75,64 @@ TEST_CASE("parallel_for inside a chunk, and from two threads at once, runs inlin
   a.join();
   b.join();
   CHECK(total.load() == 2 * 200 * 3);
+}
+
+TEST_CASE("parallel_for's prepare runs once, before any chunk, and says whether the workers join") {
+  KeepThreads keep;
+  struct Seen {
+    int calls = 0;
+    bool workers_join = false;
+    int64_t chunks_run_before = -1;
+  };
+  // Runs `chunks` chunks and records what prepare saw; the chunks record the workers that
+  // ran them.
+  const auto run = [](int64_t chunks, std::vector<int>* workers = nullptr) {
+    Seen seen;
+    std::atomic<int64_t> done{0};
+    parallel_for(
+        chunks,
+        [&](bool join) {
+          ++seen.calls;
+          seen.workers_join = join;
+          seen.chunks_run_before = done.load();
+        },
+        [&](int64_t c) {
+          if (workers) (*workers)[static_cast<size_t>(c)] = worker_index();
+          done.fetch_add(1);
+        });
+    CHECK(done.load() == chunks);
+    return seen;
+  };
+  set_threads(1);
+  Seen one = run(8);
+  CHECK(one.calls == 1);
+  CHECK_FALSE(one.workers_join);
+  CHECK(one.chunks_run_before == 0);
+
+  set_threads(3);
+  CHECK(worker_index() == 0);
+  CHECK_FALSE(run(1).workers_join);  // one chunk runs inline
+  for (int job = 0; job < 200; ++job) {
+    std::vector<int> workers(64, -1);
+    const Seen many = run(64, &workers);
+    REQUIRE(many.calls == 1);
+    REQUIRE(many.workers_join);
+    REQUIRE(many.chunks_run_before == 0);
+    for (const int w : workers) REQUIRE((w >= 0 && w < 3));
+  }
+  // Inside a chunk the nested call runs inline: the workers may be busy with the outer one.
+  std::atomic<int> nested_join{0}, nested_calls{0};
+  parallel_for(4, [&](int64_t) {
+    parallel_for(
+        5,
+        [&](bool join) {
+          nested_calls.fetch_add(1);
+          if (join) nested_join.fetch_add(1);
+        },
+        [](int64_t) {});
+  });
+  CHECK(nested_calls.load() == 4);
+  CHECK(nested_join.load() == 0);
 }
 
 TEST_CASE("the thread count comes from the CPUs this process may use") {
@@ -251,5 +311,37 @@ TEST_CASE("gemm: a product in row panels and column pieces has the bits of its p
       gemm(got, a, b, c.accumulate);
       CHECK(got == want);
     }
+  }
+}
+
+// The pool's worker is started afresh and left to fall asleep, so that it may wake too late
+// for the first run of a small product (four column pieces of 64×64×64) and join only later
+// runs; ten times over. Its packing buffers were sized before it could join any task, so no
+// run after the first allocates. (When the worker sized its own buffers as it met bigger
+// tasks, 3 of 10 runs of this test failed, and tests/autodiff/test_tape.cpp's steady-state
+// steps allocated in about 1 run of that test in 40.)
+TEST_CASE("gemm: after a product's first run, running it again allocates nothing, whichever thread takes which task") {
+  KeepThreads keep;
+  using ColMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+  const Matrix a = Matrix::Random(64, 64);
+  const ColMatrix b = ColMatrix::Random(64, 256);
+  ColMatrix c(64, 256);
+  if (!testing::CountAllocations::available()) {
+    MESSAGE("allocation counting is off under AddressSanitizer");
+    return;
+  }
+  for (int trial = 0; trial < 10; ++trial) {
+    set_threads(1);
+    set_threads(2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    gemm(c, a, b, false);
+    int64_t allocations = 0;
+    {
+      const testing::CountAllocations count;
+      for (int run = 0; run < 50; ++run) gemm(c, a, b, false);
+      allocations = count.count();
+    }
+    INFO("trial " << trial);
+    CHECK(allocations == 0);
   }
 }
