@@ -2,14 +2,19 @@
 """Collects the finished runs of scripts/table2.sh into docs/results.md (its Table 2
 section) and docs/results.json (records with a "task"; other records are kept, and so is
 the record of a cell that has no finished run under RUNS_DIR; a cell's record that new
-runs replace is kept in the new record's "superseded" list: results accumulate).
+runs replace is kept in the new record's "superseded" list: results accumulate). Draws
+the cells' learning curves beside RESULTS.md, in img/table2-curves.png (gnuplot) from
+img/table2-curves.tsv: root accuracy on dev and on the training sample by epoch, mean
+over the cell's finished runs.
 
 usage: results_trees.py RUNS_DIR RESULTS.md RESULTS.json [COMMAND]
 
 COMMAND is the scripts/table2.sh invocation that made the runs (recorded with them).
 """
 import json
+import shutil
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,6 +49,75 @@ def cells(runs_dir, invocation):
             "run_command": f"build/pens train {cell}/config.json --seed S --out {cell}/seedS",
         })
     return rows
+
+
+def epoch_curve(metrics):
+    """{epoch: (dev root accuracy, training root accuracy)} in %, from a run's
+    metrics.jsonl; a run resumed from a checkpoint logs some epochs twice: the last counts."""
+    by_epoch = {}
+    for line in metrics.read_text().splitlines():
+        m = json.loads(line)
+        if "dev_root_accuracy" in m and "epoch" in m:
+            by_epoch[int(m["epoch"])] = (100 * m["dev_root_accuracy"], 100 * m.get("train_root_accuracy", float("nan")))
+    return by_epoch
+
+
+def curves(runs_dir):
+    """{(task, method): {epoch: (dev, train)}}, each the mean over the cell's finished
+    runs, at the epochs every one of them reached."""
+    out = {}
+    for task, method in PAPER:
+        per_run = []
+        for summary in sorted((Path(runs_dir) / f"{task}-{method}").glob("seed*/summary.json")):
+            metrics = summary.parent / "metrics.jsonl"
+            if json.loads(summary.read_text()).get("status") == "finished" and metrics.exists():
+                per_run.append(epoch_curve(metrics))
+        if not per_run:
+            continue
+        epochs = sorted(set.intersection(*(set(c) for c in per_run)))
+        out[(task, method)] = {e: tuple(statistics.mean(c[e][i] for c in per_run) for i in (0, 1)) for e in epochs}
+    return out
+
+
+def draw_curves(cell_curves, image):
+    """Writes image's .tsv (one column pair a cell, '?' where it has no epoch) and, where
+    gnuplot is installed, the image: fine and binary side by side, dev solid, training
+    dashed."""
+    if not cell_curves:
+        return
+    keys = list(cell_curves)
+    epochs = sorted(set().union(*(set(c) for c in cell_curves.values())))
+    rows = ["# epoch\t" + "\t".join(f"{t}-{m} dev\t{t}-{m} train" for t, m in keys)]
+    for e in epochs:
+        fields = [str(e)]
+        for key in keys:
+            point = cell_curves[key].get(e)
+            fields += [f"{v:.2f}" for v in point] if point else ["?", "?"]
+        rows.append("\t".join(fields))
+    image.parent.mkdir(parents=True, exist_ok=True)
+    data = image.with_suffix(".tsv")
+    data.write_text("\n".join(rows) + "\n")
+    if not shutil.which("gnuplot"):
+        print(f"results_trees: gnuplot not found, {image.name} not drawn ({data.name} written)", file=sys.stderr)
+        return
+    colors = {"ctn": "#1b9e77", "ctn+f": "#d95f02", "ctn+s": "#7570b3", "ctn+f+s": "#e7298a"}
+    script = ["set terminal pngcairo size 1200,560 noenhanced", f"set output '{image}'",
+              "set datafile missing '?'", "set multiplot layout 1,2", "set grid", "set xlabel 'epoch'",
+              "set ylabel 'root accuracy (%)'", "set key below maxrows 2"]
+    for task in ["fine", "binary"]:
+        plots = []
+        for i, (t, method) in enumerate(keys):
+            if t != task:
+                continue
+            plots.append(f"'{data}' using 1:{2 + 2 * i} with lines lw 2 lc rgb '{colors[method]}' "
+                         f"title '{method.upper()} dev'")
+            plots.append(f"'{data}' using 1:{3 + 2 * i} with lines lw 1 dt 2 lc rgb '{colors[method]}' "
+                         f"title '{method.upper()} train'")
+        if plots:
+            script += [f"set title '{task}: dev (solid) and training sample (dashed), mean over seeds'",
+                       "plot " + ", ".join(plots)]
+    script.append("unset multiplot")
+    subprocess.run(["gnuplot"], input="\n".join(script) + "\n", text=True, check=True)
 
 
 def markdown(rows):
@@ -101,6 +175,7 @@ def main():
     else:
         text = text.rstrip("\n") + "\n\n" + section
     md_path.write_text(text)
+    draw_curves(curves(sys.argv[1]), md_path.parent / "img" / "table2-curves.png")
 
 
 if __name__ == "__main__":

@@ -59,3 +59,28 @@ def test_a_cell_measured_again_keeps_the_record_it_replaces(tmp_path):
     assert third["accuracies"] == [42.0, 44.0, 45.0]
     assert [r["command"] for r in third["superseded"]] == ["scripts/table2.sh --epochs 20", old["command"]]
     assert "superseded" not in third["superseded"][0]
+
+
+def test_the_learning_curves_average_the_seeds_at_the_epochs_all_reached(tmp_path):
+    runs = tmp_path / "runs"
+
+    def logged(folder, lines):
+        (folder / "metrics.jsonl").write_text(
+            "".join(json.dumps({"epoch": float(e), "dev_root_accuracy": d, "train_root_accuracy": t}) + "\n"
+                    for e, d, t in lines))
+
+    finished_run(runs / "fine-ctn+s" / "seed1", 0.42)
+    finished_run(runs / "fine-ctn+s" / "seed2", 0.44)
+    finished_run(runs / "binary-ctn" / "seed1", 0.80)
+    # Seed 1 resumed from the checkpoint of epoch 1: epoch 2 logged twice, the last counts.
+    logged(runs / "fine-ctn+s" / "seed1", [(1, 0.30, 0.20), (2, 0.99, 0.99), (2, 0.34, 0.24), (3, 0.36, 0.26)])
+    logged(runs / "fine-ctn+s" / "seed2", [(1, 0.32, 0.22), (2, 0.36, 0.26)])
+    logged(runs / "binary-ctn" / "seed1", [(1, 0.70, 0.75), (2, 0.80, 0.85), (3, 0.81, 0.90)])
+    md = tmp_path / "docs" / "results.md"
+    md.parent.mkdir()
+    report(runs, md, tmp_path / "docs" / "results.json", "scripts/table2.sh --epochs 3")
+
+    lines = (tmp_path / "docs" / "img" / "table2-curves.tsv").read_text().splitlines()
+    assert lines[0] == "# epoch\tfine-ctn+s dev\tfine-ctn+s train\tbinary-ctn dev\tbinary-ctn train"
+    # The fine cell stops where its shorter run stops.
+    assert lines[1:] == ["1\t31.00\t21.00\t70.00\t75.00", "2\t35.00\t25.00\t80.00\t85.00", "3\t?\t?\t81.00\t90.00"]
