@@ -47,6 +47,26 @@ int main() {
       wrong += !(one == many);
     }
   }
+  // Products from two threads at once (one holds the pool, the other runs inline on its
+  // own buffers) and products inside the chunks of another parallel_for (each worker on
+  // its slot's buffers, sized by itself): the workers' buffers are shared state that the
+  // thread starting a product sizes before the workers join.
+  pens::set_threads(3);
+  std::atomic<int> concurrent_wrong{0};
+  const auto products = [&] {
+    Matrix mine(300, 500);
+    for (int r = 0; r < 30; ++r) {
+      pens::gemm(mine.block(0, 0, 300, 500), a, b, false);
+      concurrent_wrong += !(one == mine);
+    }
+  };
+  std::thread first(products), second(products);
+  first.join();
+  second.join();
+  std::vector<Matrix> nested(6, Matrix(300, 500));
+  pens::parallel_for(6, [&](int64_t i) { pens::gemm(nested[static_cast<size_t>(i)].block(0, 0, 300, 500), a, b, false); });
+  for (const Matrix& m : nested) wrong += !(one == m);
+  wrong += concurrent_wrong.load();
   pens::set_threads(1);
   std::printf("stress_parallel: %d wrong results\n", wrong);
   return wrong == 0 ? 0 : 1;
