@@ -64,7 +64,9 @@ int main() {
   first.join();
   second.join();
   std::vector<Matrix> nested(6, Matrix(300, 500));
-  pens::parallel_for(6, [&](int64_t i) { pens::gemm(nested[static_cast<size_t>(i)].block(0, 0, 300, 500), a, b, false); });
+  pens::parallel_for(6, [&](int64_t i) {
+    pens::gemm(nested[static_cast<size_t>(i)].block(0, 0, 300, 500), a, b, false);
+  });
   for (const Matrix& m : nested) wrong += !(one == m);
   wrong += concurrent_wrong.load();
   pens::set_threads(1);
