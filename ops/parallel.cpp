@@ -93,9 +93,13 @@ class Pool {
     {
       std::unique_lock lock = wait_idle();
       if (prepare) {
-        t_in_chunk = true;  // a parallel_for inside prepare runs inline
+        // A parallel_for inside prepare runs inline (this thread holds the pool); the flag
+        // is cleared however prepare ends (it may throw: an allocation).
+        struct Inline {
+          Inline() { t_in_chunk = true; }
+          ~Inline() { t_in_chunk = false; }
+        } in_prepare;
         prepare(prepare_arg, true);
-        t_in_chunk = false;
       }
       fn_ = fn;
       body_ = body;
