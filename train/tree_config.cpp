@@ -43,6 +43,17 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   }
   top.number_map("l2", c.l2, 0, 1e3);
   top.number("freeze_words_epochs", c.freeze_words_epochs, 0, 1e9);
+  if (const json* l = top.child("lambda_schedule")) {
+    if (!l->is_array()) fail(source, ": lambda_schedule must be an array of {epochs, scale}");
+    c.lambda_schedule.emplace();
+    for (size_t i = 0; i < l->size(); ++i) {
+      ConfigSection s((*l)[i], cat("lambda_schedule[", i, "]"), source);
+      LambdaStage stage;
+      s.number("epochs", stage.epochs, 1e-9, 1e9);
+      s.number("scale", stage.scale, 0, 1e9);
+      c.lambda_schedule->push_back(stage);
+    }
+  }
   if (const json* r = top.child("run")) {
     ConfigSection s(*r, "run", source);
     s.number("epochs", c.epochs, 1, 1e9);
@@ -69,7 +80,7 @@ json to_json(const TreeConfig& c) {
   optimizer.update(json{{"kind", c.optimizer}, {"learning_rate", c.learning_rate}});
   json l2 = json::object();
   for (const auto& [name, value] : c.l2) l2[name] = value;
-  return {
+  json j = {
       {"description", c.description},
       {"model", c.model},
       {"init_from", c.init_from},
@@ -85,6 +96,13 @@ json to_json(const TreeConfig& c) {
       {"eval", {{"samples", c.eval_samples}, {"train_trees", c.train_eval_trees}}},
       {"checkpoint", {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}}},
   };
+  if (c.lambda_schedule) {
+    j["lambda_schedule"] = json::array();
+    for (const LambdaStage& s : *c.lambda_schedule) {
+      j["lambda_schedule"].push_back({{"epochs", s.epochs}, {"scale", s.scale}});
+    }
+  }
+  return j;
 }
 
 }  // namespace pens

@@ -6,8 +6,11 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "pens/graph/pseudo_ensemble.h"
 #include "pens/ops/ir/attributes.h"
 
 namespace pens {
@@ -26,6 +29,9 @@ struct TreeConfig {
   // ℓ2 per parameter name: the objective gains Σ_p (λ_p / 2) ||θ_p||², the gradient λ_p θ_p.
   std::map<std::string, double> l2;
   double freeze_words_epochs = 0;  // E receives no update before this epoch
+  // The stages that scale the pseudo-ensemble penalties' λ (as in MNIST configs, without
+  // restarts); replaces the model's pseudo_ensemble.lambda_schedule when given.
+  std::optional<std::vector<LambdaStage>> lambda_schedule;
   int64_t epochs = 400;
   double budget_minutes = 0;
   uint64_t seed = 1;

@@ -8,6 +8,7 @@
 #include "pens/graph/pass.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/ops/ir/error.h"
+#include "pens/train/schedule.h"
 
 namespace pens {
 
@@ -124,7 +125,9 @@ UnrolledTree TreeModel::training_tree(const SentimentTree& tree) const {
     }
     p.node = instance;
   }
-  t.graph = build_pseudo_ensemble(t.graph, spec).graph;
+  PseudoEnsemble ensemble = build_pseudo_ensemble(t.graph, spec);
+  t.graph = std::move(ensemble.graph);
+  t.penalties = std::move(ensemble.penalties);
   return t;
 }
 
@@ -204,7 +207,8 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<
 }
 
 void TreeStepGraphs::build(const TreeModel& model, ParamStore<float>& params,
-                           const std::vector<const SentimentTree*>& trees, const std::vector<uint64_t>& examples) {
+                           const std::vector<const SentimentTree*>& trees, const std::vector<uint64_t>& examples,
+                           double lambda_scale) {
   forests_.clear(), unrolled_.clear(), tapes_.clear(), graphs_.clear();
   std::vector<const SentimentTree*> members;
   for (size_t i = 0; i < trees.size(); ++i) {
@@ -213,6 +217,7 @@ void TreeStepGraphs::build(const TreeModel& model, ParamStore<float>& params,
     forests_.push_back(make_forest(members));
     unrolled_.push_back(model.training_tree(forests_.back().nodes));
     tapes_.push_back(std::make_unique<Tape<float>>(unrolled_.back().graph, params));
+    PenaltyWeights(unrolled_.back().penalties).set(*tapes_.back(), lambda_scale);
     graphs_.push_back({tapes_.back().get(), examples[i]});
     members.clear();
   }

@@ -93,8 +93,9 @@ class TreeModel {
 class TreeStepGraphs {
  public:
   // `examples[i]` keys tree i's noise.
+  // `lambda_scale`: the λ schedule's scale now (the penalties it schedules get λ times it).
   void build(const TreeModel& model, ParamStore<float>& params, const std::vector<const SentimentTree*>& trees,
-             const std::vector<uint64_t>& examples);
+             const std::vector<uint64_t>& examples, double lambda_scale = 1.0);
   const std::vector<StepGraph>& graphs() const { return graphs_; }
   // Writes graph i's words, labels and gathers (a Step::Feed).
   void feed(const TreeModel& model, Tape<float>& tape, size_t i) const;

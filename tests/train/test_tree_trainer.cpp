@@ -10,6 +10,7 @@
 #include "pens/models/ctn.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/skipgram.h"
+#include "pens/train/tree_config.h"
 #include "pens/train/tree_model.h"
 #include "pens/train/tree_trainer.h"
 #include "tests/support/temp_dir.h"
@@ -172,4 +173,81 @@ TEST_CASE("skip-gram pre-training lowers its loss and leaves word vectors of the
   const Model trained = load_model(dir / "run/model.json");
   const auto E2 = trained.values->value("E");
   for (int64_t i = 0; i < E.size(); ++i) REQUIRE(E2[i] == E[i]);  // frozen for the one epoch
+}
+
+// A PEA penalty on trees with the model's lambda_schedule: at scale 0 the penalty adds
+// nothing, so an epoch trains exactly what λ = 0 trains (the same children, the same
+// noise), and not what λ = 1 trains; the metrics report the scale.
+TEST_CASE("a tree model's penalty weight follows its lambda_schedule") {
+  TempDir dir;
+  const TreeData data = make_treebank(dir, 40, 10, 10, 9);
+  const auto model_with = [&](double lambda, std::vector<LambdaStage> stages, const std::string& name) {
+    Model m = build_ctn({.vocabulary = data.vocabulary.size(), .dim = 6, .classes = 2, .subspace = 3});
+    m.ensemble->children = 2;
+    m.ensemble->penalties = {{.node = "scores", .kind = "kl", .lambda = lambda, .rows = "all"}};
+    m.ensemble->lambda_schedule = std::move(stages);
+    save_model(m, dir / name);
+    return dir / name;
+  };
+  TreeConfig config;
+  config.task = "binary";
+  config.data_dir = dir.path();
+  config.batch_trees = 8;
+  config.eval_samples = 2;
+  config.epochs = 1;
+  TrainObserver quiet;
+  const auto trained = [&](const std::string& model, const std::string& out) {
+    config.model = model;
+    train_trees(config, data, dir / out, quiet);
+    return load_model(dir / (out + "/model.json"));
+  };
+  const std::vector<LambdaStage> off_then_on = {{.epochs = 1, .scale = 0}, {.epochs = 1, .scale = 1}};
+  const Model scaled_off = trained(model_with(1.0, off_then_on, "a.json"), "a");
+  const Model zero = trained(model_with(0.0, {}, "b.json"), "b");
+  const Model full = trained(model_with(1.0, {}, "c.json"), "c");
+  // The config's schedule replaces the model's (none here).
+  config.lambda_schedule = off_then_on;
+  const Model configured_off = trained(dir / "c.json", "d");
+  config.lambda_schedule.reset();
+  bool differs_from_full = false;
+  for (const ParamEntry& e : zero.values->entries()) {
+    const TensorView<const float> x = scaled_off.values->value(e.name), y = zero.values->value(e.name);
+    const TensorView<const float> z = full.values->value(e.name), w = configured_off.values->value(e.name);
+    for (int64_t i = 0; i < x.size(); ++i) {
+      REQUIRE(x[i] == y[i]);
+      REQUIRE(w[i] == y[i]);
+      differs_from_full = differs_from_full || x[i] != z[i];
+    }
+  }
+  CHECK(differs_from_full);
+
+  // A schedule with nothing to scale is refused.
+  save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 6, .classes = 2, .subspace = 3}), dir / "e.json");
+  config.model = dir / "e.json";
+  config.lambda_schedule = off_then_on;
+  CHECK_THROWS_WITH_AS(train_trees(config, data, dir / "e", quiet), doctest::Contains("no pseudo-ensemble penalty"),
+                       Error);
+  config.lambda_schedule.reset();
+
+  // Two epochs: the scale of each epoch's steps in its metrics line.
+  config.epochs = 2;
+  trained(dir / "a.json", "a2");
+  std::ifstream metrics(dir / "a2/metrics.jsonl");
+  std::vector<double> scales;
+  for (std::string line; std::getline(metrics, line);) scales.push_back(nlohmann::json::parse(line).at("lambda_scale"));
+  CHECK(scales == std::vector<double>{0.0, 1.0});
+}
+
+TEST_CASE("a tree config's lambda_schedule reads as stages, and a bad stage is named") {
+  const auto parse = [](const std::string& rest) {
+    return parse_tree_config(nlohmann::json::parse(R"({"model": "m.json", "task": "binary")" + rest + "}"), "cfg.json");
+  };
+  const TreeConfig c = parse(R"(, "lambda_schedule": [{"epochs": 2, "scale": 0}, {"epochs": 1, "scale": 1}])");
+  REQUIRE(c.lambda_schedule);
+  CHECK(*c.lambda_schedule == std::vector<LambdaStage>{{.epochs = 2, .scale = 0}, {.epochs = 1, .scale = 1}});
+  CHECK(parse_tree_config(to_json(c), "again").lambda_schedule == c.lambda_schedule);
+  CHECK_FALSE(parse("").lambda_schedule);
+  CHECK_THROWS_WITH_AS(parse(R"(, "lambda_schedule": {"epochs": 1})"),
+                       doctest::Contains("lambda_schedule must be an array"), Error);
+  CHECK_THROWS_WITH_AS(parse(R"(, "lambda_schedule": [{"epochs": 0}])"), doctest::Contains("lambda_schedule[0]"), Error);
 }
