@@ -71,8 +71,8 @@ struct UnrolledTree {
   // (when some nodes carry no label) which rows the loss reads. Fixed by the tree's shape.
   std::vector<std::pair<std::string, std::vector<float>>> indices;
   std::pair<std::string, std::vector<float>> label_rows;  // name "" when the loss reads every row
-  // A training graph's pseudo-ensemble penalties, whose λ constants follow the model's
-  // lambda_schedule (set on each tape; the graph holds the unscaled λ).
+  // A training graph's pseudo-ensemble penalties, whose λ constants follow the λ stages
+  // (set on each tape: train/schedule.h; the graph holds the unscaled λ).
   std::vector<PenaltyHandle> penalties;
   int64_t root_row() const { return row_of.back(); }  // of a single tree (its last node)
 };
