@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Collects the finished runs of scripts/table2.sh into docs/results.md (its Table 2
-section) and docs/results.json (records with a "task"; other records are kept, and so is
+section) and docs/results.json (records of Table 2's cells; other records are kept, and so is
 the record of a cell that has no finished run under RUNS_DIR; a cell's record that new
 runs replace is kept in the new record's "superseded" list: results accumulate). Draws
 the cells' learning curves beside RESULTS.md, in img/table2-curves.png (gnuplot) from
@@ -150,8 +150,10 @@ def main():
     measured = cells(sys.argv[1], sys.argv[4] if len(sys.argv) == 5 else "scripts/table2.sh")
     json_path = Path(sys.argv[3])
     records = json.loads(json_path.read_text()) if json_path.exists() else []
-    others = [r for r in records if "task" not in r]
-    recorded = {(r["task"], r["method"]): r for r in records if "task" in r}
+    # Records this report does not own: MNIST's, and tree runs outside Table 2's cells
+    # (other methods, written by hand from runs that finished).
+    others = [r for r in records if (r.get("task"), r["method"]) not in PAPER]
+    recorded = {(r["task"], r["method"]): r for r in records if (r.get("task"), r["method"]) in PAPER}
     rows = []
     for key in PAPER:  # the paper's order; a cell measured now replaces its record
         fresh = [r for r in measured if (r["task"], r["method"]) == key]
