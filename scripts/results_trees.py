@@ -3,9 +3,9 @@
 section) and docs/results.json (records of Table 2's cells; other records are kept, and so is
 the record of a cell that has no finished run under RUNS_DIR; a cell's record that new
 runs replace is kept in the new record's "superseded" list: results accumulate). Draws
-the cells' learning curves beside RESULTS.md, in img/table2-curves.png (gnuplot) from
-img/table2-curves.tsv: root accuracy on dev and on the training sample by epoch, mean
-over the cell's finished runs.
+the cells' learning curves into the img folder beside the markdown file (docs/img:
+table2-curves.png with gnuplot, from table2-curves.tsv): root accuracy on dev and on the
+training sample by epoch, mean over the cell's finished runs.
 
 usage: results_trees.py RUNS_DIR RESULTS.md RESULTS.json [COMMAND]
 
