@@ -144,6 +144,10 @@ def markdown(rows):
     return "\n".join(lines + [END]) + "\n"
 
 
+def same_runs(record):
+    return record["accuracies"], record.get("seeds"), record["epochs"]
+
+
 def main():
     if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
@@ -158,14 +162,13 @@ def main():
     for key in PAPER:  # the paper's order; a cell measured now replaces its record
         fresh = [r for r in measured if (r["task"], r["method"]) == key]
         old = recorded.get(key)
-        if fresh and old:
-            # The record it replaces goes with it (results accumulate), unless it is the
-            # same runs' record written again.
-            earlier = old.get("superseded", [])
-            if (old["accuracies"], old["command"]) != (fresh[0]["accuracies"], fresh[0]["command"]):
-                earlier = [{k: v for k, v in old.items() if k != "superseded"}] + earlier
-            if earlier:
-                fresh[0]["superseded"] = earlier
+        if fresh and old and same_runs(old) == same_runs(fresh[0]):
+            # The same runs reported again (a campaign over other cells reports every
+            # cell): the record stays, with the command that made them.
+            fresh = [old]
+        elif fresh and old:
+            # The record it replaces goes with it (results accumulate).
+            fresh[0]["superseded"] = [{k: v for k, v in old.items() if k != "superseded"}] + old.get("superseded", [])
         rows += fresh or ([old] if old else [])
     json_path.write_text(json.dumps(others + rows, indent=2) + "\n")
     md_path = Path(sys.argv[2])

@@ -53,8 +53,10 @@ def test_a_cell_measured_again_keeps_the_record_it_replaces(tmp_path):
     assert "| CTN+S | 43.00 ± 1.41 | 47.5 | - | 87.8 | 2/- |" in text
     assert "| CTN | - | 43.1 | 80.29 ± 0.81 | 83.4 | -/3 |" in text
 
-    # The same runs reported again: the same record, the replaced one kept once.
+    # The same runs reported again: the same record, the replaced one kept once; so too
+    # when a campaign over another cell reports them (its command is not theirs).
     assert report(runs, md, results, "scripts/table2.sh --epochs 20") == records
+    assert report(runs, md, results, "scripts/table2.sh --epochs 60 --methods ctn") == records
     # A third campaign replaces the second and keeps both before it, newest first.
     finished_run(runs / "fine-ctn+s" / "seed3", 0.45)
     third = report(runs, md, results, "scripts/table2.sh --epochs 30")[("fine", "ctn+s")]
