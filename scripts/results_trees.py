@@ -145,6 +145,7 @@ def markdown(rows):
 
 
 def same_runs(record):
+    """What identifies the runs behind a cell's record."""
     return record["accuracies"], record.get("seeds"), record["epochs"]
 
 
