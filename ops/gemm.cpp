@@ -198,7 +198,7 @@ void panel_product(const GemmOperand<T>& c, const GemmOperand<const T>& a, const
   const PackedB<T> packed(s, cols, depth);
   const Index n_blocks = packed.n_blocks, slot = packed.slot;
   Workspace<T>& w = workspace<T>();
-  w.reserve(s.mc * s.kc, packed.size());  // sized already, unless run inline
+  w.reserve(s.mc * s.kc, packed.size());  // sized already where the pool's workers joined
   if (w.b_product != product || w.b_piece != piece || w.b_kc != s.kc || w.b_nc != s.nc) {
     for (Index k2 = 0, kb = 0; k2 < depth; k2 += s.kc, ++kb) {
       for (Index j2 = 0, jb = 0; j2 < cols; j2 += s.nc, ++jb) {
@@ -285,9 +285,11 @@ void gemm_operands(const GemmOperand<T>& c_in, const GemmOperand<const T>& a_in,
   const auto width_of = [&](int64_t q) {
     return panel_start(n, pieces, q + 1, kColumnGroup) - panel_start(n, pieces, q, kColumnGroup);
   };
-  // Every thread that may take a task gets buffers for the largest one.
+  // Where the workers join, every thread that may take a task gets buffers for the
+  // largest one. Inline, the calling thread takes every task and grows its buffers in
+  // this first run (panel_product).
   const auto prepare = [&](bool workers_join) {
-    if (m == 0 || n == 0 || k == 0) return;
+    if (!workers_join || m == 0 || n == 0 || k == 0) return;
     int64_t a_size = 0, b_size = 0;
     // Panels (pieces) differ in size by an alignment step at most: a few distinct ones.
     std::array<int64_t, kMaxPanels> heights{}, widths{};
@@ -308,9 +310,7 @@ void gemm_operands(const GemmOperand<T>& c_in, const GemmOperand<const T>& a_in,
       }
     }
     workspace<T>().reserve(a_size, b_size);
-    if (workers_join) {
-      for (int worker = 1; worker < threads(); ++worker) worker_workspaces<T>().slot(worker).reserve(a_size, b_size);
-    }
+    for (int worker = 1; worker < threads(); ++worker) worker_workspaces<T>().slot(worker).reserve(a_size, b_size);
   };
   // Piece by piece, so that a thread's next task is most often another panel of the
   // piece of B it has packed.

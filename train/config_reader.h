@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "pens/graph/pseudo_ensemble.h"
 #include "pens/ops/ir/attributes.h"
 #include "pens/ops/ir/error.h"
 #include "pens/train/constraints.h"
@@ -164,6 +165,14 @@ inline nlohmann::json schedule_json(const Schedule& sc, const std::string& max_n
           {"anneal_end_epoch", sc.anneal_end_epoch}, {"momentum_start", sc.momentum_start},
           {"momentum_end", sc.momentum_end},       {"momentum_epochs", sc.momentum_epochs},
           {"max_norm_rule", max_norm_rule}};
+}
+
+// The epochs and scale of one lambda_schedule stage (MNIST and tree configs).
+inline LambdaStage read_lambda_stage(ConfigSection& s) {
+  LambdaStage stage;
+  s.number("epochs", stage.epochs, 1e-9, 1e9);
+  s.number("scale", stage.scale, 0, 1e9);
+  return stage;
 }
 
 }  // namespace pens

@@ -54,11 +54,15 @@ OptimizerStep Schedule::at(int64_t step, double epoch) const {
   return {.step = step, .learning_rate = learning_rate_at(epoch), .momentum = momentum_at(epoch)};
 }
 
-void PenaltyWeights::set(Tape<float>& tape, double scale) {
-  if (scale == scale_) return;
-  for (const PenaltyHandle& p : penalties_) {
+void set_penalty_weights(Tape<float>& tape, const std::vector<PenaltyHandle>& penalties, double scale) {
+  for (const PenaltyHandle& p : penalties) {
     tape.set_constant(p.lambda, static_cast<float>(p.term.scheduled ? p.term.lambda * scale : p.term.lambda));
   }
+}
+
+void PenaltyWeights::set(Tape<float>& tape, double scale) {
+  if (scale == scale_) return;
+  set_penalty_weights(tape, penalties_, scale);
   scale_ = scale;
 }
 

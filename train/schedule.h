@@ -54,6 +54,10 @@ struct Schedule {
   OptimizerStep at(int64_t step, double epoch) const;
 };
 
+// Writes the λ constants of `penalties` on a tape: each weight times `scale` where the λ
+// stages schedule it, the weight alone otherwise.
+void set_penalty_weights(Tape<float>& tape, const std::vector<PenaltyHandle>& penalties, double scale);
+
 // Keeps the λ constants of a pseudo-ensemble's penalties on a tape at their weights
 // times a scale (the scheduled ones; the others at their weights), writing them only when
 // the scale changes.

@@ -44,9 +44,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
     double start = 0;
     for (size_t i = 0; i < l->size(); ++i) {
       ConfigSection s((*l)[i], cat("lambda_schedule[", i, "]"), source);
-      LambdaStage stage;
-      s.number("epochs", stage.epochs, 1e-9, 1e9);
-      s.number("scale", stage.scale, 0, 1e9);
+      const LambdaStage stage = read_lambda_stage(s);
       // A stage may start the optimizer afresh (train/schedule.h), at a learning rate of its own.
       bool restart = false;
       s.boolean("restart", restart);

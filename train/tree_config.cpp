@@ -48,10 +48,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
     c.lambda_schedule.emplace();
     for (size_t i = 0; i < l->size(); ++i) {
       ConfigSection s((*l)[i], cat("lambda_schedule[", i, "]"), source);
-      LambdaStage stage;
-      s.number("epochs", stage.epochs, 1e-9, 1e9);
-      s.number("scale", stage.scale, 0, 1e9);
-      c.lambda_schedule->push_back(stage);
+      c.lambda_schedule->push_back(read_lambda_stage(s));
     }
   }
   if (const json* r = top.child("run")) {

@@ -217,7 +217,7 @@ void TreeStepGraphs::build(const TreeModel& model, ParamStore<float>& params,
     forests_.push_back(make_forest(members));
     unrolled_.push_back(model.training_tree(forests_.back().nodes));
     tapes_.push_back(std::make_unique<Tape<float>>(unrolled_.back().graph, params));
-    PenaltyWeights(unrolled_.back().penalties).set(*tapes_.back(), lambda_scale);
+    set_penalty_weights(*tapes_.back(), unrolled_.back().penalties, lambda_scale);
     graphs_.push_back({tapes_.back().get(), examples[i]});
     members.clear();
   }

@@ -58,8 +58,8 @@ class TreeRun {
   TrainObserver& observer_;
   Model model_;
   std::unique_ptr<TreeModel> trees_;
-  Schedule lambda_schedule_;  // its λ stages: the model's pseudo_ensemble.lambda_schedule
-  bool has_penalties_ = false;
+  Schedule lambda_schedule_;  // its λ stages: the config's lambda_schedule, else the model's
+  bool has_penalties() const { return model_.ensemble && !model_.ensemble->penalties.empty(); }
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Step> step_;
   std::vector<int64_t> train_rows_;  // trainable training trees
@@ -77,11 +77,8 @@ TreeRun::TreeRun(const TreeConfig& config, const TreeData& data, const std::stri
   set_threads(config.threads);
   model_ = load_model(config.model);
   trees_ = std::make_unique<TreeModel>(model_, task_, 1.0 / static_cast<double>(config.batch_trees));
-  if (model_.ensemble) {
-    lambda_schedule_.lambda_stages = config.lambda_schedule.value_or(model_.ensemble->lambda_schedule);
-    has_penalties_ = !model_.ensemble->penalties.empty();
-  }
-  if (config.lambda_schedule && !has_penalties_) {
+  if (model_.ensemble) lambda_schedule_.lambda_stages = config.lambda_schedule.value_or(model_.ensemble->lambda_schedule);
+  if (config.lambda_schedule && !has_penalties()) {
     fail("lambda_schedule: ", config.model, " has no pseudo-ensemble penalty whose λ it could scale");
   }
   if (!model_.values) {
@@ -228,7 +225,7 @@ void TreeRun::evaluate(int64_t done) {
             {"eval_nodes_per_second", static_cast<double>(eval_nodes) / std::max(1e-9, eval_seconds)},
             {"elapsed_seconds", folder_.seconds()}};
   // The scale of the penalties' λ in the step just taken.
-  if (has_penalties_) m["lambda_scale"] = lambda_schedule_.lambda_scale_at(epoch_of(done - 1));
+  if (has_penalties()) m["lambda_scale"] = lambda_schedule_.lambda_scale_at(epoch_of(done - 1));
   folder_.append_metrics(m);
   observer_.on_eval(m);
   observer_.on_message(cat("epoch ", epoch_of(done), ": objective ", m["objective"].get<double>(), ", root accuracy train ",
