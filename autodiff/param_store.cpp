@@ -74,6 +74,9 @@ void ParamStore<T>::initialize(const Graph& g, uint64_t seed) {
     } else {
       fail("parameter '", e.name, "': unknown init '", init, "'");
     }
+    if (a.has("diagonal")) {
+      for (int64_t i = 0; i < e.shape[0]; ++i) v[i * e.shape[0] + i] += static_cast<T>(a.get_float("diagonal"));
+    }
   }
   start_averages_at_sources(g);
 }

@@ -158,6 +158,8 @@ int new_ctn(const Args& args) {
   spec.subspace = args.option_int("subspace", 0, 0, int64_t{1} << 20);
   spec.activation_noise = args.option_double("activation-noise", 0, AttrRange::at_least(0));
   spec.word_std = args.option_double("word-std", spec.word_std, AttrRange::at_least(0));
+  spec.init = args.option("init").value_or(spec.init);
+  spec.leaf_tanh = args.flag("leaf-tanh");
   Model model = build_ctn(spec);
   if (auto d = args.option("description")) model.metadata["description"] = *d;
   // PEA on trees: penalties between children on a node of the cell (scores).
@@ -209,9 +211,9 @@ int new_ladder(const Args& args) {
 
 int run_new(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv[0] == "ctn") {
-    const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {},
+    const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {"leaf-tanh"},
                     {"vocabulary", "sst", "min-count", "dim", "classes", "tensor", "fuzz", "subspace",
-                     "activation-noise", "word-std", "penalty", "children", "description", "output"});
+                     "activation-noise", "word-std", "init", "penalty", "children", "description", "output"});
     if (!args.positional().empty()) fail("pens new ctn takes options only");
     return new_ctn(args);
   }

@@ -118,6 +118,8 @@ const std::vector<Command>& commands() {
        "  --subspace K            latent dimensions kept per tree (paper: n/2)\n"
        "  --activation-noise S    Gaussian sigma on node vectors (paper: 0.05)\n"
        "  --word-std S            initial word vector std (default 0.1)\n"
+       "  --leaf-tanh             leaves tanh(E[word]), as in the authors' code\n"
+       "  --init I                scaled (default) or authors (M near the identity)\n"
        "  --penalty scores:KIND:LAMBDA  PEA between children on every node's scores\n"
        "  --children K            children for the penalty (default 2)\n"
        "  --description TEXT, --output FILE   as for mlp\n\n"

@@ -14,6 +14,7 @@ Model build_ctn(const CtnSpec& spec) {
   if (spec.classes < 2) fail("ctn: classes must be >= 2, got ", spec.classes);
   if (spec.tensor != "compact" && spec.tensor != "full") fail("ctn: tensor must be compact or full, got '", spec.tensor, "'");
   if (spec.subspace < 0 || spec.subspace > n) fail("ctn: subspace keeps 0 (none) to ", n, " dimensions, got ", spec.subspace);
+  if (spec.init != "scaled" && spec.init != "authors") fail("ctn: init must be scaled or authors, got '", spec.init, "'");
   if (spec.subspace > 0 && spec.tensor == "full") {
     fail("ctn: subspace sampling slices T along [v1; v2], which the full tensor mixes; use tensor compact");
   }
@@ -24,19 +25,30 @@ Model build_ctn(const CtnSpec& spec) {
   Graph& g = model.graph;
   const bool full = spec.tensor == "full";
   const int64_t t_in = full ? 2 * n : n;
-  // Scales that keep pre-activations near unit size at the start: the tensor term sums
-  // t_in² products, the matrix terms n each.
+  const double root_n = std::sqrt(static_cast<double>(n));
   const NodeId E = g.param("E", Shape{spec.vocabulary, n}, {{"init", "normal"}, {"std", spec.word_std}});
-  const NodeId T = g.param("T", Shape{n, t_in, t_in}, {{"init", "normal"}, {"std", 0.5 / static_cast<double>(t_in)}});
-  const double m_std = 1.0 / std::sqrt(2.0 * static_cast<double>(n));
-  const NodeId Ml = g.param("Ml", Shape{n, n}, {{"init", "normal"}, {"std", m_std}});
-  const NodeId Mr = g.param("Mr", Shape{n, n}, {{"init", "normal"}, {"std", m_std}});
+  NodeId T, Ml, Mr, C;
+  if (spec.init == "authors") {
+    T = g.param("T", Shape{n, t_in, t_in}, {{"init", "uniform"}, {"limit", 0.5 / static_cast<double>(t_in)}});
+    const Attributes near_identity{{"init", "uniform"}, {"limit", 0.5 / root_n}, {"diagonal", 1.0}};
+    Ml = g.param("Ml", Shape{n, n}, near_identity);
+    Mr = g.param("Mr", Shape{n, n}, near_identity);
+    C = g.param("C", Shape{n, spec.classes}, {{"init", "uniform"}, {"limit", 1.0 / root_n}});
+  } else {
+    // Scales that keep pre-activations near unit size at the start: the tensor term sums
+    // t_in² products, the matrix terms n each.
+    T = g.param("T", Shape{n, t_in, t_in}, {{"init", "normal"}, {"std", 0.5 / static_cast<double>(t_in)}});
+    const double m_std = 1.0 / std::sqrt(2.0 * static_cast<double>(n));
+    Ml = g.param("Ml", Shape{n, n}, {{"init", "normal"}, {"std", m_std}});
+    Mr = g.param("Mr", Shape{n, n}, {{"init", "normal"}, {"std", m_std}});
+    C = g.param("C", Shape{n, spec.classes}, {{"init", "normal"}, {"std", 1.0 / root_n}});
+  }
   const NodeId m = g.param("m", Shape{n}, {{"init", "zeros"}});
-  const NodeId C = g.param("C", Shape{n, spec.classes}, {{"init", "normal"}, {"std", 1.0 / std::sqrt(static_cast<double>(n))}});
   const NodeId c = g.param("c", Shape{spec.classes}, {{"init", "zeros"}});
 
   const NodeId words = g.input("words", Shape{kBatch}, DType::Index);
-  const NodeId leaf = g.add("embedding", {E, words}, {}, "leaf");
+  const NodeId lookup = g.add("embedding", {E, words}, {}, spec.leaf_tanh ? "lookup" : "leaf");
+  const NodeId leaf = spec.leaf_tanh ? g.add("tanh", {lookup}, {}, "leaf") : lookup;
   const NodeId left = g.input("left", Shape{kBatch, n});
   const NodeId right = g.input("right", Shape{kBatch, n});
   NodeId tensor;
@@ -54,7 +66,7 @@ Model build_ctn(const CtnSpec& spec) {
   const NodeId node = g.input("node", Shape{kBatch, n});
   const NodeId scores = g.add("affine", {node, C, c}, {}, "scores");
   g.set_flag(scores, kOutput);
-  for (NodeId v : {words, leaf}) g.node(v).layer = "leaf";
+  for (NodeId v : {words, lookup, leaf}) g.node(v).layer = "leaf";
   for (NodeId v : {left, right, tensor, from_left, from_right, linear, pre, compose}) g.node(v).layer = "compose";
   if (full) g.node(g.at("children")).layer = "compose";
   for (NodeId v : {node, scores}) g.node(v).layer = "scores";
@@ -83,7 +95,7 @@ Model build_ctn(const CtnSpec& spec) {
   model.metadata["description"] =
       cat("compact tensor network (", spec.tensor, " tensor), n = ", n, ", ", spec.classes, " classes, ",
           spec.vocabulary, " words; fuzz ", spec.fuzz, ", subspace ", spec.subspace, ", activation noise ",
-          spec.activation_noise);
+          spec.activation_noise, spec.leaf_tanh ? "; tanh at the leaves" : "", "; init ", spec.init);
   return model;
 }
 

@@ -1,5 +1,5 @@
 // The paper's compact tensor network (CTN, section 5) as a tree cell (graph/tree.h):
-//   leaf:     v = E[word]
+//   leaf:     v = E[word]                               (leaf_tanh: tanh(E[word]))
 //   compose:  v = tanh(v1ᵀ T_k v2 + M [v1; v2; 1])    T: n×n×n, M: n×(2n+1)
 //   scores:   C [v; 1]                                 C: classes×(n+1)
 // M is held as its three blocks (Ml, Mr, m) and C as (C, c): the same function, and each
@@ -22,7 +22,14 @@ struct CtnSpec {
   double fuzz = 0;             // weight fuzzing σ on E, T, M, C (the paper: 0.02)
   int64_t subspace = 0;        // latent dimensions kept per tree (the paper: n/2)
   double activation_noise = 0; // Gaussian σ on every node vector (the paper: 0.05)
-  // Initialization.
+  // leaf v = tanh(E[word]) instead of E[word], as the authors' code computes it: leaves then
+  // live in (-1, 1) like every composed node.
+  bool leaf_tanh = false;
+  // Initialization. "scaled": every weight drawn around zero at a scale that keeps
+  // pre-activations near unit size. "authors": the authors' code's (after Socher et al.'s
+  // RNTN): Ml and Mr the identity plus U(±1/(2√n)), T U(±1/(2 t_in)), C U(±1/√n), so a
+  // new node starts near tanh(v1 + v2).
+  std::string init = "scaled";
   double word_std = 0.1;
 };
 

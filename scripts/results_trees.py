@@ -23,6 +23,17 @@ PAPER = {("fine", "ctn"): 43.1, ("fine", "ctn+f"): 46.1, ("fine", "ctn+s"): 47.5
 BEGIN, END = "<!-- table2: written by scripts/table2.sh -->", "<!-- /table2 -->"
 
 
+def model_cell(cell):
+    """Which CTN cell table2.sh's --cell made the folder's model.json: "authors" (M started
+    at the identity: its Ml has an init diagonal; tanh leaves come with it) or "scaled"
+    (every record from before --cell existed)."""
+    model = cell / "model.json"
+    if not model.exists():
+        return "scaled"
+    params = {p["name"]: p for p in json.loads(model.read_text()).get("parameters", [])}
+    return "authors" if "diagonal" in params.get("Ml", {}).get("init", {}) else "scaled"
+
+
 def cells(runs_dir, invocation):
     rows = []
     for (task, method), paper in PAPER.items():
@@ -37,7 +48,7 @@ def cells(runs_dir, invocation):
             continue
         acc = [round(100 * s["best_dev"]["test_root_accuracy"], 2) for _, s in runs]
         rows.append({
-            "method": method, "task": task, "runs": len(runs),
+            "method": method, "task": task, "cell": model_cell(cell), "runs": len(runs),
             "mean": round(statistics.mean(acc), 2),
             "std": round(statistics.stdev(acc), 2) if len(acc) > 1 else 0.0,
             "accuracies": acc, "seeds": [seed for seed, _ in runs],
@@ -122,9 +133,11 @@ def draw_curves(cell_curves, image):
 
 def markdown(rows):
     lines = [BEGIN, "## Table 2: root accuracy on the Stanford Sentiment Treebank (test set, %)", "",
-             "Mean ± std over runs (seeds), each at its best dev epoch; the paper's figure beside it.", "",
-             "| method | fine | paper | binary | paper | runs | mean epochs | minutes per run |",
-             "|---|---|---|---|---|---|---|---|"]
+             "Mean ± std over runs (seeds), each at its best dev epoch; the paper's figure beside it. "
+             "Cell (fine/binary): authors, tanh leaves and M started at the identity as in the authors' code; "
+             "scaled, leaves E[word] and every weight drawn around zero (scripts/table2.sh --cell).", "",
+             "| method | fine | paper | binary | paper | runs | mean epochs | minutes per run | cell |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for method in ["ctn", "ctn+f", "ctn+s", "ctn+f+s"]:
         by = {r["task"]: r for r in rows if r["method"] == method}
         if not by:
@@ -135,8 +148,9 @@ def markdown(rows):
         runs = "/".join(str(by[t]["runs"]) if t in by else "-" for t in ["fine", "binary"])
         epochs = "/".join(f"{statistics.mean(by[t]['epochs']):.1f}" if t in by else "-" for t in ["fine", "binary"])
         minutes = "/".join(f"{statistics.mean(by[t]['minutes']):.0f}" if t in by else "-" for t in ["fine", "binary"])
+        kinds = "/".join(by[t].get("cell", "scaled") if t in by else "-" for t in ["fine", "binary"])
         lines.append(f"| {method.upper()} | {cell('fine')} | {PAPER[('fine', method)]} | {cell('binary')} | "
-                     f"{PAPER[('binary', method)]} | {runs} | {epochs} | {minutes} |")
+                     f"{PAPER[('binary', method)]} | {runs} | {epochs} | {minutes} | {kinds} |")
     invocations = sorted({r["command"] for r in rows})
     lines += ["", "Made by " + ", ".join(f"`{c}`" for c in invocations) + "; each run is "
               "`build/pens train runs/table2/TASK-METHOD/config.json --seed S --out runs/table2/TASK-METHOD/seedS` "

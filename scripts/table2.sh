@@ -5,8 +5,8 @@
 # finished run under the runs folder.
 #
 #   scripts/table2.sh [--seeds LIST] [--tasks LIST] [--methods LIST] [--epochs E]
-#                     [--budget-minutes M] [--jobs J] [--data-dir DIR] [--runs DIR]
-#                     [--report-only]
+#                     [--budget-minutes M] [--cell C] [--jobs J] [--data-dir DIR]
+#                     [--runs DIR] [--report-only]
 #
 #   --seeds LIST        comma-separated run seeds per cell (default 1,2,3)
 #   --tasks LIST        from fine, binary (default both)
@@ -14,6 +14,9 @@
 #   --epochs E          epochs per run (default 400, the paper's)
 #   --budget-minutes M  wall-clock budget per run (default: none)
 #   --eval-samples K    subspace draws averaged at evaluation (default 50)
+#   --cell C            authors (default): the authors' code's cell, tanh at the leaves
+#                       and M started at the identity (pens new ctn --leaf-tanh --init
+#                       authors); scaled: leaves E[word], every weight drawn around zero
 #   --jobs J            runs at once, one thread each (default 2)
 #   --data-dir DIR      the treebank (default ../shared/data/sst)
 #   --runs DIR          where runs live (default runs/table2); a run that finished all
@@ -23,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 invocation="scripts/table2.sh $*"
 
-seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 samples=50 jobs=2
+seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 samples=50 jobs=2 model_cell=authors
 data=../shared/data/sst runs=runs/table2 report_only=0
 pens="${PENS:-build/pens}"  # another binary (a copy, while build/ is rebuilt)
 while [[ $# -gt 0 ]]; do
@@ -34,6 +37,7 @@ while [[ $# -gt 0 ]]; do
     --epochs) epochs="$2"; shift 2 ;;
     --budget-minutes) budget="$2"; shift 2 ;;
     --eval-samples) samples="$2"; shift 2 ;;
+    --cell) model_cell="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --data-dir) data="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
@@ -43,6 +47,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
+[[ $model_cell == authors || $model_cell == scaled ]] || { echo "table2: --cell is authors or scaled, got $model_cell" >&2; exit 2; }
 if [[ $report_only == 0 ]]; then
   scripts/check-sst.sh "$data"
   [[ -x $pens ]] || scripts/setup.sh
@@ -52,6 +57,7 @@ if [[ $report_only == 0 ]]; then
     if [[ $task == fine ]]; then classes=5 lr=0.01 l2w=4e-3; else classes=2 lr=0.005 l2w=2e-3; fi
     for method in ${methods//,/ }; do
       noise=()
+      [[ $model_cell == authors ]] && noise+=(--leaf-tanh --init authors)
       [[ $method == *+f* ]] && noise+=(--fuzz 0.02)
       [[ $method == *+s* ]] && noise+=(--subspace 35 --activation-noise 0.05)
       cell="$runs/$task-$method"

@@ -37,6 +37,8 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
     s.string("kind", c.optimizer);
     const OptimizerKind& kind = configured_optimizer(c.optimizer, source);
     s.number("learning_rate", c.learning_rate, 0, 1e3);
+    s.number("restart_every_epochs", c.restart_every_epochs, 0, 1e9);
+    s.number("restart_before_epoch", c.restart_before_epoch, 0, 1e9);
     c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
   } else {
     normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
@@ -74,7 +76,10 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
 
 json to_json(const TreeConfig& c) {
   json optimizer = attributes_json(c.optimizer_settings);
-  optimizer.update(json{{"kind", c.optimizer}, {"learning_rate", c.learning_rate}});
+  optimizer.update(json{{"kind", c.optimizer},
+                        {"learning_rate", c.learning_rate},
+                        {"restart_every_epochs", c.restart_every_epochs},
+                        {"restart_before_epoch", c.restart_before_epoch}});
   json l2 = json::object();
   for (const auto& [name, value] : c.l2) l2[name] = value;
   json j = {

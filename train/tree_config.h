@@ -26,6 +26,12 @@ struct TreeConfig {
   std::string optimizer = "adagrad";
   Attributes optimizer_settings;
   double learning_rate = 0.01;
+  // The optimizer restarts (AdaGrad: its sums of squares back to their initial value) at
+  // the start of every epoch that is a multiple of restart_every_epochs (0: never), while
+  // the epoch is below restart_before_epoch (0: no limit). The authors' code: every 9
+  // epochs before epoch 250.
+  int64_t restart_every_epochs = 0;
+  int64_t restart_before_epoch = 0;
   // ℓ2 per parameter name: the objective gains Σ_p (λ_p / 2) ||θ_p||², the gradient λ_p θ_p.
   std::map<std::string, double> l2;
   double freeze_words_epochs = 0;  // E receives no update before this epoch

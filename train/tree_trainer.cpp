@@ -49,6 +49,10 @@ class TreeRun {
   void evaluate(int64_t done);
   bool checkpoint(int64_t done);
   void regularize(ParamStore<float>& params);
+  bool restarts_at(int64_t epoch) const {
+    const int64_t every = config_.restart_every_epochs, before = config_.restart_before_epoch;
+    return every > 0 && epoch > 0 && epoch % every == 0 && (before == 0 || epoch < before);
+  }
   double epoch_of(int64_t step) const { return static_cast<double>(step) / static_cast<double>(steps_per_epoch_); }
 
   const TreeConfig& config_;
@@ -173,6 +177,7 @@ void TreeRun::run_steps() {
       examples.push_back(index + 1);
       window_nodes_ += members.back()->size();
     }
+    if (step_count_ % steps_per_epoch_ == 0 && restarts_at(epoch)) optimizer_->restart();
     step_graphs.build(*trees_, params, members, examples, lambda_schedule_.lambda_scale_at(epoch_of(step_count_)));
     const OptimizerStep update{.step = step_count_, .learning_rate = config_.learning_rate, .momentum = 0};
     const StepResult r = step_->run(update, step_graphs.graphs(),

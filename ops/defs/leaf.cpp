@@ -60,6 +60,7 @@ struct Parameter {
             {"value", AttrType::Float, false, {}, "init=constant: the value"},
             {"std", AttrType::Float, false, {}, "init=normal: standard deviation", AttrRange::at_least(0)},
             {"limit", AttrType::Float, false, {}, "init=uniform: values in [-limit, limit]", AttrRange::at_least(0)},
+            {"diagonal", AttrType::Float, false, {}, "added to the main diagonal after init (a square matrix)"},
             {"max_norm", AttrType::Float, false, {},
              "optimizer constraint: L2 norm of each column (a unit's incoming weights)", AttrRange::above(0)}};
   }
@@ -75,7 +76,11 @@ struct Parameter {
     if (needs && !ctx.attrs().has(needs)) {
       ctx.fail(cat("init '", init, "' needs the attribute '", needs, "'"));
     }
-    return {declared_shape(ctx, false), DType::Real};
+    const Shape shape = declared_shape(ctx, false);
+    if (ctx.attrs().has("diagonal") && (shape.rank != 2 || shape[0] != shape[1])) {
+      ctx.fail(cat("diagonal: a square matrix has a main diagonal, the shape is ", shape.str()));
+    }
+    return {shape, DType::Real};
   }
   static void check(CheckBuilder& b) { b.check({}, {{"shape", std::vector<int64_t>{3, 2}}}); }
 };

@@ -131,6 +131,11 @@ TEST_CASE("verify: shapes and types are checked, errors name the node") {
     g.param("W", {2, 3}, {{"init", std::string("normal")}});
     CHECK_ERROR_MENTIONS(verify(g), "node 'W'", "needs the attribute 'std'");
   }
+  SUBCASE("a diagonal on a matrix that is not square") {
+    Graph g;
+    g.param("W", {2, 3}, {{"init", std::string("zeros")}, {"diagonal", 1.0}});
+    CHECK_ERROR_MENTIONS(verify(g), "node 'W'", "diagonal: a square matrix has a main diagonal, the shape is [2, 3]");
+  }
 }
 
 TEST_CASE("graphs are values: a copy can change without touching the original") {

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -15,6 +16,7 @@
 #include "pens/graph/tree.h"
 #include "pens/models/ctn.h"
 #include "pens/models/sst.h"
+#include "pens/serialization/model_file.h"
 #include "pens/train/tree_model.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
@@ -62,14 +64,18 @@ Values random_params(const Graph& g, uint64_t seed) {
 using Mat = Eigen::MatrixXd;
 using Vec = Eigen::VectorXd;
 
-// The formula, node by node: v = E[w] at leaves, tanh(v1ᵀ T_k v2 + Ml v1 + Mr v2 + m) inside.
-std::vector<Vec> direct_vectors(const SentimentTree& t, const Values& p) {
+// The formula, node by node: v = E[w] at leaves (tanh(E[w]) with leaf_tanh),
+// tanh(v1ᵀ T_k v2 + Ml v1 + Mr v2 + m) inside.
+std::vector<Vec> direct_vectors(const SentimentTree& t, const Values& p, bool leaf_tanh) {
   const auto at = [&](const char* name, int64_t i) { return p.at(name)[static_cast<size_t>(i)]; };
   std::vector<Vec> v(static_cast<size_t>(t.size()));
   for (int64_t i = 0; i < t.size(); ++i) {
     Vec out(kDim);
     if (t.is_leaf(i)) {
-      for (int64_t j = 0; j < kDim; ++j) out[j] = at("E", t.word_id[static_cast<size_t>(i)] * kDim + j);
+      for (int64_t j = 0; j < kDim; ++j) {
+        const double e = at("E", t.word_id[static_cast<size_t>(i)] * kDim + j);
+        out[j] = leaf_tanh ? std::tanh(e) : e;
+      }
     } else {
       const Vec& a = v[static_cast<size_t>(t.left[static_cast<size_t>(i)])];
       const Vec& b = v[static_cast<size_t>(t.right[static_cast<size_t>(i)])];
@@ -91,7 +97,9 @@ std::vector<Vec> direct_vectors(const SentimentTree& t, const Values& p) {
 }  // namespace
 
 TEST_CASE("a tree's graph computes the compact tensor network's formula at every node") {
-  const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5});
+  for (const bool leaf_tanh : {false, true}) {
+  CAPTURE(leaf_tanh);
+  const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .leaf_tanh = leaf_tanh});
   const SentimentTree tree = five_node_tree();
   const TreeModel tm(model, SentimentTask::Fine);
   const UnrolledTree u = tm.unroll(tree);
@@ -99,7 +107,7 @@ TEST_CASE("a tree's graph computes the compact tensor network's formula at every
   const Values feed = feed_values(u, tree, SentimentTask::Fine);
   values.insert(feed.begin(), feed.end());
   const std::vector<double> scores = testing::evaluate(u.graph, values, u.scores);
-  const std::vector<Vec> v = direct_vectors(tree, values);
+  const std::vector<Vec> v = direct_vectors(tree, values, leaf_tanh);
   REQUIRE(scores.size() == static_cast<size_t>(5 * tree.size()));
   for (int64_t i = 0; i < tree.size(); ++i) {
     for (int64_t c = 0; c < 5; ++c) {
@@ -111,14 +119,17 @@ TEST_CASE("a tree's graph computes the compact tensor network's formula at every
   // Heights: three leaves, then (x y), then the root.
   CHECK(u.indices.size() == 4);
   CHECK(u.root_row() == 4);
+  }
 }
 
 TEST_CASE("the whole tree objective's gradient matches finite differences, with every noise keyed") {
   for (const std::string task : {"fine", "binary"}) {
+  for (const bool leaf_tanh : {false, true}) {
     CAPTURE(task);
+    CAPTURE(leaf_tanh);
     const SentimentTask t = parse_sentiment_task(task);
     const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = task_classes(t), .fuzz = 0.02,
-                                   .subspace = 3, .activation_noise = 0.05});
+                                   .subspace = 3, .activation_noise = 0.05, .leaf_tanh = leaf_tanh});
     const SentimentTree tree = five_node_tree();
     const TreeModel tm(model, t, 0.5);
     const UnrolledTree u = tm.training_tree(tree);
@@ -136,6 +147,43 @@ TEST_CASE("the whole tree objective's gradient matches finite differences, with 
     // Mr's 16, the rows of E the tree reads, C and c.
     CHECK(r.nonzero > 50);
   }
+  }
+}
+
+TEST_CASE("the authors' init starts M at the identity plus small noise, and a model file keeps it") {
+  constexpr int64_t n = 16;
+  const Model model = build_ctn({.vocabulary = kVocab, .dim = n, .classes = 5, .init = "authors"});
+  ParamStore<float> params(model.graph);
+  params.initialize(model.graph, 7);
+  const double m_limit = 0.5 / std::sqrt(static_cast<double>(n));
+  for (const char* name : {"Ml", "Mr"}) {
+    CAPTURE(name);
+    const TensorView<const float> m = params.value(name);
+    double off_diagonal_spread = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const double expected_centre = i == j ? 1.0 : 0.0;
+        REQUIRE(std::abs(m[i * n + j] - expected_centre) <= m_limit + 1e-7);
+        if (i != j) off_diagonal_spread = std::max(off_diagonal_spread, std::abs(double{m[i * n + j]}));
+      }
+    }
+    CHECK(off_diagonal_spread > 0.5 * m_limit);  // drawn, not zero
+  }
+  for (const auto& [name, limit] : std::vector<std::pair<const char*, double>>{{"T", 0.5 / n}, {"C", 1 / std::sqrt(n)}}) {
+    CAPTURE(name);
+    const TensorView<const float> p = params.value(name);
+    double largest = 0;
+    for (int64_t i = 0; i < p.size(); ++i) largest = std::max(largest, std::abs(double{p[i]}));
+    CHECK(largest <= limit + 1e-7);
+    CHECK(largest > 0.5 * limit);
+  }
+  // Written and read back, the model draws the same values.
+  const Model again = parse_model(write_model(model, ValueStorage::None, "").json, "again", ".");
+  ParamStore<float> params_again(again.graph);
+  params_again.initialize(again.graph, 7);
+  CHECK(std::ranges::equal(params_again.values(), params.values()));
+  CHECK_THROWS_WITH_AS(build_ctn({.vocabulary = kVocab, .dim = n, .init = "xavier"}),
+                       doctest::Contains("init must be scaled or authors"), Error);
 }
 
 namespace {

@@ -139,6 +139,48 @@ TEST_CASE("a tree run resumed from its checkpoint ends where an unbroken one doe
   }
 }
 
+TEST_CASE("the optimizer restarts at the configured epochs, and a run resumed at a restart ends where an unbroken one does") {
+  TempDir dir;
+  const TreeData data = make_treebank(dir, 40, 10, 10, 9);
+  save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 5, .classes = 5}), dir / "ctn.model.json");
+  TreeConfig config;
+  config.model = dir / "ctn.model.json";
+  config.data_dir = dir.path();
+  config.batch_trees = 8;
+  config.eval_samples = 1;
+  config.epochs = 3;
+  config.optimizer_settings.set("epsilon", 1e-3);
+  config.optimizer_settings.set("initial_accumulator", 1e-3);
+  TrainObserver quiet;
+  const auto final_values = [&](const std::string& run) {
+    const Model m = load_model(dir / (run + "/model.json"));
+    return std::vector<float>(m.values->values().begin(), m.values->values().end());
+  };
+  train_trees(config, data, dir / "never", quiet);
+  config.restart_every_epochs = 2;
+  train_trees(config, data, dir / "every2", quiet);
+  config.restart_before_epoch = 2;  // the restart at epoch 2 is not before epoch 2
+  train_trees(config, data, dir / "before2", quiet);
+  config.restart_before_epoch = 0;
+  config.epochs = 2;
+  train_trees(config, data, dir / "resumed", quiet);
+  config.epochs = 3;
+  train_trees(config, data, dir / "resumed", quiet, true);
+  CHECK(final_values("every2") != final_values("never"));
+  CHECK(final_values("before2") == final_values("never"));
+  CHECK(final_values("resumed") == final_values("every2"));
+  const TreeConfig read = parse_tree_config(
+      nlohmann::json::parse(R"({"model": "m.json", "task": "fine", "optimizer": {"kind": "adagrad",
+        "learning_rate": 0.01, "epsilon": 0.001, "restart_every_epochs": 9, "restart_before_epoch": 250}})"),
+      "cfg.json");
+  CHECK(read.restart_every_epochs == 9);
+  CHECK(read.restart_before_epoch == 250);
+  CHECK(read.optimizer_settings.get_float("epsilon") == 0.001);
+  const TreeConfig again = parse_tree_config(to_json(read), "again");
+  CHECK(again.restart_every_epochs == 9);
+  CHECK(again.restart_before_epoch == 250);
+}
+
 TEST_CASE("skip-gram pre-training lowers its loss and leaves word vectors of the configured spread") {
   TempDir dir;
   const TreeData data = make_treebank(dir, 150, 20, 5, 9);
