@@ -20,6 +20,7 @@
 #include "pens/train/report.h"
 #include "pens/train/run_folder.h"
 #include "pens/train/trainer.h"
+#include "pens/train/tree_config.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
 
@@ -320,6 +321,25 @@ TEST_CASE("every training config under examples/ parses and names a model file t
     ++configs;
   }
   CHECK(configs >= 6);
+}
+
+TEST_CASE("every tree config under examples/sst parses and names a model file that has the parameters its l2 names") {
+  int configs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(PENS_SOURCE_DIR) + "/examples/sst")) {
+    if (entry.path().extension() != ".json" || entry.path().filename().string().ends_with(".model.json")) continue;
+    const json j = json::parse(read_file(entry.path().string(), 1 << 20));
+    if (!is_tree_config(j) || j["task"] == "skipgram") continue;  // pens pretrain's skip-gram configs
+    INFO(entry.path().string());
+    const TreeConfig c = parse_tree_config(j, entry.path().string());
+    const Model m = load_model((entry.path().parent_path() / c.model).string());
+    REQUIRE(m.tree.has_value());
+    for (const auto& [parameter, lambda] : c.l2) {
+      INFO("l2 " << parameter);
+      CHECK((m.graph.find(parameter) && m.graph[parameter].op->name == "parameter"));
+    }
+    ++configs;
+  }
+  CHECK(configs >= 3);
 }
 
 TEST_CASE("a resumed run continues exactly as an unbroken one") {
