@@ -14,7 +14,9 @@ Model build_ctn(const CtnSpec& spec) {
   if (spec.classes < 2) fail("ctn: classes must be >= 2, got ", spec.classes);
   if (spec.tensor != "compact" && spec.tensor != "full") fail("ctn: tensor must be compact or full, got '", spec.tensor, "'");
   if (spec.subspace < 0 || spec.subspace > n) fail("ctn: subspace keeps 0 (none) to ", n, " dimensions, got ", spec.subspace);
-  if (spec.init != "scaled" && spec.init != "authors") fail("ctn: init must be scaled or authors, got '", spec.init, "'");
+  if (spec.init != "scaled" && spec.init != "authors") {
+    fail("ctn: init must be scaled or authors, got '", spec.init, "'");
+  }
   if (spec.subspace > 0 && spec.tensor == "full") {
     fail("ctn: subspace sampling slices T along [v1; v2], which the full tensor mixes; use tensor compact");
   }

@@ -47,7 +47,10 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-[[ $model_cell == authors || $model_cell == scaled ]] || { echo "table2: --cell is authors or scaled, got $model_cell" >&2; exit 2; }
+if [[ $model_cell != authors && $model_cell != scaled ]]; then
+  echo "table2: --cell is authors or scaled, got $model_cell" >&2
+  exit 2
+fi
 if [[ $report_only == 0 ]]; then
   scripts/check-sst.sh "$data"
   [[ -x $pens ]] || scripts/setup.sh

@@ -98,55 +98,58 @@ std::vector<Vec> direct_vectors(const SentimentTree& t, const Values& p, bool le
 
 TEST_CASE("a tree's graph computes the compact tensor network's formula at every node") {
   for (const bool leaf_tanh : {false, true}) {
-  CAPTURE(leaf_tanh);
-  const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .leaf_tanh = leaf_tanh});
-  const SentimentTree tree = five_node_tree();
-  const TreeModel tm(model, SentimentTask::Fine);
-  const UnrolledTree u = tm.unroll(tree);
-  Values values = random_params(model.graph, 3);
-  const Values feed = feed_values(u, tree, SentimentTask::Fine);
-  values.insert(feed.begin(), feed.end());
-  const std::vector<double> scores = testing::evaluate(u.graph, values, u.scores);
-  const std::vector<Vec> v = direct_vectors(tree, values, leaf_tanh);
-  REQUIRE(scores.size() == static_cast<size_t>(5 * tree.size()));
-  for (int64_t i = 0; i < tree.size(); ++i) {
-    for (int64_t c = 0; c < 5; ++c) {
-      double expected = values["c"][static_cast<size_t>(c)];
-      for (int64_t j = 0; j < kDim; ++j) expected += v[static_cast<size_t>(i)][j] * values["C"][static_cast<size_t>(j * 5 + c)];
-      CHECK(scores[static_cast<size_t>(u.row_of[static_cast<size_t>(i)] * 5 + c)] == doctest::Approx(expected).epsilon(1e-12));
+    CAPTURE(leaf_tanh);
+    const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .leaf_tanh = leaf_tanh});
+    const SentimentTree tree = five_node_tree();
+    const TreeModel tm(model, SentimentTask::Fine);
+    const UnrolledTree u = tm.unroll(tree);
+    Values values = random_params(model.graph, 3);
+    const Values feed = feed_values(u, tree, SentimentTask::Fine);
+    values.insert(feed.begin(), feed.end());
+    const std::vector<double> scores = testing::evaluate(u.graph, values, u.scores);
+    const std::vector<Vec> v = direct_vectors(tree, values, leaf_tanh);
+    REQUIRE(scores.size() == static_cast<size_t>(5 * tree.size()));
+    for (int64_t i = 0; i < tree.size(); ++i) {
+      for (int64_t c = 0; c < 5; ++c) {
+        double expected = values["c"][static_cast<size_t>(c)];
+        for (int64_t j = 0; j < kDim; ++j) {
+          expected += v[static_cast<size_t>(i)][j] * values["C"][static_cast<size_t>(j * 5 + c)];
+        }
+        const double got = scores[static_cast<size_t>(u.row_of[static_cast<size_t>(i)] * 5 + c)];
+        CHECK(got == doctest::Approx(expected).epsilon(1e-12));
+      }
     }
-  }
-  // Heights: three leaves, then (x y), then the root.
-  CHECK(u.indices.size() == 4);
-  CHECK(u.root_row() == 4);
+    // Heights: three leaves, then (x y), then the root.
+    CHECK(u.indices.size() == 4);
+    CHECK(u.root_row() == 4);
   }
 }
 
 TEST_CASE("the whole tree objective's gradient matches finite differences, with every noise keyed") {
   for (const std::string task : {"fine", "binary"}) {
-  for (const bool leaf_tanh : {false, true}) {
-    CAPTURE(task);
-    CAPTURE(leaf_tanh);
-    const SentimentTask t = parse_sentiment_task(task);
-    const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = task_classes(t), .fuzz = 0.02,
-                                   .subspace = 3, .activation_noise = 0.05, .leaf_tanh = leaf_tanh});
-    const SentimentTree tree = five_node_tree();
-    const TreeModel tm(model, t, 0.5);
-    const UnrolledTree u = tm.training_tree(tree);
-    const Graph& g = u.graph;
-    Values values = random_params(model.graph, 5);
-    const Values feed = feed_values(u, tree, t);
-    values.insert(feed.begin(), feed.end());
-    GradcheckOptions options;
-    options.inputs = false;
-    options.key = {.seed = 9, .step = 2, .example = 4};
-    const GradcheckResult r = gradcheck(g, values, options);
-    INFO(r.worst);
-    CHECK(r.passed);
-    // Only the kept 3 of 4 dimensions carry gradient: 27 of T's 64 entries, 9 of Ml's and
-    // Mr's 16, the rows of E the tree reads, C and c.
-    CHECK(r.nonzero > 50);
-  }
+    for (const bool leaf_tanh : {false, true}) {
+      CAPTURE(task);
+      CAPTURE(leaf_tanh);
+      const SentimentTask t = parse_sentiment_task(task);
+      const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = task_classes(t), .fuzz = 0.02,
+                                     .subspace = 3, .activation_noise = 0.05, .leaf_tanh = leaf_tanh});
+      const SentimentTree tree = five_node_tree();
+      const TreeModel tm(model, t, 0.5);
+      const UnrolledTree u = tm.training_tree(tree);
+      const Graph& g = u.graph;
+      Values values = random_params(model.graph, 5);
+      const Values feed = feed_values(u, tree, t);
+      values.insert(feed.begin(), feed.end());
+      GradcheckOptions options;
+      options.inputs = false;
+      options.key = {.seed = 9, .step = 2, .example = 4};
+      const GradcheckResult r = gradcheck(g, values, options);
+      INFO(r.worst);
+      CHECK(r.passed);
+      // Only the kept 3 of 4 dimensions carry gradient: 27 of T's 64 entries, 9 of Ml's and
+      // Mr's 16, the rows of E the tree reads, C and c.
+      CHECK(r.nonzero > 50);
+    }
   }
 }
 
@@ -169,7 +172,8 @@ TEST_CASE("the authors' init starts M at the identity plus small noise, and a mo
     }
     CHECK(off_diagonal_spread > 0.5 * m_limit);  // drawn, not zero
   }
-  for (const auto& [name, limit] : std::vector<std::pair<const char*, double>>{{"T", 0.5 / n}, {"C", 1 / std::sqrt(n)}}) {
+  const std::vector<std::pair<const char*, double>> limits = {{"T", 0.5 / n}, {"C", 1 / std::sqrt(n)}};
+  for (const auto& [name, limit] : limits) {
     CAPTURE(name);
     const TensorView<const float> p = params.value(name);
     double largest = 0;

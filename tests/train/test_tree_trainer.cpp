@@ -139,7 +139,7 @@ TEST_CASE("a tree run resumed from its checkpoint ends where an unbroken one doe
   }
 }
 
-TEST_CASE("the optimizer restarts at the configured epochs, and a run resumed at a restart ends where an unbroken one does") {
+TEST_CASE("the optimizer restarts at the configured epochs; a run resumed at a restart ends as an unbroken one") {
   TempDir dir;
   const TreeData data = make_treebank(dir, 40, 10, 10, 9);
   save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 5, .classes = 5}), dir / "ctn.model.json");
