@@ -134,7 +134,7 @@ TEST_CASE("verify: shapes and types are checked, errors name the node") {
   SUBCASE("a diagonal on a matrix that is not square") {
     Graph g;
     g.param("W", {2, 3}, {{"init", std::string("zeros")}, {"diagonal", 1.0}});
-    CHECK_ERROR_MENTIONS(verify(g), "node 'W'", "diagonal: a square matrix has a main diagonal, the shape is [2, 3]");
+    CHECK_ERROR_MENTIONS(verify(g), "node 'W'", "diagonal: a square matrix has a main diagonal, the shape is [2,3]");
   }
 }
 
