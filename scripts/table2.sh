@@ -23,6 +23,9 @@
 #                       --epochs is not run again, one its budget stopped is resumed
 #   --report-only       run nothing; rebuild the report from the runs that exist
 set -euo pipefail
+# The body is one brace group ending in exit: bash reads it whole before running it, so a
+# campaign of hours is not derailed when this file is edited while it runs.
+{
 cd "$(dirname "$0")/.."
 invocation="scripts/table2.sh $*"
 
@@ -105,3 +108,5 @@ sys.exit(0 if s.get("status") == "finished" and s.get("epochs", 0) >= float(sys.
   wait
 fi
 python3 scripts/results_trees.py "$runs" docs/results.md docs/results.json "$invocation"
+exit
+}
