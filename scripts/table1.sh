@@ -55,6 +55,9 @@
 # The report is rewritten after every run, so finished cells are recorded as they
 # finish, and the script says what remains before it starts and after each run.
 set -euo pipefail
+# The body is one brace group ending in exit: bash reads it whole before running it, so a
+# campaign of hours is not derailed when this file is edited while it runs.
+{
 cd "$(dirname "$0")/.."
 
 splits=3 labels=100,600,1000,3000 methods=sde,pea budget="" supervised=0 supervised_methods=raw,sde,pea supervised_epochs="" runs=runs/table1
@@ -240,3 +243,5 @@ fi
 
 report
 echo "table1: wrote $report/results.md and $report/results.json"
+exit
+}

@@ -20,6 +20,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// A parameter init's numeric settings, beside its kind: what the reader takes and the writer keeps.
+constexpr const char* kInitSettings[] = {"std", "value", "limit", "diagonal"};
+
 // Reads JSON values with their paths, so that every error names the file and the field.
 class Reader {
  public:
@@ -379,9 +382,9 @@ Model parse_model(const std::string& text, const std::string& source, const std:
       if (const json* init = r.optional(e, "init")) {
         const std::string ip = p + "/init";
         r.object(*init, ip);
-        r.only(*init, ip, {"kind", "std", "value", "limit", "diagonal"});
+        r.only(*init, ip, {"kind", "std", "value", "limit", "diagonal"});  // "kind" and kInitSettings
         attrs.set("init", r.string(r.required(*init, ip, "kind"), ip + "/kind"));
-        for (const char* key : {"std", "value", "limit", "diagonal"}) {
+        for (const char* key : kInitSettings) {
           if (const json* x = r.optional(*init, key)) attrs.set(key, r.number(*x, ip + "/" + key));
         }
       }
@@ -607,7 +610,7 @@ ModelText write_model(const Model& m, ValueStorage storage, const std::string& s
       e["shape"] = n.attrs.get_ints("shape");
       e["dtype"] = "float32";
       json init = {{"kind", n.attrs.get_string("init")}};
-      for (const char* key : {"std", "value", "limit", "diagonal"}) {
+      for (const char* key : kInitSettings) {
         if (n.attrs.has(key)) init[key] = n.attrs.get_float(key);
       }
       e["init"] = init;

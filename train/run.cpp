@@ -10,6 +10,7 @@
 #include "pens/serialization/files.h"
 #include "pens/serialization/json_text.h"
 #include "pens/train/run_folder.h"
+#include "pens/train/skipgram.h"
 
 namespace pens {
 
@@ -69,6 +70,9 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
   run.config_path = config_path;
   run.out_dir = options.out.value_or((fs::path("runs") / fs::path(config_path).stem()).string());
   const nlohmann::json j = parse_json_text(read_file(config_path, 1 << 20), config_path);
+  if (is_skipgram_config(j)) {
+    fail(config_path, " is a word-vector pre-training config (task \"skipgram\"): run it with pens pretrain");
+  }
   run.trees = is_tree_config(j);
   if (run.trees) {
     if (options.labels) fail("labels is for MNIST configs; ", config_path, " is a tree config");

@@ -391,6 +391,13 @@ TEST_CASE("pens eval, train and pretrain: a corrupt IDX file or a bad config is 
   CHECK(train.out.find("unknown field run.epoch") != std::string::npos);
   CHECK(std::count(train.out.begin(), train.out.end(), '\n') == 1);
 
+  // A skip-gram config names a task too; pens train sends it to pens pretrain.
+  const Run skipgram = pens_cli("train " + std::string(PENS_SOURCE_DIR) + "/examples/sst/skipgram.json");
+  CHECK(skipgram.status == 1);
+  CHECK(skipgram.out.find("skipgram.json is a word-vector pre-training config (task \"skipgram\"): run it with pens "
+                          "pretrain") != std::string::npos);
+  CHECK(std::count(skipgram.out.begin(), skipgram.out.end(), '\n') == 1);
+
   std::ofstream(dir / "pretrain.json") << R"({"model": "m.json", "layers": [{"node": "a1", "corruption": 0.25}]})";
   const Run pretrain = pens_cli("pretrain " + (dir / "pretrain.json"));
   CHECK(pretrain.status == 1);
