@@ -19,6 +19,7 @@
 #include "pens/train/pretrain_config.h"
 #include "pens/train/report.h"
 #include "pens/train/run_folder.h"
+#include "pens/train/skipgram.h"
 #include "pens/train/trainer.h"
 #include "pens/train/tree_config.h"
 #include "tests/support/helpers.h"
@@ -328,7 +329,7 @@ TEST_CASE("every tree config under examples/sst parses and names a model file th
   for (const auto& entry : std::filesystem::directory_iterator(std::string(PENS_SOURCE_DIR) + "/examples/sst")) {
     if (entry.path().extension() != ".json" || entry.path().filename().string().ends_with(".model.json")) continue;
     const json j = json::parse(read_file(entry.path().string(), 1 << 20));
-    if (!is_tree_config(j) || j["task"] == "skipgram") continue;  // pens pretrain's skip-gram configs
+    if (!is_tree_config(j) || is_skipgram_config(j)) continue;  // pens pretrain's skip-gram configs
     INFO(entry.path().string());
     const TreeConfig c = parse_tree_config(j, entry.path().string());
     const Model m = load_model((entry.path().parent_path() / c.model).string());
