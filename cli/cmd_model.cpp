@@ -146,8 +146,8 @@ int write_new_model(const Model& model, ValueStorage storage, const Args& args) 
 int new_ctn(const Args& args) {
   CtnSpec spec;
   if (auto dir = args.option("sst")) {
-    const int64_t min_count = args.option_int("min-count", 1, 1, kMaxCount);
-    spec.vocabulary = Vocabulary::from_trees(read_trees(*dir + "/train.txt"), min_count).size();
+    const VocabularyPolicy policy{args.option_int("min-count", 1, 1, kMaxCount), args.flag("lowercase")};
+    spec.vocabulary = Vocabulary::from_trees(read_trees(*dir + "/train.txt"), policy).size();
   }
   spec.vocabulary = args.option_int("vocabulary", spec.vocabulary, 1, kMaxCount);
   if (spec.vocabulary < 1) fail("pens new ctn: give --vocabulary N or --sst DIR (its training words size E)");
@@ -211,7 +211,7 @@ int new_ladder(const Args& args) {
 
 int run_new(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv[0] == "ctn") {
-    const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {"leaf-tanh"},
+    const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {"leaf-tanh", "lowercase"},
                     {"vocabulary", "sst", "min-count", "dim", "classes", "tensor", "fuzz", "subspace",
                      "activation-noise", "word-std", "init", "penalty", "children", "description", "output"});
     if (!args.positional().empty()) fail("pens new ctn takes options only");

@@ -72,7 +72,7 @@ int pretrain_skipgram(const Args& args, const std::string& config_path, const js
   if (config.epochs < 1) fail("--epochs must be at least 1");
   const std::string out_dir =
       args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
-  const TreeData data = load_tree_data(config.data_dir, config.min_count);
+  const TreeData data = load_tree_data(config.data_dir, config.vocabulary);
   RunFolder(out_dir).write_config(to_json(config));
   std::cerr << "pens pretrain: skip-gram word vectors on " << config.data_dir << ", " << config.epochs
             << " epochs; writing " << out_dir << "\n";

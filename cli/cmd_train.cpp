@@ -156,16 +156,16 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
   const std::string part = args.option("data").value_or("test");
   const TreeModel tm(model, task_of(model));
   const int64_t classes = tm.classes();
-  const int64_t min_count = args.option_int("min-count", 1, 1, kMaxCount);
-  const TreeData data = load_tree_data(args.option("data-dir").value_or("../shared/data/sst"), min_count);
+  const VocabularyPolicy policy{args.option_int("min-count", 1, 1, kMaxCount), args.flag("lowercase")};
+  const TreeData data = load_tree_data(args.option("data-dir").value_or("../shared/data/sst"), policy);
   const std::vector<SentimentTree>* trees = part == "train" ? &data.bank.train
                                             : part == "dev"  ? &data.bank.dev
                                             : part == "test" ? &data.bank.test
                                                              : nullptr;
   if (!trees) fail("--data must be train, dev or test for a tree model, got '", part, "'");
   if (const ParamEntry* e = model.values->find("E"); e && e->shape[0] != data.vocabulary.size()) {
-    fail(model_path, ": E has ", e->shape[0], " rows but the vocabulary with --min-count ", min_count, " has ",
-         data.vocabulary.size(), " words");
+    fail(model_path, ": E has ", e->shape[0], " rows but the vocabulary with --min-count ", policy.min_count,
+         policy.lowercase ? " and --lowercase" : "", " has ", data.vocabulary.size(), " words");
   }
   const int64_t samples = args.option_int("samples", 50, 1, kMaxSamples);
   const TreeEvaluation e =
@@ -258,7 +258,7 @@ int run_train(const std::vector<std::string>& argv) {
 }
 
 int run_eval(const std::vector<std::string>& argv) {
-  const Args args(argv, {}, {"data", "data-dir", "batch", "samples", "seed", "min-count"});
+  const Args args(argv, {"lowercase"}, {"data", "data-dir", "batch", "samples", "seed", "min-count"});
   const std::string& model_path = args.one_positional("a model file");
   const Model model = load_model(model_path);
   const auto untrained = [&] { fail(model_path, ": the model holds no parameter values (train it first)"); };

@@ -110,6 +110,7 @@ const std::vector<Command>& commands() {
        "pens new ctn: the compact tensor network over sentiment trees (docs/trees.md)\n"
        "  --sst DIR               size the word vectors from DIR/train.txt's vocabulary\n"
        "  --min-count K           ... counting words seen at least K times (default 1)\n"
+       "  --lowercase             ... and words that differ only in case as one\n"
        "  --vocabulary N          or give the number of words (<unk> included)\n"
        "  --dim N                 node vector size (default 70)\n"
        "  --classes C             5 (fine, default) or 2 (binary)\n"
@@ -205,6 +206,7 @@ const std::vector<Command>& commands() {
        "  --data PART       train, dev or test (default)\n"
        "  --data-dir DIR    the treebank folder (default ../shared/data/sst)\n"
        "  --min-count K     the vocabulary's min_count, as in training (default 1)\n"
+       "  --lowercase       the vocabulary lowercased, as in training's data.lowercase\n"
        "  --samples K       subspace models: draws averaged per tree (default 50)\n",
        pens::cli::run_eval},
   };

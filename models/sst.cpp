@@ -193,25 +193,36 @@ std::vector<SentimentTree> read_trees(const std::string& path) {
   return parse_trees(read_file(path, kMaxTreeFileBytes), path);
 }
 
-Vocabulary Vocabulary::from_trees(const std::vector<SentimentTree>& trees, int64_t min_count) {
-  if (min_count < 1) fail("vocabulary min_count must be >= 1, got ", min_count);
+Vocabulary Vocabulary::from_trees(const std::vector<SentimentTree>& trees, const VocabularyPolicy& policy) {
+  if (policy.min_count < 1) fail("vocabulary min_count must be >= 1, got ", policy.min_count);
+  Vocabulary v;
+  v.lowercase_ = policy.lowercase;
   std::map<std::string, int64_t> counts;  // ordered: ids do not depend on hashing
   for (const SentimentTree& t : trees) {
     for (int64_t i = 0; i < t.size(); ++i) {
-      if (t.is_leaf(i)) ++counts[t.word[static_cast<size_t>(i)]];
+      if (t.is_leaf(i)) ++counts[v.key(t.word[static_cast<size_t>(i)])];
     }
   }
-  Vocabulary v;
   for (const auto& [word, count] : counts) {
-    if (count < min_count) continue;
+    if (count < policy.min_count) continue;
     v.ids_.emplace(word, static_cast<int32_t>(v.words_.size()));
     v.words_.push_back(word);
   }
   return v;
 }
 
+std::string Vocabulary::key(const std::string& word) const {
+  if (!lowercase_) return word;
+  std::string folded = word;
+  // ASCII letters only: bytes of multi-byte UTF-8 characters are all >= 0x80 and stay as they are.
+  for (char& c : folded) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return folded;
+}
+
 int32_t Vocabulary::id(const std::string& word) const {
-  const auto it = ids_.find(word);
+  const auto it = ids_.find(key(word));
   return it == ids_.end() ? kUnknown : it->second;
 }
 

@@ -43,16 +43,23 @@ std::vector<SentimentTree> parse_trees(const std::string& text, const std::strin
 // Reads a file of trees (refuses files over 1 GiB and anything that is not a regular file).
 std::vector<SentimentTree> read_trees(const std::string& path);
 
-// The words a model knows. Id 0 is "<unk>". A word gets its own id when it occurs at least
-// `min_count` times in the training trees; every other word (rare training words, and words
-// seen only in dev or test) maps to <unk>, so the <unk> vector is trained on the rare words
-// that stand in for unseen ones at test time. Words are matched exactly (case and the
-// treebank's escapes such as -LRB- kept).
+// How words become vocabulary entries: a word gets its own id when it occurs at least
+// `min_count` times in the training trees; with `lowercase`, words that differ only in the
+// case of ASCII letters are one word ("The" and "the"; the authors' code lowercases too).
+struct VocabularyPolicy {
+  int64_t min_count = 1;
+  bool lowercase = false;
+};
+
+// The words a model knows. Id 0 is "<unk>". Every word the policy leaves without an id (rare
+// training words, and words seen only in dev or test) maps to <unk>, so the <unk> vector is
+// trained on the rare words that stand in for unseen ones at test time. Without
+// `lowercase`, words are matched exactly (case and the treebank's escapes such as -LRB- kept).
 class Vocabulary {
  public:
   static constexpr int32_t kUnknown = 0;
   Vocabulary() : words_{"<unk>"} {}
-  static Vocabulary from_trees(const std::vector<SentimentTree>& trees, int64_t min_count);
+  static Vocabulary from_trees(const std::vector<SentimentTree>& trees, const VocabularyPolicy& policy);
   int32_t id(const std::string& word) const;
   const std::string& word(int32_t id) const { return words_.at(static_cast<size_t>(id)); }
   int64_t size() const { return static_cast<int64_t>(words_.size()); }
@@ -60,8 +67,11 @@ class Vocabulary {
   int64_t assign_ids(std::vector<SentimentTree>& trees) const;
 
  private:
+  std::string key(const std::string& word) const;  // the word as the policy counts it
+
   std::vector<std::string> words_;
   std::unordered_map<std::string, int32_t> ids_;
+  bool lowercase_ = false;
 };
 
 // Which labels a node carries for training and evaluation.

@@ -5,7 +5,7 @@
 # finished run under the runs folder.
 #
 #   scripts/table2.sh [--seeds LIST] [--tasks LIST] [--methods LIST] [--epochs E]
-#                     [--budget-minutes M] [--cell C] [--jobs J] [--data-dir DIR]
+#                     [--budget-minutes M] [--cell C] [--optimizer O] [--jobs J] [--data-dir DIR]
 #                     [--runs DIR] [--report-only]
 #
 #   --seeds LIST        comma-separated run seeds per cell (default 1,2,3)
@@ -17,6 +17,9 @@
 #   --cell C            authors (default): the authors' code's cell, tanh at the leaves
 #                       and M started at the identity (pens new ctn --leaf-tanh --init
 #                       authors); scaled: leaves E[word], every weight drawn around zero
+#   --optimizer O       plain (default): AdaGrad with its defaults; authors: the authors'
+#                       AdaGrad (epsilon 1e-3 added to the root, sums of squares started
+#                       at 1e-3 and reset every 9 epochs before epoch 250)
 #   --jobs J            runs at once, one thread each (default 2)
 #   --data-dir DIR      the treebank (default ../shared/data/sst)
 #   --runs DIR          where runs live (default runs/table2); a run that finished all
@@ -29,7 +32,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 invocation="scripts/table2.sh $*"
 
-seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 samples=50 jobs=2 model_cell=authors
+seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 samples=50 jobs=2 model_cell=authors optimizer=plain
 data=../shared/data/sst runs=runs/table2 report_only=0
 pens="${PENS:-build/pens}"  # another binary (a copy, while build/ is rebuilt)
 while [[ $# -gt 0 ]]; do
@@ -41,11 +44,12 @@ while [[ $# -gt 0 ]]; do
     --budget-minutes) budget="$2"; shift 2 ;;
     --eval-samples) samples="$2"; shift 2 ;;
     --cell) model_cell="$2"; shift 2 ;;
+    --optimizer) optimizer="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --data-dir) data="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table2: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,6 +58,13 @@ if [[ $model_cell != authors && $model_cell != scaled ]]; then
   echo "table2: --cell is authors or scaled, got $model_cell" >&2
   exit 2
 fi
+if [[ $optimizer != plain && $optimizer != authors ]]; then
+  echo "table2: --optimizer is plain or authors, got $optimizer" >&2
+  exit 2
+fi
+adagrad=""
+[[ $optimizer == authors ]] &&
+  adagrad=', "epsilon": 1e-3, "initial_accumulator": 1e-3, "restart_every_epochs": 9, "restart_before_epoch": 250'
 if [[ $report_only == 0 ]]; then
   scripts/check-sst.sh "$data"
   [[ -x $pens ]] || scripts/setup.sh
@@ -76,7 +87,7 @@ if [[ $report_only == 0 ]]; then
   "task": "$task",
   "data": {"dir": "$data", "min_count": 1},
   "batch": {"trees": 27},
-  "optimizer": {"kind": "adagrad", "learning_rate": $lr},
+  "optimizer": {"kind": "adagrad", "learning_rate": $lr$adagrad},
   "l2": {"T": $l2w, "Ml": $l2w, "Mr": $l2w, "m": $l2w, "C": 2e-4, "c": 2e-4, "E": 2e-4},
   "run": {"epochs": $epochs, "budget_minutes": $budget, "threads": 1},
   "eval": {"samples": $samples, "train_trees": 500}

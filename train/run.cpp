@@ -81,7 +81,7 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
     run.tree = parse_tree_config(j, config_path);
     apply(options, config_path, run.tree);
     run.resume = resume_of(options, run);
-    run.tree_data = load_tree_data(run.tree.data_dir, run.tree.min_count);
+    run.tree_data = load_tree_data(run.tree.data_dir, run.tree.vocabulary);
     if (options.writes) start_run_folder(run);
     run.description = cat("pens train: ", run.tree.model, " on ", run.tree.data_dir, " (", run.tree.task, ") for ",
                           run.tree.epochs, " epochs", budget_text(run.budget_minutes()), ", ",

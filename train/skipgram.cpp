@@ -29,7 +29,8 @@ SkipgramConfig parse_skipgram_config(const json& j, const std::string& source) {
   if (const json* d = top.child("data")) {
     ConfigSection s(*d, "data", source);
     s.string("dir", c.data_dir);
-    s.number("min_count", c.min_count, 1, 1e9);
+    s.number("min_count", c.vocabulary.min_count, 1, 1e9);
+    s.boolean("lowercase", c.vocabulary.lowercase);
   }
   top.number("dim", c.dim, 1, 1e5);
   top.number("window", c.window, 1, 1e3);
@@ -46,7 +47,7 @@ SkipgramConfig parse_skipgram_config(const json& j, const std::string& source) {
 
 json to_json(const SkipgramConfig& c) {
   return {{"task", "skipgram"}, {"description", c.description},
-          {"data", {{"dir", c.data_dir}, {"min_count", c.min_count}}},
+          {"data", {{"dir", c.data_dir}, {"min_count", c.vocabulary.min_count}, {"lowercase", c.vocabulary.lowercase}}},
           {"dim", c.dim}, {"window", c.window}, {"negatives", c.negatives}, {"dropout", c.dropout},
           {"batch", c.batch}, {"learning_rate", c.learning_rate}, {"epochs", c.epochs},
           {"word_std", c.word_std}, {"seed", c.seed}, {"threads", c.threads}};

@@ -18,7 +18,7 @@ namespace pens {
 struct SkipgramConfig {
   std::string description;
   std::string data_dir = "../shared/data/sst";
-  int64_t min_count = 1;  // as the tree config's, so that E has the same rows
+  VocabularyPolicy vocabulary;  // as the tree config's, so that E has the same rows
   int64_t dim = 70;
   int64_t window = 5;
   int64_t negatives = 5;

@@ -26,7 +26,8 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   if (const json* d = top.child("data")) {
     ConfigSection s(*d, "data", source);
     s.string("dir", c.data_dir);
-    s.number("min_count", c.min_count, 1, 1e9);
+    s.number("min_count", c.vocabulary.min_count, 1, 1e9);
+    s.boolean("lowercase", c.vocabulary.lowercase);
   }
   if (const json* b = top.child("batch")) {
     ConfigSection s(*b, "batch", source);
@@ -87,7 +88,7 @@ json to_json(const TreeConfig& c) {
       {"model", c.model},
       {"init_from", c.init_from},
       {"task", c.task},
-      {"data", {{"dir", c.data_dir}, {"min_count", c.min_count}}},
+      {"data", {{"dir", c.data_dir}, {"min_count", c.vocabulary.min_count}, {"lowercase", c.vocabulary.lowercase}}},
       {"batch", {{"trees", c.batch_trees}}},
       {"optimizer", optimizer},
       {"l2", l2},

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/sst.h"
 #include "pens/ops/ir/attributes.h"
 
 namespace pens {
@@ -21,7 +22,7 @@ struct TreeConfig {
   std::string init_from;
   std::string task = "fine";  // fine | binary (models/sst.h)
   std::string data_dir = "../shared/data/sst";
-  int64_t min_count = 1;      // words seen fewer times in training map to <unk>
+  VocabularyPolicy vocabulary;  // data.min_count and data.lowercase
   int64_t batch_trees = 27;
   std::string optimizer = "adagrad";
   Attributes optimizer_settings;

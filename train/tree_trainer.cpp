@@ -93,7 +93,8 @@ TreeRun::TreeRun(const TreeConfig& config, const TreeData& data, const std::stri
   if (!config.init_from.empty()) observer.on_message(initialize_from(params, model_.graph, config.init_from));
   if (const ParamEntry* e = params.find("E"); e && e->shape[0] != data.vocabulary.size()) {
     fail(config.model, ": E has ", e->shape[0], " rows but the vocabulary of ", config.data_dir, " with min_count ",
-         config.min_count, " has ", data.vocabulary.size(), " words (pens new ctn --vocabulary ", data.vocabulary.size(), ")");
+         config.vocabulary.min_count, config.vocabulary.lowercase ? " (lowercased)" : "", " has ", data.vocabulary.size(),
+         " words (pens new ctn --vocabulary ", data.vocabulary.size(), ")");
   }
   for (const auto& [name, value] : config.l2) {
     if (!params.find(name)) fail("l2.", name, ": the model has no parameter '", name, "'");
@@ -287,9 +288,9 @@ TrainSummary TreeRun::finish() {
 
 }  // namespace
 
-TreeData load_tree_data(const std::string& dir, int64_t min_count) {
+TreeData load_tree_data(const std::string& dir, const VocabularyPolicy& vocabulary) {
   TreeData d{load_sst(dir), {}};
-  d.vocabulary = Vocabulary::from_trees(d.bank.train, min_count);
+  d.vocabulary = Vocabulary::from_trees(d.bank.train, vocabulary);
   for (auto* set : {&d.bank.train, &d.bank.dev, &d.bank.test}) d.vocabulary.assign_ids(*set);
   return d;
 }

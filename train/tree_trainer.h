@@ -19,7 +19,7 @@ struct TreeData {
   SentimentTreebank bank;
   Vocabulary vocabulary;
 };
-TreeData load_tree_data(const std::string& dir, int64_t min_count);
+TreeData load_tree_data(const std::string& dir, const VocabularyPolicy& vocabulary);
 
 // Trains into out_dir; with `resume`, continues from its checkpoint exactly as an unbroken
 // run would (tree order and noise are functions of seed and step).

@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check_tree(t);
       all.push_back(&t);
     }
-    const pens::Vocabulary vocabulary = pens::Vocabulary::from_trees(trees, 1);
+    const pens::Vocabulary vocabulary = pens::Vocabulary::from_trees(trees, {});
     if (vocabulary.assign_ids(trees) != 0) __builtin_trap();  // every word was counted once
     if (!all.empty()) check_tree(pens::make_forest(all).nodes);
   } catch (const pens::Error&) {

@@ -70,17 +70,34 @@ TEST_CASE("no input crashes or hangs the reader: deep nesting and every prefix o
 
 TEST_CASE("the vocabulary maps rare and unseen words to <unk>") {
   std::vector<SentimentTree> train = parse_trees("(3 (2 good) (2 film))\n(1 (2 bad) (2 film))\n", "train");
-  const Vocabulary all = Vocabulary::from_trees(train, 1);
+  const Vocabulary all = Vocabulary::from_trees(train, {});
   CHECK(all.size() == 4);  // <unk>, bad, film, good
   CHECK(all.word(0) == "<unk>");
   CHECK(all.id("film") != Vocabulary::kUnknown);
   CHECK(all.id("Film") == Vocabulary::kUnknown);  // exact match, case kept
-  const Vocabulary frequent = Vocabulary::from_trees(train, 2);
+  const Vocabulary frequent = Vocabulary::from_trees(train, {.min_count = 2});
   CHECK(frequent.size() == 2);
   CHECK(frequent.id("good") == Vocabulary::kUnknown);
   CHECK(frequent.assign_ids(train) == 2);
   CHECK(train[0].word_id == std::vector<int32_t>{0, 1, -1});
-  CHECK_THROWS_AS(Vocabulary::from_trees(train, 0), Error);
+  CHECK_THROWS_AS(Vocabulary::from_trees(train, {.min_count = 0}), Error);
+}
+
+TEST_CASE("a lowercased vocabulary counts words that differ only in case as one") {
+  const std::vector<SentimentTree> train =
+      parse_trees("(3 (2 Good) (2 film))\n(3 (2 good) (2 FILM))\n(2 (2 Émile) (2 -LRB-))\n", "train");
+  const Vocabulary exact = Vocabulary::from_trees(train, {});
+  CHECK(exact.size() == 7);
+  const Vocabulary folded = Vocabulary::from_trees(train, {.min_count = 2, .lowercase = true});
+  CHECK(folded.size() == 3);  // <unk>, film, good: each seen twice once folded
+  CHECK(folded.id("GOOD") == folded.id("good"));
+  CHECK(folded.id("Film") != Vocabulary::kUnknown);
+  CHECK(folded.word(folded.id("Film")) == "film");
+  // Only ASCII letters fold: the UTF-8 bytes of "É" stay, so "émile" is another word.
+  const Vocabulary once = Vocabulary::from_trees(train, {.lowercase = true});
+  CHECK(once.id("Émile") != Vocabulary::kUnknown);
+  CHECK(once.id("émile") == Vocabulary::kUnknown);
+  CHECK(once.id("-lrb-") == once.id("-LRB-"));
 }
 
 TEST_CASE("tasks: fine keeps 0..4, binary drops neutral and merges the rest") {

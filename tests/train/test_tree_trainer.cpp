@@ -53,7 +53,7 @@ TreeData make_treebank(const TempDir& dir, int train, int dev, int test, uint64_
     std::ofstream out(dir / part);
     for (int i = 0; i < count; ++i) out << random_tree(rng) << "\n";
   }
-  return load_tree_data(dir.path(), 1);
+  return load_tree_data(dir.path(), {});
 }
 
 }  // namespace
@@ -179,6 +179,21 @@ TEST_CASE("the optimizer restarts at the configured epochs; a run resumed at a r
   const TreeConfig again = parse_tree_config(to_json(read), "again");
   CHECK(again.restart_every_epochs == 9);
   CHECK(again.restart_before_epoch == 250);
+}
+
+TEST_CASE("a tree config's data section sets the vocabulary policy, and a wrong type is named") {
+  const auto parse = [](const std::string& data) {
+    return parse_tree_config(nlohmann::json::parse(R"({"model": "m.json", "task": "fine", "data": )" + data + "}"),
+                             "cfg.json");
+  };
+  const TreeConfig read = parse(R"({"min_count": 2, "lowercase": true})");
+  CHECK(read.vocabulary.min_count == 2);
+  CHECK(read.vocabulary.lowercase);
+  const TreeConfig again = parse_tree_config(to_json(read), "again");
+  CHECK(again.vocabulary.min_count == 2);
+  CHECK(again.vocabulary.lowercase);
+  CHECK_FALSE(parse("{}").vocabulary.lowercase);
+  CHECK_THROWS_WITH_AS(parse(R"({"lowercase": "yes"})"), doctest::Contains("data.lowercase"), Error);
 }
 
 TEST_CASE("skip-gram pre-training lowers its loss and leaves word vectors of the configured spread") {
