@@ -34,14 +34,16 @@ def model_cell(cell):
     return "authors" if "diagonal" in params.get("Ml", {}).get("init", {}) else "scaled"
 
 
-def adagrad_kind(cell):
-    """Which AdaGrad table2.sh's --optimizer wrote into the folder's config.json: "authors"
-    (restarts every 9 epochs, epsilon 1e-3) or "plain" (every record from before
-    --optimizer existed)."""
-    config = cell / "config.json"
-    if not config.exists():
-        return "plain"
-    return "authors" if json.loads(config.read_text())["optimizer"].get("restart_every_epochs") else "plain"
+def config_choices(cell):
+    """What table2.sh's --optimizer and --lowercase wrote into the folder's config.json:
+    (AdaGrad, words). AdaGrad "authors" (restarts every 9 epochs, epsilon 1e-3) or
+    "plain"; words "lowercase" or "exact". Records from before the options existed: plain
+    and exact."""
+    path = cell / "config.json"
+    config = json.loads(path.read_text()) if path.exists() else {}
+    adagrad = "authors" if config.get("optimizer", {}).get("restart_every_epochs") else "plain"
+    words = "lowercase" if config.get("data", {}).get("lowercase") else "exact"
+    return adagrad, words
 
 
 def cells(runs_dir, invocation):
@@ -57,8 +59,9 @@ def cells(runs_dir, invocation):
         if not runs:
             continue
         acc = [round(100 * s["best_dev"]["test_root_accuracy"], 2) for _, s in runs]
+        adagrad, words = config_choices(cell)
         rows.append({
-            "method": method, "task": task, "cell": model_cell(cell), "optimizer": adagrad_kind(cell),
+            "method": method, "task": task, "cell": model_cell(cell), "optimizer": adagrad, "words": words,
             "runs": len(runs),
             "mean": round(statistics.mean(acc), 2),
             "std": round(statistics.stdev(acc), 2) if len(acc) > 1 else 0.0,
@@ -148,9 +151,11 @@ def markdown(rows):
              "Cell (fine/binary): authors, tanh leaves and M started at the identity as in the authors' code; "
              "scaled, leaves E[word] and every weight drawn around zero (scripts/table2.sh --cell). "
              "AdaGrad (fine/binary): plain, pens' defaults; authors, the authors' epsilon of 1e-3 and "
-             "restarts every 9 epochs (scripts/table2.sh --optimizer).", "",
-             "| method | fine | paper | binary | paper | runs | mean epochs | minutes per run | cell | AdaGrad |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "restarts every 9 epochs (scripts/table2.sh --optimizer). Words: exact, or lowercase (one word "
+             "whatever the case, scripts/table2.sh --lowercase).", "",
+             "| method | fine | paper | binary | paper | runs | mean epochs | minutes per run | cell | AdaGrad "
+             "| words |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for method in ["ctn", "ctn+f", "ctn+s", "ctn+f+s"]:
         by = {r["task"]: r for r in rows if r["method"] == method}
         if not by:
@@ -163,8 +168,9 @@ def markdown(rows):
         minutes = "/".join(f"{statistics.mean(by[t]['minutes']):.0f}" if t in by else "-" for t in ["fine", "binary"])
         kinds = "/".join(by[t].get("cell", "scaled") if t in by else "-" for t in ["fine", "binary"])
         adagrad = "/".join(by[t].get("optimizer", "plain") if t in by else "-" for t in ["fine", "binary"])
+        words = "/".join(by[t].get("words", "exact") if t in by else "-" for t in ["fine", "binary"])
         lines.append(f"| {method.upper()} | {cell('fine')} | {PAPER[('fine', method)]} | {cell('binary')} | "
-                     f"{PAPER[('binary', method)]} | {runs} | {epochs} | {minutes} | {kinds} | {adagrad} |")
+                     f"{PAPER[('binary', method)]} | {runs} | {epochs} | {minutes} | {kinds} | {adagrad} | {words} |")
     invocations = sorted({r["command"] for r in rows})
     lines += ["", "Made by " + ", ".join(f"`{c}`" for c in invocations) + "; each run is "
               "`build/pens train runs/table2/TASK-METHOD/config.json --seed S --out runs/table2/TASK-METHOD/seedS` "

@@ -5,7 +5,8 @@
 # finished run under the runs folder.
 #
 #   scripts/table2.sh [--seeds LIST] [--tasks LIST] [--methods LIST] [--epochs E]
-#                     [--budget-minutes M] [--cell C] [--optimizer O] [--jobs J] [--data-dir DIR]
+#                     [--budget-minutes M] [--cell C] [--optimizer O] [--lowercase]
+#                     [--jobs J] [--data-dir DIR]
 #                     [--runs DIR] [--report-only]
 #
 #   --seeds LIST        comma-separated run seeds per cell (default 1,2,3)
@@ -20,6 +21,8 @@
 #   --optimizer O       plain (default): AdaGrad with its defaults; authors: the authors'
 #                       AdaGrad (epsilon 1e-3 added to the root, sums of squares started
 #                       at 1e-3 and reset every 9 epochs before epoch 250)
+#   --lowercase         words that differ only in case are one word (data.lowercase),
+#                       as in the authors' code; default: words matched exactly
 #   --jobs J            runs at once, one thread each (default 2)
 #   --data-dir DIR      the treebank (default ../shared/data/sst)
 #   --runs DIR          where runs live (default runs/table2); a run that finished all
@@ -32,7 +35,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 invocation="scripts/table2.sh $*"
 
-seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 samples=50 jobs=2 model_cell=authors optimizer=plain
+seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 samples=50 jobs=2 model_cell=authors optimizer=plain lowercase=false
 data=../shared/data/sst runs=runs/table2 report_only=0
 pens="${PENS:-build/pens}"  # another binary (a copy, while build/ is rebuilt)
 while [[ $# -gt 0 ]]; do
@@ -45,11 +48,12 @@ while [[ $# -gt 0 ]]; do
     --eval-samples) samples="$2"; shift 2 ;;
     --cell) model_cell="$2"; shift 2 ;;
     --optimizer) optimizer="$2"; shift 2 ;;
+    --lowercase) lowercase=true; shift ;;
     --jobs) jobs="$2"; shift 2 ;;
     --data-dir) data="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table2: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -73,19 +77,20 @@ if [[ $report_only == 0 ]]; then
   for task in ${tasks//,/ }; do
     if [[ $task == fine ]]; then classes=5 lr=0.01 l2w=4e-3; else classes=2 lr=0.005 l2w=2e-3; fi
     for method in ${methods//,/ }; do
-      noise=()
-      [[ $model_cell == authors ]] && noise+=(--leaf-tanh --init authors)
-      [[ $method == *+f* ]] && noise+=(--fuzz 0.02)
-      [[ $method == *+s* ]] && noise+=(--subspace 35 --activation-noise 0.05)
+      options=()  # pens new ctn's
+      [[ $model_cell == authors ]] && options+=(--leaf-tanh --init authors)
+      [[ $lowercase == true ]] && options+=(--lowercase)
+      [[ $method == *+f* ]] && options+=(--fuzz 0.02)
+      [[ $method == *+s* ]] && options+=(--subspace 35 --activation-noise 0.05)
       cell="$runs/$task-$method"
       mkdir -p "$cell"
-      "$pens" new ctn --sst "$data" --classes "$classes" "${noise[@]}" --output "$cell/model.json" 2>/dev/null
+      "$pens" new ctn --sst "$data" --classes "$classes" "${options[@]}" --output "$cell/model.json" 2>/dev/null
       cat > "$cell/config.json" <<JSON
 {
   "description": "Table 2, $method on the $task task",
   "model": "model.json",
   "task": "$task",
-  "data": {"dir": "$data", "min_count": 1},
+  "data": {"dir": "$data", "min_count": 1, "lowercase": $lowercase},
   "batch": {"trees": 27},
   "optimizer": {"kind": "adagrad", "learning_rate": $lr$adagrad},
   "l2": {"T": $l2w, "Ml": $l2w, "Mr": $l2w, "m": $l2w, "C": 2e-4, "c": 2e-4, "E": 2e-4},

@@ -45,22 +45,24 @@ def test_a_cell_measured_again_keeps_the_record_it_replaces(tmp_path):
     # The cell's model was made with table2.sh --cell authors: M starts at the identity.
     (runs / "fine-ctn+s" / "model.json").write_text(json.dumps({"parameters": [
         {"name": "Ml", "init": {"kind": "uniform", "limit": 0.06, "diagonal": 1.0}}]}))
-    # ... and its config with --optimizer authors: AdaGrad restarts.
-    (runs / "fine-ctn+s" / "config.json").write_text(json.dumps({"optimizer": {
-        "kind": "adagrad", "learning_rate": 0.01, "epsilon": 1e-3, "restart_every_epochs": 9}}))
+    # ... and its config with --optimizer authors (AdaGrad restarts) and --lowercase.
+    (runs / "fine-ctn+s" / "config.json").write_text(json.dumps({
+        "optimizer": {"kind": "adagrad", "learning_rate": 0.01, "epsilon": 1e-3, "restart_every_epochs": 9},
+        "data": {"dir": "sst", "min_count": 1, "lowercase": True}}))
 
     records = report(runs, md, results, "scripts/table2.sh --epochs 20")
     fresh = records[("fine", "ctn+s")]
-    assert (fresh["runs"], fresh["accuracies"], fresh["mean"], fresh["cell"], fresh["optimizer"]) == \
-        (2, [42.0, 44.0], 43.0, "authors", "authors")
+    assert (fresh["runs"], fresh["accuracies"], fresh["mean"], fresh["cell"], fresh["optimizer"], fresh["words"]) == \
+        (2, [42.0, 44.0], 43.0, "authors", "authors", "lowercase")
     assert fresh["superseded"] == [old]
     assert records[("binary", "ctn")] == untouched
     assert records[(None, "pea")] == mnist
     assert records[("binary", "ctn+s+pea")] == other_tree_run  # not a Table 2 cell: kept as it was
     text = md.read_text()
-    assert "| CTN+S | 43.00 ± 1.41 | 47.5 | - | 87.8 | 2/- | 20.0/- | 10/- | authors/- | authors/- |" in text
-    # A record from before --cell and --optimizer existed was made with the scaled cell and plain AdaGrad.
-    assert "| CTN | - | 43.1 | 80.29 ± 0.81 | 83.4 | -/3 | -/41.7 | -/8 | -/scaled | -/plain |" in text
+    assert "| CTN+S | 43.00 ± 1.41 | 47.5 | - | 87.8 | 2/- | 20.0/- | 10/- | authors/- | authors/- | lowercase/- |" \
+        in text
+    # A record from before --cell, --optimizer and --lowercase existed: the scaled cell, plain AdaGrad, exact words.
+    assert "| CTN | - | 43.1 | 80.29 ± 0.81 | 83.4 | -/3 | -/41.7 | -/8 | -/scaled | -/plain | -/exact |" in text
 
     # The same runs reported again: the same record, the replaced one kept once; so too
     # when a campaign over another cell reports them (its command is not theirs).
