@@ -35,7 +35,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 invocation="scripts/table2.sh $*"
 
-seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 samples=50 jobs=2 model_cell=authors optimizer=plain lowercase=false
+seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 samples=50 jobs=2
+model_cell=authors optimizer=plain lowercase=false
 data=../shared/data/sst runs=runs/table2 report_only=0
 pens="${PENS:-build/pens}"  # another binary (a copy, while build/ is rebuilt)
 while [[ $# -gt 0 ]]; do
