@@ -93,8 +93,8 @@ TreeRun::TreeRun(const TreeConfig& config, const TreeData& data, const std::stri
   if (!config.init_from.empty()) observer.on_message(initialize_from(params, model_.graph, config.init_from));
   if (const ParamEntry* e = params.find("E"); e && e->shape[0] != data.vocabulary.size()) {
     fail(config.model, ": E has ", e->shape[0], " rows but the vocabulary of ", config.data_dir, " with min_count ",
-         config.vocabulary.min_count, config.vocabulary.lowercase ? " (lowercased)" : "", " has ", data.vocabulary.size(),
-         " words (pens new ctn --vocabulary ", data.vocabulary.size(), ")");
+         config.vocabulary.min_count, config.vocabulary.lowercase ? " (lowercased)" : "", " has ",
+         data.vocabulary.size(), " words (pens new ctn --vocabulary ", data.vocabulary.size(), ")");
   }
   for (const auto& [name, value] : config.l2) {
     if (!params.find(name)) fail("l2.", name, ": the model has no parameter '", name, "'");
