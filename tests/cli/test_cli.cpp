@@ -453,3 +453,33 @@ TEST_CASE("tree models from the command line: new, inspect one tree, train on a 
   CHECK(eval.out.find("mean of 4 subspace draws") != std::string::npos);
   CHECK(eval.out.find("root accuracy") != std::string::npos);
 }
+
+TEST_CASE("a lowercased vocabulary from the command line: pens new ctn sizes E, pens eval must be told") {
+  pens::testing::TempDir dir;
+  const std::string trees = "(3 (2 The) (4 (4 good) (2 film)))\n(1 (2 the) (0 (0 bad) (2 FILM)))\n";
+  for (const char* part : {"train.txt", "dev.txt", "test.txt"}) std::ofstream(dir / part) << trees;
+  const auto rows_of_e = [&](const std::string& options) {
+    const Run made = pens_cli("new ctn --sst " + dir.path() + " --dim 4 " + options);
+    REQUIRE(made.status == 0);
+    const auto doc = nlohmann::json::parse(made.out);
+    for (const auto& p : doc.at("parameters")) {
+      if (p.at("name") == "E") return p.at("shape")[0].get<int>();
+    }
+    FAIL("no parameter E");
+    return 0;
+  };
+  CHECK(rows_of_e("") == 7);              // <unk>, FILM, The, bad, film, good, the
+  CHECK(rows_of_e("--lowercase") == 5);   // <unk>, bad, film, good, the
+  REQUIRE(pens_cli("new ctn --sst " + dir.path() + " --dim 4 --lowercase --output " + (dir / "ctn.json")).status == 0);
+  std::ofstream(dir / "config.json") << R"({"model": "ctn.json", "task": "fine", "data": {"dir": ")" << dir.path()
+                                     << R"(", "lowercase": true}, "run": {"epochs": 1}})";
+  REQUIRE(pens_cli("train " + (dir / "config.json") + " --out " + (dir / "run")).status == 0);
+  const std::string eval = "eval " + (dir / "run/model.json") + " --data-dir " + dir.path();
+  const Run exact = pens_cli(eval);
+  CHECK(exact.status == 1);
+  CHECK(exact.out.find("E has 5 rows but the vocabulary with --min-count 1 has 7 words") != std::string::npos);
+  const Run folded = pens_cli(eval + " --lowercase");
+  INFO(folded.out);
+  CHECK(folded.status == 0);
+  CHECK(folded.out.find("root accuracy") != std::string::npos);
+}
