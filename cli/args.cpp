@@ -114,4 +114,8 @@ double Args::option_double(const std::string& name, double fallback, const AttrR
   return v;
 }
 
+VocabularyPolicy vocabulary_policy(const Args& args) {
+  return {args.option_int("min-count", 1, 1, kMaxCount), args.flag("lowercase")};
+}
+
 }  // namespace pens::cli

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "pens/models/sst.h"
 #include "pens/ops/ir/attributes.h"
 
 namespace pens::cli {
@@ -40,6 +41,10 @@ class Args {
   std::map<std::string, std::vector<std::string>> values_;
   std::vector<std::string> positional_;
 };
+
+// The treebank vocabulary's options, --min-count K and --lowercase, as a config's data section
+// gives them (pens new ctn and pens eval must build E's rows the same way training does).
+VocabularyPolicy vocabulary_policy(const Args& args);
 
 // Domains of the integers commands take: seeds (as configs allow them) and counts.
 inline constexpr int64_t kMaxSeed = 1'000'000'000'000'000;

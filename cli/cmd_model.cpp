@@ -146,7 +146,7 @@ int write_new_model(const Model& model, ValueStorage storage, const Args& args) 
 int new_ctn(const Args& args) {
   CtnSpec spec;
   if (auto dir = args.option("sst")) {
-    const VocabularyPolicy policy{args.option_int("min-count", 1, 1, kMaxCount), args.flag("lowercase")};
+    const VocabularyPolicy policy = vocabulary_policy(args);
     spec.vocabulary = Vocabulary::from_trees(read_trees(*dir + "/train.txt"), policy).size();
   }
   spec.vocabulary = args.option_int("vocabulary", spec.vocabulary, 1, kMaxCount);

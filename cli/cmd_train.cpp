@@ -156,7 +156,7 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
   const std::string part = args.option("data").value_or("test");
   const TreeModel tm(model, task_of(model));
   const int64_t classes = tm.classes();
-  const VocabularyPolicy policy{args.option_int("min-count", 1, 1, kMaxCount), args.flag("lowercase")};
+  const VocabularyPolicy policy = vocabulary_policy(args);
   const TreeData data = load_tree_data(args.option("data-dir").value_or("../shared/data/sst"), policy);
   const std::vector<SentimentTree>* trees = part == "train" ? &data.bank.train
                                             : part == "dev"  ? &data.bank.dev

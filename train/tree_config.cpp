@@ -11,6 +11,18 @@ using nlohmann::json;
 
 bool is_tree_config(const json& j) { return j.is_object() && j.contains("task"); }
 
+void read_data_section(const json& section, const std::string& source, std::string& dir,
+                       VocabularyPolicy& vocabulary) {
+  ConfigSection s(section, "data", source);
+  s.string("dir", dir);
+  s.number("min_count", vocabulary.min_count, 1, 1e9);
+  s.boolean("lowercase", vocabulary.lowercase);
+}
+
+json data_section_json(const std::string& dir, const VocabularyPolicy& vocabulary) {
+  return {{"dir", dir}, {"min_count", vocabulary.min_count}, {"lowercase", vocabulary.lowercase}};
+}
+
 TreeConfig parse_tree_config(const json& j, const std::string& source) {
   TreeConfig c;
   ConfigSection top(j, "", source);
@@ -23,12 +35,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   } catch (const Error& e) {
     fail(source, ": task: ", e.what());
   }
-  if (const json* d = top.child("data")) {
-    ConfigSection s(*d, "data", source);
-    s.string("dir", c.data_dir);
-    s.number("min_count", c.vocabulary.min_count, 1, 1e9);
-    s.boolean("lowercase", c.vocabulary.lowercase);
-  }
+  if (const json* d = top.child("data")) read_data_section(*d, source, c.data_dir, c.vocabulary);
   if (const json* b = top.child("batch")) {
     ConfigSection s(*b, "batch", source);
     s.number("trees", c.batch_trees, 1, 1e6);
@@ -88,7 +95,7 @@ json to_json(const TreeConfig& c) {
       {"model", c.model},
       {"init_from", c.init_from},
       {"task", c.task},
-      {"data", {{"dir", c.data_dir}, {"min_count", c.vocabulary.min_count}, {"lowercase", c.vocabulary.lowercase}}},
+      {"data", data_section_json(c.data_dir, c.vocabulary)},
       {"batch", {{"trees", c.batch_trees}}},
       {"optimizer", optimizer},
       {"l2", l2},

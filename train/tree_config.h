@@ -56,4 +56,11 @@ bool is_tree_config(const nlohmann::json& j);
 TreeConfig parse_tree_config(const nlohmann::json& j, const std::string& source);
 nlohmann::json to_json(const TreeConfig& c);
 
+// The "data" section tree and skip-gram configs share: the treebank's folder and the
+// vocabulary policy (one reader, so that pre-trained word vectors and a tree model's E are
+// built from the same words). `section` is the section's JSON, `source` the config's name.
+void read_data_section(const nlohmann::json& section, const std::string& source, std::string& dir,
+                       VocabularyPolicy& vocabulary);
+nlohmann::json data_section_json(const std::string& dir, const VocabularyPolicy& vocabulary);
+
 }  // namespace pens
