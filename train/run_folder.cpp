@@ -128,16 +128,27 @@ std::vector<std::string> RunFolder::check_resumable(const nlohmann::json& saved,
                                            "anneal_start_epoch", "anneal_end_epoch", "momentum_start",
                                            "momentum_end",       "momentum_epochs"};
   const auto resumable = [](nlohmann::json c) {
+    c.erase("description");
     for (const char* key : kRun) c["run"].erase(key);
     for (const char* key : kSchedule) c["optimizer"].erase(key);
     c["checkpoint"].erase("keep");
     return c;
   };
-  if (resumable(saved) != resumable(now)) {
-    fail(checkpoint_path(), ": written by a different config (a resume may change only run.epochs, "
-         "run.budget_minutes, run.threads, checkpoint.keep and the optimizer's schedule: learning_rate, warmup_epochs, "
-         "decay, anneal_start_epoch, anneal_end_epoch, momentum_start, momentum_end, momentum_epochs); saved: ",
-         saved.dump());
+  const nlohmann::json was = resumable(saved), is = resumable(now);
+  if (was != is) {
+    // Each field that differs, by its dotted name, with both values: what a user must put back.
+    std::string fields;
+    for (const nlohmann::json& op : nlohmann::json::diff(was, is)) {
+      const nlohmann::json::json_pointer at(op["path"].get<std::string>());
+      std::string name = at.to_string().substr(1);
+      std::replace(name.begin(), name.end(), '/', '.');
+      const std::string before = was.contains(at) ? was[at].dump() : "absent";
+      const std::string after = is.contains(at) ? is[at].dump() : "absent";
+      fields += cat(fields.empty() ? "" : "; ", name, " ", before, " in the checkpoint, ", after, " now");
+    }
+    fail(checkpoint_path(), ": written by a different config: ", fields, " (a resume may change only description, "
+         "run.epochs, run.budget_minutes, run.threads, checkpoint.keep and the optimizer's schedule: learning_rate, "
+         "warmup_epochs, decay, anneal_start_epoch, anneal_end_epoch, momentum_start, momentum_end, momentum_epochs)");
   }
   std::vector<std::string> changed;
   nlohmann::json settings = nlohmann::json::object();

@@ -67,8 +67,9 @@ class RunFolder {
   std::vector<std::pair<int64_t, std::string>> kept_checkpoints() const;
   // Throws unless a checkpoint's config (`saved`) and a resumed run's (`now`), both in
   // the form the config's to_json writes, agree in all but the fields a resume may change:
-  // the run's length, budget and threads, and the optimizer's schedule (learning rate,
-  // warm-up, decay, momentum: what a user lowers to get past a divergence). Returns
+  // the description, the run's length, budget and threads, and the optimizer's schedule
+  // (learning rate, warm-up, decay, momentum: what a user lowers to get past a divergence);
+  // the error names every other field that differs, with both values. Returns
   // "field was -> now" for each schedule field that changed, and keeps them for
   // resume_changes().
   std::vector<std::string> check_resumable(const nlohmann::json& saved, const nlohmann::json& now);

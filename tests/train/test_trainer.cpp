@@ -102,6 +102,7 @@ TrainSummary check_resume_is_exact(TrainConfig config, const testing::TempDir& d
   config.epochs = 2;
   train(config, small_data(), dir / "resumed", quiet);
   config.epochs = 4;
+  config.description = "resumed under another description";  // free text: a resume may change it
   train(config, small_data(), dir / "resumed", quiet, /*resume=*/true);
   const Model a = load_model(dir / "unbroken/model.json");
   const Model b = load_model(dir / "resumed/model.json");
@@ -360,7 +361,7 @@ TEST_CASE("a resumed run continues exactly as an unbroken one") {
   config.batch_labeled = 8;  // a different run cannot resume this one
   Quiet quiet;
   CHECK_ERROR_MENTIONS(train(config, small_data(), dir / "resumed", quiet, true), "checkpoint.pens",
-                       "written by a different config");
+                       "written by a different config", "batch.labeled 16 in the checkpoint, 8 now");
 }
 
 TEST_CASE("a resumed run's clock goes on from its checkpoint's: its minutes and its budget are the whole run's") {
