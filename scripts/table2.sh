@@ -20,7 +20,8 @@
 #                       authors); scaled: leaves E[word], every weight drawn around zero
 #   --optimizer O       plain (default): AdaGrad with its defaults; authors: the authors'
 #                       AdaGrad (epsilon 1e-3 added to the root, sums of squares started
-#                       at 1e-3 and reset every 9 epochs before epoch 250)
+#                       at 1e-3 and reset every 9 epochs before epoch 250); the table in
+#                       docs/results.md: authors for CTN+S and CTN+F+S, plain for the rest
 #   --lowercase         words that differ only in case are one word (data.lowercase),
 #                       as in the authors' code; default: words matched exactly
 #   --jobs J            runs at once, one thread each (default 2)
@@ -54,7 +55,7 @@ while [[ $# -gt 0 ]]; do
     --data-dir) data="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table2: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
