@@ -19,7 +19,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --epochs) epochs="$2"; shift 2 ;;
     --sides) sides="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "loop: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
