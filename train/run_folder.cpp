@@ -134,21 +134,24 @@ std::vector<std::string> RunFolder::check_resumable(const nlohmann::json& saved,
     c["checkpoint"].erase("keep");
     return c;
   };
-  const nlohmann::json was = resumable(saved), is = resumable(now);
-  if (was != is) {
+  const nlohmann::json fixed_saved = resumable(saved), fixed_now = resumable(now);
+  if (fixed_saved != fixed_now) {
     // Each field that differs, by its dotted name, with both values: what a user must put back.
     std::string fields;
-    for (const nlohmann::json& op : nlohmann::json::diff(was, is)) {
-      const nlohmann::json::json_pointer at(op["path"].get<std::string>());
-      std::string name = at.to_string().substr(1);
+    for (const nlohmann::json& op : nlohmann::json::diff(fixed_saved, fixed_now)) {
+      const std::string path = op["path"].get<std::string>();
+      const nlohmann::json::json_pointer at(path);
+      std::string name = path.substr(1);
       std::replace(name.begin(), name.end(), '/', '.');
-      const std::string before = was.contains(at) ? was[at].dump() : "absent";
-      const std::string after = is.contains(at) ? is[at].dump() : "absent";
+      const std::string before = fixed_saved.contains(at) ? fixed_saved[at].dump() : "absent";
+      const std::string after = fixed_now.contains(at) ? fixed_now[at].dump() : "absent";
       fields += cat(fields.empty() ? "" : "; ", name, " ", before, " in the checkpoint, ", after, " now");
     }
-    fail(checkpoint_path(), ": written by a different config: ", fields, " (a resume may change only description, "
-         "run.epochs, run.budget_minutes, run.threads, checkpoint.keep and the optimizer's schedule: learning_rate, "
-         "warmup_epochs, decay, anneal_start_epoch, anneal_end_epoch, momentum_start, momentum_end, momentum_epochs)");
+    std::string allowed = "description";
+    for (const char* key : kRun) allowed += cat(", run.", key);
+    allowed += ", checkpoint.keep and the optimizer's schedule: ";
+    for (const char* key : kSchedule) allowed += cat(key, key == kSchedule.back() ? "" : ", ");
+    fail(checkpoint_path(), ": written by a different config: ", fields, " (a resume may change only ", allowed, ")");
   }
   std::vector<std::string> changed;
   nlohmann::json settings = nlohmann::json::object();
