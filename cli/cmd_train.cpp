@@ -138,6 +138,11 @@ void print_results(const PreparedRun& run, const TrainSummary& summary) {
       const json& b = s["best_dev"];
       std::cout << "test root accuracy " << percent(b["test_root_accuracy"]) << " at the best dev root accuracy ("
                 << percent(b["dev_root_accuracy"]) << ", epoch " << b["epoch"].get<double>() << ")\n";
+      if (b.contains("final_evaluation")) {
+        const json& f = b["final_evaluation"];
+        std::cout << "test root accuracy " << percent(f["test_root_accuracy"]) << " with " << f["samples"].get<int64_t>()
+                  << " subspace draws, the same model (dev " << percent(f["dev_root_accuracy"]) << ")\n";
+      }
     }
   } else {
     if (s.contains("best_validation")) {

@@ -46,6 +46,21 @@ def config_choices(cell):
     return adagrad, words
 
 
+def test_evaluation(summary):
+    """The evaluation a run's test figure comes from: the best dev epoch's model evaluated
+    again with eval.final_samples subspace draws where the run did so, else the best dev
+    epoch's own evaluation."""
+    return summary["best_dev"].get("final_evaluation", summary["best_dev"])
+
+
+def test_draws(method, summary):
+    """Subspace draws averaged in a run's test figure; 0 for a model evaluated by its clean
+    parent (no subspace sampling)."""
+    if not method.endswith("+s"):
+        return 0
+    return test_evaluation(summary).get("samples", summary["config"]["eval"]["samples"])
+
+
 def cells(runs_dir, invocation):
     rows = []
     for (task, method), paper in PAPER.items():
@@ -58,7 +73,7 @@ def cells(runs_dir, invocation):
             runs.append((int(summary.parent.name[4:]), s))
         if not runs:
             continue
-        acc = [round(100 * s["best_dev"]["test_root_accuracy"], 2) for _, s in runs]
+        acc = [round(100 * test_evaluation(s)["test_root_accuracy"], 2) for _, s in runs]
         adagrad, words = config_choices(cell)
         rows.append({
             "method": method, "task": task, "cell": model_cell(cell), "optimizer": adagrad, "words": words,
@@ -69,6 +84,7 @@ def cells(runs_dir, invocation):
             "minutes": [round(s["wall_seconds"] / 60, 1) for _, s in runs],
             "epochs": [s["epochs"] for _, s in runs],
             "best_dev_epochs": [s["best_dev"]["epoch"] for _, s in runs],
+            "test_draws": [test_draws(method, s) for _, s in runs],
             "paper": paper,
             "command": invocation,
             "run_command": f"build/pens train {cell}/config.json --seed S --out {cell}/seedS",
@@ -145,17 +161,29 @@ def draw_curves(cell_curves, image):
     subprocess.run(["gnuplot"], input="\n".join(script) + "\n", text=True, check=True)
 
 
+def draws_of(record):
+    """A record's test draws for the table: "parent", one count, or the runs' counts
+    joined by "+" where they differ (older records lack them: "?")."""
+    draws = sorted(set(record.get("test_draws", [])))
+    if not draws:
+        return "?"
+    return "+".join("parent" if d == 0 else str(d) for d in draws)
+
+
 def markdown(rows):
     lines = [BEGIN, "## Table 2: root accuracy on the Stanford Sentiment Treebank (test set, %)", "",
-             "Mean ± std over runs (seeds), each at its best dev epoch; the paper's figure beside it. "
+             "Mean ± std over runs (seeds), each the model of its best dev epoch; the paper's figure beside it. "
+             "Test draws (fine/binary): subspace draws averaged per test tree (the paper: 50; where the epochs' "
+             "evaluations used fewer, the best dev epoch's model evaluated again, eval.final_samples); parent, "
+             "the clean parent predicts. "
              "Cell (fine/binary): authors, tanh leaves and M started at the identity as in the authors' code; "
              "scaled, leaves E[word] and every weight drawn around zero (scripts/table2.sh --cell). "
              "AdaGrad (fine/binary): plain, pens' defaults; authors, the authors' epsilon of 1e-3 and "
              "restarts every 9 epochs (scripts/table2.sh --optimizer). Words: exact, or lowercase (one word "
              "whatever the case, scripts/table2.sh --lowercase).", "",
-             "| method | fine | paper | binary | paper | runs | mean epochs | minutes per run | cell | AdaGrad "
-             "| words |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| method | fine | paper | binary | paper | runs | mean epochs | minutes per run | test draws | cell "
+             "| AdaGrad | words |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for method in ["ctn", "ctn+f", "ctn+s", "ctn+f+s"]:
         by = {r["task"]: r for r in rows if r["method"] == method}
         if not by:
@@ -166,11 +194,12 @@ def markdown(rows):
         runs = "/".join(str(by[t]["runs"]) if t in by else "-" for t in ["fine", "binary"])
         epochs = "/".join(f"{statistics.mean(by[t]['epochs']):.1f}" if t in by else "-" for t in ["fine", "binary"])
         minutes = "/".join(f"{statistics.mean(by[t]['minutes']):.0f}" if t in by else "-" for t in ["fine", "binary"])
+        draws = "/".join(draws_of(by[t]) if t in by else "-" for t in ["fine", "binary"])
         kinds = "/".join(by[t].get("cell", "scaled") if t in by else "-" for t in ["fine", "binary"])
         adagrad = "/".join(by[t].get("optimizer", "plain") if t in by else "-" for t in ["fine", "binary"])
         words = "/".join(by[t].get("words", "exact") if t in by else "-" for t in ["fine", "binary"])
         lines.append(f"| {method.upper()} | {cell('fine')} | {PAPER[('fine', method)]} | {cell('binary')} | "
-                     f"{PAPER[('binary', method)]} | {runs} | {epochs} | {minutes} | {kinds} | {adagrad} | {words} |")
+                     f"{PAPER[('binary', method)]} | {runs} | {epochs} | {minutes} | {draws} | {kinds} | {adagrad} | {words} |")
     invocations = sorted({r["command"] for r in rows})
     lines += ["", "Made by " + ", ".join(f"`{c}`" for c in invocations) + "; each run is "
               "`build/pens train runs/table2/TASK-METHOD/config.json --seed S --out runs/table2/TASK-METHOD/seedS` "
@@ -199,8 +228,9 @@ def main():
         old = recorded.get(key)
         if fresh and old and same_runs(old) == same_runs(fresh[0]):
             # The same runs reported again (a campaign over other cells reports every
-            # cell): the record stays, with the command that made them.
-            fresh = [old]
+            # cell): the record stays, with the command that made them; what it lacks
+            # from before the report wrote it (test draws) is added.
+            fresh = [{**old, "test_draws": old.get("test_draws", fresh[0]["test_draws"])}]
         elif fresh and old:
             # The record it replaces goes with it (results accumulate).
             fresh[0]["superseded"] = [{k: v for k, v in old.items() if k != "superseded"}] + old.get("superseded", [])

@@ -72,6 +72,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   if (const json* e = top.child("eval")) {
     ConfigSection s(*e, "eval", source);
     s.number("samples", c.eval_samples, 0, 1e4);
+    s.number("final_samples", c.final_samples, 0, 1e4);
     s.number("train_trees", c.train_eval_trees, 0, 1e9);
   }
   if (const json* k = top.child("checkpoint")) {
@@ -103,7 +104,7 @@ json to_json(const TreeConfig& c) {
       {"run",
        {{"epochs", c.epochs}, {"budget_minutes", c.budget_minutes}, {"seed", c.seed}, {"init_seed", c.init_seed},
         {"threads", c.threads}}},
-      {"eval", {{"samples", c.eval_samples}, {"train_trees", c.train_eval_trees}}},
+      {"eval", {{"samples", c.eval_samples}, {"final_samples", c.final_samples}, {"train_trees", c.train_eval_trees}}},
       {"checkpoint", {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}}},
   };
   if (c.lambda_schedule) {

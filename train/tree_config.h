@@ -45,6 +45,10 @@ struct TreeConfig {
   uint64_t init_seed = 1;
   int threads = 1;  // 0: every CPU this process may use; one tree's products are small
   int64_t eval_samples = 50;      // subspace models: class probabilities averaged over this many draws
+  // Subspace models: when the run ends, the best-dev model is evaluated on dev and test
+  // again with this many draws (the paper's test protocol: 50), so that every epoch's
+  // evaluation may use fewer (eval.samples) to stay cheap. 0, or eval_samples: not again.
+  int64_t final_samples = 50;
   int64_t train_eval_trees = 1000;  // training trees whose root accuracy is reported
   double checkpoint_every_epochs = 1;
   int64_t checkpoint_keep = 3;  // checkpoints kept on disk, the latest included

@@ -8,11 +8,16 @@ import sys
 from conftest import ROOT
 
 
-def finished_run(folder, test_accuracy, epochs=20.0):
+def finished_run(folder, test_accuracy, epochs=20.0, final=None):
+    """A run's summary.json; `final` (samples, test accuracy): the best dev epoch's model
+    evaluated again with more subspace draws, as pens train does for eval.final_samples."""
     folder.mkdir(parents=True, exist_ok=True)
+    best_dev = {"epoch": 7.0, "test_root_accuracy": test_accuracy}
+    if final:
+        best_dev["final_evaluation"] = {"samples": final[0], "test_root_accuracy": final[1]}
     (folder / "summary.json").write_text(json.dumps({
-        "status": "finished", "epochs": epochs, "wall_seconds": 600.0,
-        "best_dev": {"epoch": 7.0, "test_root_accuracy": test_accuracy}}))
+        "status": "finished", "epochs": epochs, "wall_seconds": 600.0, "config": {"eval": {"samples": 10}},
+        "best_dev": best_dev}))
 
 
 def report(runs, md, results, command):
@@ -23,7 +28,8 @@ def report(runs, md, results, command):
 
 def test_a_cell_measured_again_keeps_the_record_it_replaces(tmp_path):
     runs = tmp_path / "runs"
-    finished_run(runs / "fine-ctn+s" / "seed1", 0.42)
+    # Seed 1 evaluated its best dev epoch's model again with 50 draws: that is its figure.
+    finished_run(runs / "fine-ctn+s" / "seed1", 0.40, final=(50, 0.42))
     finished_run(runs / "fine-ctn+s" / "seed2", 0.44)
     # A run still going (no summary) and a stopped one are not counted.
     (runs / "fine-ctn+s" / "seed3").mkdir()
@@ -54,15 +60,17 @@ def test_a_cell_measured_again_keeps_the_record_it_replaces(tmp_path):
     fresh = records[("fine", "ctn+s")]
     assert (fresh["runs"], fresh["accuracies"], fresh["mean"], fresh["cell"], fresh["optimizer"], fresh["words"]) == \
         (2, [42.0, 44.0], 43.0, "authors", "authors", "lowercase")
+    assert fresh["test_draws"] == [50, 10]
     assert fresh["superseded"] == [old]
     assert records[("binary", "ctn")] == untouched
     assert records[(None, "pea")] == mnist
     assert records[("binary", "ctn+s+pea")] == other_tree_run  # not a Table 2 cell: kept as it was
     text = md.read_text()
-    assert "| CTN+S | 43.00 ± 1.41 | 47.5 | - | 87.8 | 2/- | 20.0/- | 10/- | authors/- | authors/- | lowercase/- |" \
-        in text
-    # A record from before --cell, --optimizer and --lowercase existed: the scaled cell, plain AdaGrad, exact words.
-    assert "| CTN | - | 43.1 | 80.29 ± 0.81 | 83.4 | -/3 | -/41.7 | -/8 | -/scaled | -/plain | -/exact |" in text
+    assert "| CTN+S | 43.00 ± 1.41 | 47.5 | - | 87.8 | 2/- | 20.0/- | 10/- | 10+50/- | authors/- | authors/- " \
+        "| lowercase/- |" in text
+    # A record from before test draws, --cell, --optimizer and --lowercase existed: draws unknown, the scaled cell,
+    # plain AdaGrad, exact words.
+    assert "| CTN | - | 43.1 | 80.29 ± 0.81 | 83.4 | -/3 | -/41.7 | -/8 | -/? | -/scaled | -/plain | -/exact |" in text
 
     # The same runs reported again: the same record, the replaced one kept once; so too
     # when a campaign over another cell reports them (its command is not theirs).
@@ -72,6 +80,7 @@ def test_a_cell_measured_again_keeps_the_record_it_replaces(tmp_path):
     finished_run(runs / "fine-ctn+s" / "seed3", 0.45)
     third = report(runs, md, results, "scripts/table2.sh --epochs 30")[("fine", "ctn+s")]
     assert third["accuracies"] == [42.0, 44.0, 45.0]
+    assert third["test_draws"] == [50, 10, 10]
     assert [r["command"] for r in third["superseded"]] == ["scripts/table2.sh --epochs 20", old["command"]]
     assert "superseded" not in third["superseded"][0]
 

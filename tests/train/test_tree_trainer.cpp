@@ -94,6 +94,17 @@ TEST_CASE("a short training run on 200 trees raises training accuracy, and write
   int lines = 0;
   for (std::string line; std::getline(metrics, line);) ++lines;
   CHECK(lines == 8);  // one evaluation per epoch
+
+  // The epochs evaluated with 5 draws; the best-dev model is evaluated again with
+  // eval.final_samples (50), and that is the run's test figure.
+  const nlohmann::json& f = s.json["best_dev"]["final_evaluation"];
+  REQUIRE(f["samples"] == 50);
+  const Model best = load_model(dir / "run/best.model.json");
+  const uint64_t eval_seed = config.seed + 0x5eed;  // the trainer's evaluation seed
+  const TreeModel best_tm(best, SentimentTask::Fine);
+  CHECK(f["test_root_accuracy"].get<double>() == best_tm.evaluate(*best.values, data.bank.test, 50, eval_seed).root_accuracy());
+  CHECK(f["dev_root_accuracy"].get<double>() == best_tm.evaluate(*best.values, data.bank.dev, 50, eval_seed).root_accuracy());
+  CHECK(s.json["test_root_accuracy"] == f["test_root_accuracy"]);
 }
 
 TEST_CASE("the trainer refuses a model whose word vectors do not fit the vocabulary") {
@@ -126,11 +137,15 @@ TEST_CASE("a tree run resumed from its checkpoint ends where an unbroken one doe
     config.eval_samples = 3;
     config.epochs = 4;
     TrainObserver quiet;
-    train_trees(config, data, dir / "unbroken", quiet);
+    const TrainSummary unbroken = train_trees(config, data, dir / "unbroken", quiet);
     config.epochs = 2;
     train_trees(config, data, dir / "resumed", quiet);
     config.epochs = 4;
-    train_trees(config, data, dir / "resumed", quiet, true);
+    const TrainSummary resumed = train_trees(config, data, dir / "resumed", quiet, true);
+    // The final evaluation of a subspace model reads the best-dev model from the folder, so
+    // a resumed run makes it as the unbroken one did; a model without subspaces has none.
+    CHECK(unbroken.json["best_dev"].contains("final_evaluation") == !forest);
+    CHECK(resumed.json["best_dev"] == unbroken.json["best_dev"]);
     const Model a = load_model(dir / "unbroken/model.json"), b = load_model(dir / "resumed/model.json");
     for (const ParamEntry& e : a.values->entries()) {
       const TensorView<const float> x = a.values->value(e), y = b.values->value(e);
