@@ -17,14 +17,21 @@ namespace pens {
 namespace {
 namespace fs = std::filesystem;
 
-// The options every config takes, over the config's values; paths in the config are
-// relative to its folder.
+std::string absolute_path(const std::string& path) {
+  return path.empty() ? path : fs::absolute(path).lexically_normal().string();
+}
+
+// The options every config takes, over the config's values. Paths in the config are
+// relative to its folder, those on the command line and the data folder to the working
+// directory; all are made absolute, so that the effective config (the run folder's
+// config.json, the checkpoint's copy) names the same files from wherever it is read or
+// resumed.
 template <class Config>
 void apply(const RunOptions& o, const std::string& config_path, Config& config) {
   config.model = relative_to_config(config_path, config.model);
   config.init_from = relative_to_config(config_path, config.init_from);
-  if (o.init) config.init_from = *o.init;
-  if (o.data_dir) config.data_dir = *o.data_dir;
+  if (o.init) config.init_from = absolute_path(*o.init);
+  config.data_dir = absolute_path(o.data_dir.value_or(config.data_dir));
   if (o.seed) config.seed = *o.seed;
   if (o.epochs) {
     if (*o.epochs < 1) fail("epochs must be at least 1, got ", *o.epochs);
@@ -58,11 +65,12 @@ bool resume_of(const RunOptions& o, PreparedRun& run) {
 }
 
 std::string budget_text(double minutes) { return minutes > 0 ? cat(" (budget ", minutes, " min)") : ""; }
+
 }  // namespace
 
 std::string relative_to_config(const std::string& config_path, const std::string& path) {
   if (path.empty() || fs::path(path).is_absolute()) return path;
-  return (fs::path(config_path).parent_path() / path).lexically_normal().string();
+  return absolute_path((fs::path(config_path).parent_path() / path).string());
 }
 
 PreparedRun prepare_run(const std::string& config_path, const RunOptions& options) {
@@ -108,7 +116,6 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
 void start_run_folder(const PreparedRun& run) {
   RunFolder folder(run.out_dir);
   if (!run.roll_back_to.empty()) folder.roll_back_to(run.roll_back_to);
-  folder.write_config(run.trees ? to_json(run.tree) : to_json(run.mnist));
 }
 
 TrainSummary run_training(const PreparedRun& run, TrainObserver& observer, Communicator* communicator) {

@@ -52,14 +52,16 @@ struct PreparedRun {
 // folder; throws an Error naming what is wrong before anything trains or is written.
 PreparedRun prepare_run(const std::string& config_path, const RunOptions& options = {});
 
-// Writes the config into the output folder and makes --resume-from's checkpoint its own.
+// Creates the output folder and makes --resume-from's checkpoint its own (the trainer
+// writes config.json: at the start, or once a resume is accepted).
 void start_run_folder(const PreparedRun& run);
 
 // Trains (or resumes) a prepared run, reporting to `observer`; data-parallel over
 // `communicator`'s processes when it has more than one (MNIST configs; train()).
 TrainSummary run_training(const PreparedRun& run, TrainObserver& observer, Communicator* communicator = nullptr);
 
-// A path in a config, relative to the config's folder unless it is absolute.
+// A path in a config, relative to the config's folder unless it is absolute, as an
+// absolute path.
 std::string relative_to_config(const std::string& config_path, const std::string& path);
 
 }  // namespace pens

@@ -114,15 +114,27 @@ TrainingState RunFolder::load_checkpoint(ParamStore<float>& params, const Optimi
   TrainingState state = pens::load_checkpoint(checkpoint_path(), params, optimizer);
   last_checkpoint_step_ = state.step;
   earlier_seconds_ = state.elapsed_seconds;
-  if (!writes_) return state;
-  std::error_code ignored;
-  for (const auto& [step, file] : kept_checkpoints()) {
-    if (step > state.step) std::filesystem::remove(file, ignored);
-  }
   return state;
 }
 
-std::vector<std::string> RunFolder::check_resumable(const nlohmann::json& saved, const nlohmann::json& now) {
+namespace {
+
+// The config fields that name files or folders, made absolute for comparison: a run
+// started before configs were stored with absolute paths holds them relative to the
+// folder it was started from, taken to be this one.
+nlohmann::json with_absolute_paths(nlohmann::json c) {
+  for (const char* field : {"/model", "/init_from", "/data/dir"}) {
+    const nlohmann::json::json_pointer at(field);
+    if (!c.contains(at) || !c[at].is_string() || c[at].get<std::string>().empty()) continue;
+    c[at] = std::filesystem::absolute(c[at].get<std::string>()).lexically_normal().string();
+  }
+  return c;
+}
+
+}  // namespace
+
+std::vector<std::string> RunFolder::accept_resume(const nlohmann::json& saved_config, const nlohmann::json& config) {
+  const nlohmann::json saved = with_absolute_paths(saved_config), now = with_absolute_paths(config);
   static constexpr std::array kRun = {"epochs", "budget_minutes", "threads"};
   static constexpr std::array kSchedule = {"learning_rate",      "warmup_epochs",    "decay",
                                            "anneal_start_epoch", "anneal_end_epoch", "momentum_start",
@@ -163,6 +175,15 @@ std::vector<std::string> RunFolder::check_resumable(const nlohmann::json& saved,
     settings[cat("optimizer.", key)] = {was, is};
   }
   resume_changes_ = changed.empty() ? nlohmann::json() : nlohmann::json{{"step", last_checkpoint_step_}, {"settings", settings}};
+  // Accepted: the folder becomes the resumed run's. Kept checkpoints of later steps (a
+  // trajectory --resume-from abandoned) go, and config.json is the resumed run's.
+  if (writes_) {
+    std::error_code ignored;
+    for (const auto& [step, file] : kept_checkpoints()) {
+      if (step > last_checkpoint_step_) std::filesystem::remove(file, ignored);
+    }
+  }
+  write_config(config);
   return changed;
 }
 

@@ -57,23 +57,24 @@ class RunFolder {
   // checkpoint-STEP.pens (a second name of the same file) and removes those beyond
   // keep_checkpoints. The state's elapsed_seconds are this folder's seconds().
   bool save_checkpoint(const TrainingState& state, const ParamStore<float>& params, const OptimizerState& optimizer);
-  // Loads checkpoint.pens. Kept checkpoints of later steps (a trajectory abandoned by
-  // roll_back_to) are removed.
+  // Loads checkpoint.pens; the folder is left as it is until accept_resume.
   TrainingState load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer);
   // Makes `checkpoint` (one of the kept checkpoint-STEP.pens, or any checkpoint file)
   // this folder's checkpoint.pens, atomically, so that the next resume starts from it.
   void roll_back_to(const std::string& checkpoint);
   // The kept checkpoints, by step, oldest first.
   std::vector<std::pair<int64_t, std::string>> kept_checkpoints() const;
-  // Throws unless a checkpoint's config (`saved`) and a resumed run's (`now`), both in
-  // the form the config's to_json writes, agree in all but the fields a resume may change:
-  // the description, the run's length, budget and threads, and the optimizer's schedule
-  // (learning rate, warm-up, decay, momentum: what a user lowers to get past a divergence);
-  // the error names every other field that differs, with both values. Returns
-  // "field was -> now" for each schedule field that changed, and keeps them for
-  // resume_changes().
-  std::vector<std::string> check_resumable(const nlohmann::json& saved, const nlohmann::json& now);
-  // The schedule changes of the last check_resumable, for summary.json: {"step": the
+  // Throws, changing nothing in the folder, unless the loaded checkpoint's config
+  // (`saved_config`) and the resumed run's (`config`), both in the form the config's
+  // to_json writes, agree in all but the fields a resume may change: the description, the
+  // run's length, budget and threads, and the optimizer's schedule (learning rate, warm-up,
+  // decay, momentum: what a user lowers to get past a divergence); the error names every
+  // other field that differs, with both values. Paths compare as absolute ones. Once
+  // accepted, kept checkpoints of steps after the loaded one are removed and config.json
+  // becomes `config`. Returns "field was -> now" for each schedule field that changed, and
+  // keeps them for resume_changes().
+  std::vector<std::string> accept_resume(const nlohmann::json& saved_config, const nlohmann::json& config);
+  // The schedule changes of the last accept_resume, for summary.json: {"step": the
   // checkpoint's step, "settings": {"optimizer.learning_rate": [was, now], ...}}; null when
   // nothing changed.
   const nlohmann::json& resume_changes() const { return resume_changes_; }

@@ -343,13 +343,14 @@ void ClassifierRun::note(const json& m) {
 void ClassifierRun::start(bool resume) {
   total_steps_ = config_.epochs * config_.steps_per_epoch;
   if (!resume) {
+    folder_.write_config(to_json(config_));
     folder_.start_metrics();
     return;
   }
   const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state());
   // Read back as this pens reads configs: one from an earlier pens gets today's defaults.
   const std::vector<std::string> changed =
-      folder_.check_resumable(to_json(parse_train_config(state.config, folder_.checkpoint_path())), to_json(config_));
+      folder_.accept_resume(to_json(parse_train_config(state.config, folder_.checkpoint_path())), to_json(config_));
   step_count_ = state.step;
   window_start_ = folder_.seconds();
   // Evaluations the interrupted run made after its checkpoint are dropped: the resumed

@@ -128,13 +128,14 @@ void TreeRun::regularize(ParamStore<float>& params) {
 void TreeRun::start(bool resume) {
   total_steps_ = config_.epochs * steps_per_epoch_;
   if (!resume) {
+    folder_.write_config(to_json(config_));
     folder_.start_metrics();
     return;
   }
   const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state());
   // Both sides read as configs, so defaults a caller left unset compare equal.
   const std::vector<std::string> changed =
-      folder_.check_resumable(to_json(parse_tree_config(state.config, folder_.checkpoint_path())),
+      folder_.accept_resume(to_json(parse_tree_config(state.config, folder_.checkpoint_path())),
                               to_json(parse_tree_config(to_json(config_), "the run's config")));
   step_count_ = state.step;
   window_start_ = folder_.seconds();

@@ -258,11 +258,24 @@ TEST_CASE("a run folder keeps its last checkpoints by step, as second names of o
   }
   CHECK(steps(folder) == std::vector<int64_t>{3, 4, 5});
   CHECK(std::filesystem::equivalent(dir / "run/checkpoint-5.pens", dir / "run/checkpoint.pens"));
-  // Rolled back to step 3, the folder resumes there with step 3's values, and forgets 4 and 5.
+  // Rolled back to step 3, the folder resumes there with step 3's values, and forgets 4 and 5
+  // once the resume is accepted.
   folder.roll_back_to(dir / "run/checkpoint-3.pens");
   CHECK(folder.load_checkpoint(params, sgd->checkpoint_state()).step == 3);
   CHECK(params.values()[0] == 3.0f);
+  CHECK(steps(folder) == std::vector<int64_t>{3, 4, 5});
+  TrainConfig train_config;
+  train_config.model = "m.json";
+  const json config = to_json(train_config);
+  folder.accept_resume(config, config);
   CHECK(steps(folder) == std::vector<int64_t>{3});
+  // A checkpoint from before configs held absolute paths holds them relative to the
+  // folder the run was started from, taken to be the working directory.
+  json absolute = config;
+  absolute["model"] = (std::filesystem::current_path() / "m.json").string();
+  CHECK_NOTHROW(folder.accept_resume(config, absolute));
+  absolute["model"] = (std::filesystem::current_path() / "elsewhere/m.json").string();
+  CHECK_ERROR_MENTIONS(folder.accept_resume(config, absolute), "elsewhere/m.json\" now");
   // A folder keeping one checkpoint has checkpoint.pens alone.
   RunFolder single(dir / "run", 1);
   REQUIRE(single.save_checkpoint({.step = 6}, params, sgd->checkpoint_state()));
@@ -360,8 +373,14 @@ TEST_CASE("a resumed run continues exactly as an unbroken one") {
   config.epochs = 4;
   config.batch_labeled = 8;  // a different run cannot resume this one
   Quiet quiet;
+  const std::string config_before = read_file(dir / "resumed/config.json", 1 << 20);
+  CHECK(config_before.find("\"labeled\": 16") != std::string::npos);
+  const auto kept_before = RunFolder(dir / "resumed").kept_checkpoints();
   CHECK_ERROR_MENTIONS(train(config, small_data(), dir / "resumed", quiet, true), "checkpoint.pens",
                        "written by a different config", "batch.labeled 16 in the checkpoint, 8 now");
+  // The refused resume changed nothing in the folder.
+  CHECK(read_file(dir / "resumed/config.json", 1 << 20) == config_before);
+  CHECK(RunFolder(dir / "resumed").kept_checkpoints() == kept_before);
 }
 
 TEST_CASE("a resumed run's clock goes on from its checkpoint's: its minutes and its budget are the whole run's") {

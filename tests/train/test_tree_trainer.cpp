@@ -10,6 +10,8 @@
 #include "pens/models/ctn.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/skipgram.h"
+#include "pens/serialization/files.h"
+#include "pens/train/run.h"
 #include "pens/train/tree_config.h"
 #include "pens/train/tree_model.h"
 #include "pens/train/tree_trainer.h"
@@ -322,4 +324,37 @@ TEST_CASE("a tree config's lambda_schedule reads as stages, and a bad stage is n
   CHECK_THROWS_WITH_AS(parse(R"(, "lambda_schedule": {"epochs": 1})"),
                        doctest::Contains("lambda_schedule must be an array"), Error);
   CHECK_THROWS_WITH_AS(parse(R"(, "lambda_schedule": [{"epochs": 0}])"), doctest::Contains("lambda_schedule[0]"), Error);
+}
+
+TEST_CASE("a run's effective config names its files absolutely, so a resume may spell them another way") {
+  TempDir dir;
+  const TreeData data = make_treebank(dir, 30, 5, 5, 9);
+  save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 4, .classes = 2}), dir / "ctn.model.json");
+  std::filesystem::create_directories(dir / "configs");
+  const auto config_file = [&](const std::string& name, const std::string& model) {
+    const nlohmann::json c = {{"task", "binary"}, {"model", model}, {"data", {{"dir", dir.path()}}},
+                              {"batch", {{"trees", 10}}}, {"run", {{"epochs", 1}}}};
+    write_file_atomically(dir / name, c.dump());
+    return dir / name;
+  };
+  // The model relative to the config's folder: absolute in the run folder's config.json.
+  RunOptions options;
+  options.out = dir / "run";
+  const PreparedRun run = prepare_run(config_file("configs/c.json", "../ctn.model.json"), options);
+  const std::string model = std::filesystem::path(dir / "ctn.model.json").lexically_normal().string();
+  CHECK(run.tree.model == model);
+  TrainObserver quiet;
+  run_training(run, quiet);
+  CHECK(nlohmann::json::parse(read_file(dir / "run/config.json", 1 << 20))["model"] == model);
+  // The same file by another path, in a config elsewhere: the resume is accepted.
+  options.epochs = 2;
+  options.resume = true;
+  const PreparedRun again = prepare_run(config_file("c2.json", "ctn.model.json"), options);
+  CHECK(run_training(again, quiet).json["epochs"].get<double>() == doctest::Approx(2));
+  // Another model file is refused, by its absolute path, and the folder keeps its config.
+  std::filesystem::copy_file(dir / "ctn.model.json", dir / "other.model.json");
+  options.epochs = 3;
+  const PreparedRun other = prepare_run(config_file("c3.json", "other.model.json"), options);
+  CHECK_THROWS_WITH_AS(run_training(other, quiet), doctest::Contains("other.model.json\" now"), Error);
+  CHECK(nlohmann::json::parse(read_file(dir / "run/config.json", 1 << 20))["model"] == model);
 }
