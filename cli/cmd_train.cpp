@@ -160,7 +160,13 @@ void print_results(const PreparedRun& run, const TrainSummary& summary) {
 int eval_tree_model(const Args& args, const std::string& model_path, const Model& model) {
   const std::string part = args.option("data").value_or("test");
   const TreeModel tm(model, task_of(model));
-  const int64_t classes = tm.classes();
+  // --task binary on a fine-grained model: its probabilities folded to negative/positive.
+  const SentimentTask task = parse_sentiment_task(args.option("task").value_or(task_name(tm.task())));
+  if (task == SentimentTask::Fine && tm.task() != SentimentTask::Fine) {
+    fail(model_path, ": a binary model has no fine-grained predictions (--task fine)");
+  }
+  const bool fold = task != tm.task();
+  const int64_t classes = task_classes(task);
   const VocabularyPolicy policy = vocabulary_policy(args);
   const TreeData data = load_tree_data(args.option("data-dir").value_or("../shared/data/sst"), policy);
   const std::vector<SentimentTree>* trees = part == "train" ? &data.bank.train
@@ -174,9 +180,9 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
   }
   const int64_t samples = args.option_int("samples", 50, 1, kMaxSamples);
   const TreeEvaluation e =
-      tm.evaluate(*model.values, *trees, samples, static_cast<uint64_t>(args.option_int("seed", 1, 0, kMaxSeed)));
-  std::printf("%s on SST %s (%s task, %lld roots, %lld labeled nodes)%s:\n  root accuracy %.2f%%\n  all-node accuracy %.2f%%\n\n",
-              model_path.c_str(), part.c_str(), task_name(tm.task()), static_cast<long long>(e.roots),
+      tm.evaluate(*model.values, *trees, samples, static_cast<uint64_t>(args.option_int("seed", 1, 0, kMaxSeed)), 64, fold);
+  std::printf("%s on SST %s (%s task%s, %lld roots, %lld labeled nodes)%s:\n  root accuracy %.2f%%\n  all-node accuracy %.2f%%\n\n",
+              model_path.c_str(), part.c_str(), task_name(task), fold ? ", the fine-grained model's probabilities folded" : "", static_cast<long long>(e.roots),
               static_cast<long long>(e.nodes),
               tm.samples_subspaces() && samples > 0 ? cat(", mean of ", samples, " subspace draws").c_str() : "",
               100 * e.root_accuracy(), 100 * e.node_accuracy());
@@ -263,7 +269,7 @@ int run_train(const std::vector<std::string>& argv) {
 }
 
 int run_eval(const std::vector<std::string>& argv) {
-  const Args args(argv, {"lowercase"}, {"data", "data-dir", "batch", "samples", "seed", "min-count"});
+  const Args args(argv, {"lowercase"}, {"data", "data-dir", "batch", "samples", "seed", "min-count", "task"});
   const std::string& model_path = args.one_positional("a model file");
   const Model model = load_model(model_path);
   const auto untrained = [&] { fail(model_path, ": the model holds no parameter values (train it first)"); };
@@ -271,6 +277,7 @@ int run_eval(const std::vector<std::string>& argv) {
     if (!model.values) untrained();
     return eval_tree_model(args, model_path, model);
   }
+  if (args.option("task")) fail(model_path, ": --task is for tree models");
   const std::string part = args.option("data").value_or("test");
   const Dataset d = load_mnist(args.option("data-dir").value_or("data/mnist"), part);
   const int64_t samples = args.option_int("samples", 0, 0, kMaxSamples);

@@ -207,7 +207,9 @@ const std::vector<Command>& commands() {
        "  --data-dir DIR    the treebank folder (default ../shared/data/sst)\n"
        "  --min-count K     the vocabulary's min_count, as in training (default 1)\n"
        "  --lowercase       the vocabulary lowercased, as in training's data.lowercase\n"
-       "  --samples K       subspace models: draws averaged per tree (default 50)\n",
+       "  --samples K       subspace models: draws averaged per tree (default 50)\n"
+       "  --task binary     a fine-grained model on the binary task: positive where\n"
+       "                    P(3) + P(4) > P(0) + P(1), on the non-neutral roots\n",
        pens::cli::run_eval},
   };
   return all;

@@ -156,9 +156,14 @@ void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const Sent
 }
 
 TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<SentimentTree>& trees,
-                                   int64_t samples, uint64_t seed, size_t forest) const {
+                                   int64_t samples, uint64_t seed, size_t forest, bool fold_to_binary) const {
+  if (fold_to_binary && classes_ != task_classes(SentimentTask::Fine)) {
+    fail("only a fine-grained model (5 classes) folds its predictions to the binary task; this one scores ", classes_);
+  }
+  const SentimentTask task = fold_to_binary ? SentimentTask::Binary : task_;
+  const int64_t evaluated = task_classes(task);
   TreeEvaluation e;
-  e.confusion.assign(static_cast<size_t>(classes_), std::vector<int64_t>(static_cast<size_t>(classes_), 0));
+  e.confusion.assign(static_cast<size_t>(evaluated), std::vector<int64_t>(static_cast<size_t>(evaluated), 0));
   const bool sampled = subspace_ && samples > 0;
   // Sampled subspaces differ per tree, so each tree gets its graph; the clean parent
   // runs on forests.
@@ -188,11 +193,18 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<
     for (size_t t = 0; t < members.size(); ++t) {
       const SentimentTree& tree = *members[t];
       for (int64_t i = 0; i < tree.size(); ++i) {
-        const int32_t label = task_label(task_, tree.label[static_cast<size_t>(i)]);
+        const int32_t label = task_label(task, tree.label[static_cast<size_t>(i)]);
         if (label < 0) continue;
         const int64_t r = unrolled.row_of[static_cast<size_t>(f.offsets[t] + i)];
         const auto begin = probs.begin() + r * classes_;
-        const auto predicted = static_cast<int32_t>(std::max_element(begin, begin + classes_) - begin);
+        auto predicted = static_cast<int32_t>(std::max_element(begin, begin + classes_) - begin);
+        if (fold_to_binary) {
+          // Positive when classes 3 and 4 are likelier than 0 and 1 together (the parent's
+          // scores through a softmax first; the shared factor of its sum cancels).
+          const double top = begin[predicted];
+          const auto p = [&](int k) { return sampled ? begin[k] : std::exp(begin[k] - top); };
+          predicted = p(3) + p(4) > p(0) + p(1) ? 1 : 0;
+        }
         ++e.nodes;
         e.nodes_right += predicted == label;
         if (i == tree.root()) {

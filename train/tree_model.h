@@ -66,8 +66,10 @@ class TreeModel {
   // probabilities of `samples` sampled subspaces per tree (keys {seed, draw, tree}), a
   // graph per tree, with no other noise (no fuzz, no activation noise: the paper's test
   // time); others, and samples = 0, use the clean parent on forests of `forest` trees.
+  // fold_to_binary: a fine-grained model evaluated on the binary task (its non-neutral
+  // labels), predicting positive where P(3) + P(4) > P(0) + P(1).
   TreeEvaluation evaluate(ParamStore<float>& params, const std::vector<SentimentTree>& trees, int64_t samples,
-                          uint64_t seed, size_t forest = 64) const;
+                          uint64_t seed, size_t forest = 64, bool fold_to_binary = false) const;
 
  private:
   const Model& model_;

@@ -305,6 +305,54 @@ TEST_CASE("evaluation averages sampled subspaces alone: no fuzz and no activatio
   CHECK(noisy.confusion == subspaces.confusion);
 }
 
+TEST_CASE("a fine-grained model on the binary task predicts positive where P(3) + P(4) > P(0) + P(1)") {
+  const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5});
+  std::vector<SentimentTree> trees;
+  for (int i = 0; i < 40; ++i) {  // roots labeled 0..4 in turn: a fifth neutral, not evaluated
+    const std::string root = std::to_string(i % 5);
+    SentimentTree t = parse_trees("(" + root + " (1 a) (4 (3 b) (0 c)))", "test")[0];
+    const int vocab = static_cast<int>(kVocab);
+    t.word_id = {i % vocab, (i / 2) % vocab, (i / 3 + 1) % vocab, -1, -1};
+    trees.push_back(t);
+  }
+  int64_t predicted[2] = {0, 0};
+  for (const uint64_t seed : {1, 2, 3, 4, 5, 6}) {
+    CAPTURE(seed);
+    ParamStore<float> params(model.graph);
+    Values p = random_params(model.graph, seed);
+    for (auto& [name, values] : p) {
+      const TensorView<float> v = params.value(name);
+      for (size_t i = 0; i < values.size(); ++i) v.data[i] = static_cast<float>(values[i]);
+      for (size_t i = 0; i < values.size(); ++i) values[i] = v.data[i];  // the values as pens holds them
+    }
+    std::vector<std::vector<int64_t>> expected(2, std::vector<int64_t>(2, 0));
+    for (const SentimentTree& t : trees) {
+      const int label = t.label[static_cast<size_t>(t.root())];
+      if (label == 2) continue;
+      const Vec v = direct_vectors(t, p, false)[static_cast<size_t>(t.root())];
+      std::vector<double> prob(5);
+      for (int64_t c = 0; c < 5; ++c) {
+        double score = p["c"][static_cast<size_t>(c)];
+        for (int64_t j = 0; j < kDim; ++j) score += v[j] * p["C"][static_cast<size_t>(j * 5 + c)];
+        prob[static_cast<size_t>(c)] = std::exp(score);
+      }
+      const int positive = prob[3] + prob[4] > prob[0] + prob[1] ? 1 : 0;
+      ++expected[label > 2 ? 1 : 0][positive];
+      ++predicted[positive];
+    }
+    const TreeEvaluation e = TreeModel(model, SentimentTask::Fine).evaluate(params, trees, 0, 1, 64, true);
+    CHECK(e.roots == 32);
+    CHECK(e.confusion == expected);
+  }
+  // Both outcomes occur, so the fold is checked on both sides.
+  CHECK(predicted[0] > 0);
+  CHECK(predicted[1] > 0);
+  const Model binary = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 2});
+  ParamStore<float> binary_params(binary.graph);
+  CHECK_THROWS_WITH_AS(TreeModel(binary, SentimentTask::Binary).evaluate(binary_params, trees, 0, 1, 64, true),
+                       doctest::Contains("only a fine-grained model"), Error);
+}
+
 TEST_CASE("a sampled subspace computes what the full model computes with the other dimensions zeroed") {
   const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .subspace = 2});
   const SentimentTree tree = five_node_tree();
