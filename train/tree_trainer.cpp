@@ -284,6 +284,8 @@ TrainSummary TreeRun::finish() {
     checkpoint(step_count_);
     folder_.save_model(model_, "model.json");
   }
+  // Before the summary's clock is read: the run's minutes include it.
+  json final = summary.diverged ? json() : final_evaluation();
   json& s = summary.json;
   s = run_summary(summary.diverged, step_count_, epoch_of(step_count_), folder_.seconds(), to_json(config_));
   s["task"] = config_.task;
@@ -300,9 +302,9 @@ TrainSummary TreeRun::finish() {
                      {"test_root_accuracy", best_["test_root_accuracy"]}, {"test_node_accuracy", best_["test_node_accuracy"]}};
     s["test_root_accuracy"] = best_["test_root_accuracy"];
     // The run's figure is then the final evaluation's: the paper's test protocol.
-    if (json f = summary.diverged ? json() : final_evaluation(); !f.is_null()) {
-      s["test_root_accuracy"] = f["test_root_accuracy"];
-      s["best_dev"]["final_evaluation"] = std::move(f);
+    if (!final.is_null()) {
+      s["test_root_accuracy"] = final["test_root_accuracy"];
+      s["best_dev"]["final_evaluation"] = std::move(final);
     }
   }
   folder_.write_summary(s);
