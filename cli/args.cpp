@@ -114,8 +114,8 @@ double Args::option_double(const std::string& name, double fallback, const AttrR
   return v;
 }
 
-VocabularyPolicy vocabulary_policy(const Args& args) {
-  return {args.option_int("min-count", 1, 1, kMaxCount), args.flag("lowercase")};
+VocabularyPolicy vocabulary_policy(const Args& args, const VocabularyPolicy& defaults) {
+  return {args.option_int("min-count", defaults.min_count, 1, kMaxCount), defaults.lowercase || args.flag("lowercase")};
 }
 
 }  // namespace pens::cli

@@ -43,8 +43,9 @@ class Args {
 };
 
 // The treebank vocabulary's options, --min-count K and --lowercase, as a config's data section
-// gives them (pens new ctn and pens eval must build E's rows the same way training does).
-VocabularyPolicy vocabulary_policy(const Args& args);
+// gives them (pens new ctn and pens eval must build E's rows the same way training does),
+// over `defaults` (pens eval of a run folder: its config's).
+VocabularyPolicy vocabulary_policy(const Args& args, const VocabularyPolicy& defaults = {});
 
 // Domains of the integers commands take: seeds (as configs allow them) and counts.
 inline constexpr int64_t kMaxSeed = 1'000'000'000'000'000;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 
 #include "cli/args.h"
 #include "pens/autodiff/tape.h"
@@ -15,10 +16,14 @@
 #include "pens/models/mnist.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
+#include "pens/serialization/files.h"
+#include "pens/serialization/json_text.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/evaluation.h"
 #include "pens/train/mpi_communicator.h"
 #include "pens/train/run.h"
+#include "pens/train/train_config.h"
+#include "pens/train/tree_config.h"
 #include "pens/train/tree_model.h"
 #include "pens/train/tree_trainer.h"
 
@@ -155,9 +160,37 @@ void print_results(const PreparedRun& run, const TrainSummary& summary) {
   std::cout << "outputs in " << run.out_dir << ": " << existing_outputs(run.out_dir) << "\n";
 }
 
+// What pens eval reads when it is given a run folder instead of a model file: the run's
+// best model, and the data folder and vocabulary of its config (options still override).
+struct EvalSource {
+  std::string model_path;
+  std::optional<std::string> data_dir;
+  VocabularyPolicy vocabulary;
+};
+
+EvalSource eval_source(const std::string& given) {
+  if (!std::filesystem::is_directory(given)) return {given, std::nullopt, {}};
+  const std::filesystem::path dir(given);
+  for (const char* name : {"config.json", "best.model.json"}) {
+    if (!std::filesystem::exists(dir / name)) fail(given, " is a folder but not a run folder: it has no ", name);
+  }
+  const std::string config_path = (dir / "config.json").string();
+  const json j = parse_json_text(read_file(config_path, 1 << 20), config_path);
+  EvalSource source{(dir / "best.model.json").string(), std::nullopt, {}};
+  if (is_tree_config(j)) {
+    const TreeConfig c = parse_tree_config(j, config_path);
+    source.data_dir = c.data_dir;
+    source.vocabulary = c.vocabulary;
+  } else {
+    source.data_dir = parse_train_config(j, config_path).data_dir;
+  }
+  return source;
+}
+
 // pens eval on a tree model: root accuracy (fine and binary come from the model's
 // classes) and all-node accuracy, with the roots' confusion matrix.
-int eval_tree_model(const Args& args, const std::string& model_path, const Model& model) {
+int eval_tree_model(const Args& args, const EvalSource& source, const Model& model) {
+  const std::string& model_path = source.model_path;
   const std::string part = args.option("data").value_or("test");
   const TreeModel tm(model, task_of(model));
   // --task binary on a fine-grained model: its probabilities folded to negative/positive.
@@ -167,8 +200,9 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
   }
   const bool fold = task != tm.task();
   const int64_t classes = task_classes(task);
-  const VocabularyPolicy policy = vocabulary_policy(args);
-  const TreeData data = load_tree_data(args.option("data-dir").value_or("../shared/data/sst"), policy);
+  const VocabularyPolicy policy = vocabulary_policy(args, source.vocabulary);
+  const TreeData data =
+      load_tree_data(args.option("data-dir").value_or(source.data_dir.value_or("../shared/data/sst")), policy);
   const std::vector<SentimentTree>* trees = part == "train" ? &data.bank.train
                                             : part == "dev"  ? &data.bank.dev
                                             : part == "test" ? &data.bank.test
@@ -176,7 +210,8 @@ int eval_tree_model(const Args& args, const std::string& model_path, const Model
   if (!trees) fail("--data must be train, dev or test for a tree model, got '", part, "'");
   if (const ParamEntry* e = model.values->find("E"); e && e->shape[0] != data.vocabulary.size()) {
     fail(model_path, ": E has ", e->shape[0], " rows but the vocabulary with --min-count ", policy.min_count,
-         policy.lowercase ? " and --lowercase" : "", " has ", data.vocabulary.size(), " words");
+         policy.lowercase ? " and --lowercase" : "", " has ", data.vocabulary.size(),
+         " words (give the options training's data section had, or the run folder: pens eval RUN_DIR)");
   }
   const int64_t samples = args.option_int("samples", 50, 1, kMaxSamples);
   const TreeEvaluation e =
@@ -270,21 +305,23 @@ int run_train(const std::vector<std::string>& argv) {
 
 int run_eval(const std::vector<std::string>& argv) {
   const Args args(argv, {"lowercase"}, {"data", "data-dir", "batch", "samples", "seed", "min-count", "task"});
-  const std::string& model_path = args.one_positional("a model file");
+  const EvalSource source = eval_source(args.one_positional("a model file or a run folder"));
+  const std::string& model_path = source.model_path;
   const Model model = load_model(model_path);
   const auto untrained = [&] { fail(model_path, ": the model holds no parameter values (train it first)"); };
   if (model.tree) {
     if (!model.values) untrained();
-    return eval_tree_model(args, model_path, model);
+    return eval_tree_model(args, source, model);
   }
   if (args.option("task")) fail(model_path, ": --task is for tree models");
   const std::string part = args.option("data").value_or("test");
-  const Dataset d = load_mnist(args.option("data-dir").value_or("data/mnist"), part);
+  const std::string data_dir = args.option("data-dir").value_or(source.data_dir.value_or("data/mnist"));
+  const Dataset d = load_mnist(data_dir, part);
   const int64_t samples = args.option_int("samples", 0, 0, kMaxSamples);
   const auto seed = static_cast<uint64_t>(args.option_int("seed", 1, 0, kMaxSeed));
   const Graph g = build_inference(model.graph, samples);
   const ClassifierIo io = classifier_io(g, model_path, false);
-  check_data_fits(g, io, d, model_path, cat(args.option("data-dir").value_or("data/mnist"), ", ", part, " images"));
+  check_data_fits(g, io, d, model_path, cat(data_dir, ", ", part, " images"));
   if (!model.values) untrained();
   const int64_t batch = args.option_int("batch", 1000, 1, kMaxBatch);
   Tape<float> tape(g, *model.values, {.batch = batch});

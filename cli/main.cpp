@@ -193,9 +193,11 @@ const std::vector<Command>& commands() {
        "docs/trees.md); --data-dir then names the treebank folder.\n",
        pens::cli::run_pretrain},
       {"eval", "error and confusion matrix of a trained model (MNIST, or SST for tree models)",
-       "usage: pens eval MODEL.json [options]\n\n"
+       "usage: pens eval MODEL.json|RUN_DIR [options]\n\n"
        "Evaluates the clean parent network (or the mean of sampled children) of a model\n"
-       "file holding trained values, and prints its error and confusion matrix.\n\n"
+       "file holding trained values, and prints its error and confusion matrix. Given a\n"
+       "run folder of pens train, it evaluates the run's best.model.json on the data (and\n"
+       "tree runs: with the vocabulary) its config.json names; options override them.\n\n"
        "  --data PART       test (default) or train\n"
        "  --data-dir DIR    folder of the MNIST IDX files (default data/mnist)\n"
        "  --samples K       average softmax over K sampled children instead (default 0)\n"

@@ -1,6 +1,8 @@
 """The Python package against the library and the pens tool."""
 import json
+import os
 import re
+import subprocess
 import threading
 
 import numpy as np
@@ -74,6 +76,22 @@ def test_training_from_python_gives_the_metrics_of_pens_train(tmp_path, small_co
     steps = [data for event, data in events if event == "step"]
     assert [s["step"] for s in steps] == list(range(1, 31))
     assert [data["epoch"] for event, data in events if event == "eval"] == [1, 2, 3]
+
+
+def test_a_run_folder_evaluates_as_its_best_model_on_its_data(tmp_path, small_config, small_mnist, pens_binary):
+    # The run folder's config names its files absolutely, so pens eval RUN_DIR finds the
+    # run's data from any working directory.
+    run_pens(pens_binary, "train", small_config, "--out", tmp_path / "run")
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["model"] == str(tmp_path / "small.model.json")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    by_folder = subprocess.run([os.path.abspath(pens_binary), "eval", str(tmp_path / "run")], cwd=elsewhere, check=True,
+                               capture_output=True, text=True).stdout
+    by_file = run_pens(pens_binary, "eval", tmp_path / "run" / "best.model.json", "--data-dir", small_mnist)
+    assert by_folder == by_file and "error" in by_file
+    not_a_run = subprocess.run([str(pens_binary), "eval", str(elsewhere)], capture_output=True, text=True)
+    assert not_a_run.returncode != 0 and "not a run folder: it has no config.json" in not_a_run.stderr
 
 
 def test_training_releases_the_python_lock(tmp_path, small_config):
