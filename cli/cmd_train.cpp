@@ -145,8 +145,8 @@ void print_results(const PreparedRun& run, const TrainSummary& summary) {
                 << percent(b["dev_root_accuracy"]) << ", epoch " << b["epoch"].get<double>() << ")\n";
       if (b.contains("final_evaluation")) {
         const json& f = b["final_evaluation"];
-        std::cout << "test root accuracy " << percent(f["test_root_accuracy"]) << " with " << f["samples"].get<int64_t>()
-                  << " subspace draws, the same model (dev " << percent(f["dev_root_accuracy"]) << ")\n";
+        std::cout << "test root accuracy " << percent(f["test_root_accuracy"]) << " with "
+                  << f["samples"].get<int64_t>() << " subspace draws, the same model (dev " << percent(f["dev_root_accuracy"]) << ")\n";
       }
     }
   } else {
@@ -214,10 +214,12 @@ int eval_tree_model(const Args& args, const EvalSource& source, const Model& mod
          " words (give the options training's data section had, or the run folder: pens eval RUN_DIR)");
   }
   const int64_t samples = args.option_int("samples", 50, 1, kMaxSamples);
-  const TreeEvaluation e =
-      tm.evaluate(*model.values, *trees, samples, static_cast<uint64_t>(args.option_int("seed", 1, 0, kMaxSeed)), 64, fold);
-  std::printf("%s on SST %s (%s task%s, %lld roots, %lld labeled nodes)%s:\n  root accuracy %.2f%%\n  all-node accuracy %.2f%%\n\n",
-              model_path.c_str(), part.c_str(), task_name(task), fold ? ", the fine-grained model's probabilities folded" : "", static_cast<long long>(e.roots),
+  const auto seed = static_cast<uint64_t>(args.option_int("seed", 1, 0, kMaxSeed));
+  const TreeEvaluation e = tm.evaluate(*model.values, *trees, samples, seed, 64, fold);
+  std::printf("%s on SST %s (%s task%s, %lld roots, %lld labeled nodes)%s:\n"
+              "  root accuracy %.2f%%\n  all-node accuracy %.2f%%\n\n",
+              model_path.c_str(), part.c_str(), task_name(task),
+              fold ? ", the fine-grained model's probabilities folded" : "", static_cast<long long>(e.roots),
               static_cast<long long>(e.nodes),
               tm.samples_subspaces() && samples > 0 ? cat(", mean of ", samples, " subspace draws").c_str() : "",
               100 * e.root_accuracy(), 100 * e.node_accuracy());

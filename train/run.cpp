@@ -65,7 +65,6 @@ bool resume_of(const RunOptions& o, PreparedRun& run) {
 }
 
 std::string budget_text(double minutes) { return minutes > 0 ? cat(" (budget ", minutes, " min)") : ""; }
-
 }  // namespace
 
 std::string relative_to_config(const std::string& config_path, const std::string& path) {

@@ -255,7 +255,8 @@ void TreeRun::evaluate(int64_t done) {
 // when the epochs' evaluations used as many draws.
 json TreeRun::final_evaluation() const {
   const int64_t samples = config_.final_samples;
-  if (best_.is_null() || !trees_->samples_subspaces() || samples == 0 || samples == config_.eval_samples) return nullptr;
+  const bool again = !best_.is_null() && trees_->samples_subspaces() && samples > 0 && samples != config_.eval_samples;
+  if (!again) return nullptr;
   const Model best = load_model(folder_.path("best.model.json"));
   const uint64_t eval_seed = config_.seed + 0x5eed;
   const TreeEvaluation dev = trees_->evaluate(*best.values, data_.bank.dev, samples, eval_seed);
