@@ -14,7 +14,9 @@
 #   --methods LIST      from ctn, ctn+f, ctn+s, ctn+f+s (default all four)
 #   --epochs E          epochs per run (default 400, the paper's)
 #   --budget-minutes M  wall-clock budget per run (default: none)
-#   --eval-samples K    subspace draws averaged at evaluation (default 50)
+#   --eval-samples K    subspace draws averaged at each epoch's evaluation (default 50);
+#                       with fewer, the best dev epoch's model is evaluated again with
+#                       50 when the run ends (eval.final_samples), the figure reported
 #   --cell C            authors (default): the authors' code's cell, tanh at the leaves
 #                       and M started at the identity (pens new ctn --leaf-tanh --init
 #                       authors); scaled: leaves E[word], every weight drawn around zero
