@@ -6,7 +6,7 @@
 #
 #   scripts/table2.sh [--seeds LIST] [--tasks LIST] [--methods LIST] [--epochs E]
 #                     [--budget-minutes M] [--cell C] [--optimizer O] [--lowercase]
-#                     [--jobs J] [--data-dir DIR]
+#                     [--eval-samples K] [--jobs J] [--data-dir DIR]
 #                     [--runs DIR] [--report-only]
 #
 #   --seeds LIST        comma-separated run seeds per cell (default 1,2,3)
