@@ -10,7 +10,6 @@
 #include "pens/models/mnist.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
-#include "pens/serialization/files.h"
 #include "pens/serialization/json_text.h"
 #include "pens/train/pretrain.h"
 #include "pens/train/run.h"
@@ -89,7 +88,7 @@ int pretrain_skipgram(const Args& args, const std::string& config_path, const js
 int run_pretrain(const std::vector<std::string>& argv) {
   const Args args(argv, {}, {"out", "epochs", "data-dir", "threads", "seed"});
   const std::string& config_path = args.one_positional("a pre-training config");
-  const json j = parse_json_text(read_file(config_path, 1 << 20), config_path);
+  const json j = read_json_file(config_path);
   if (is_skipgram_config(j)) return pretrain_skipgram(args, config_path, j);
   PretrainConfig config = parse_pretrain_config(j, config_path);
   config.model = relative_to_config(config_path, config.model);

@@ -16,7 +16,6 @@
 #include "pens/models/mnist.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
-#include "pens/serialization/files.h"
 #include "pens/serialization/json_text.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/evaluation.h"
@@ -175,7 +174,7 @@ EvalSource eval_source(const std::string& given) {
     if (!std::filesystem::exists(dir / name)) fail(given, " is a folder but not a run folder: it has no ", name);
   }
   const std::string config_path = (dir / "config.json").string();
-  const json j = parse_json_text(read_file(config_path, 1 << 20), config_path);
+  const json j = read_json_file(config_path);
   EvalSource source{(dir / "best.model.json").string(), std::nullopt, {}};
   if (is_tree_config(j)) {
     const TreeConfig c = parse_tree_config(j, config_path);

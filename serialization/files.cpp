@@ -63,6 +63,10 @@ std::string read_file(const std::string& path, uint64_t max_bytes) {
   return out;
 }
 
+std::string absolute_path(const std::string& path) {
+  return path.empty() ? path : std::filesystem::absolute(path).lexically_normal().string();
+}
+
 int remove_interrupted_writes(const std::string& dir) {
   int removed = 0;
   std::error_code error;

@@ -13,6 +13,10 @@ namespace pens {
 // Reads a file; refuses files larger than `max_bytes` before reading them.
 std::string read_file(const std::string& path, uint64_t max_bytes);
 
+// `path` made absolute against the working directory and normalised ("a/./b/../c" is
+// "/cwd/a/c"); "" stays "".
+std::string absolute_path(const std::string& path);
+
 // Atomically replaces `path` with `bytes`. `before_rename`, when set, runs after the
 // temporary file is complete and synced and before it is renamed: tests use it to
 // simulate a crash at the worst moment.

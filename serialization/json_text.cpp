@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "pens/ops/ir/error.h"
+#include "pens/serialization/files.h"
 
 namespace pens {
 
@@ -216,6 +217,10 @@ std::string format_json(const nlohmann::json& j) {
   std::string out;
   format_value(j, 0, 0, out);
   return out;
+}
+
+nlohmann::json read_json_file(const std::string& path, uint64_t max_bytes) {
+  return parse_json_text(read_file(path, max_bytes), path);
 }
 
 }  // namespace pens

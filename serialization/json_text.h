@@ -4,6 +4,7 @@
 // "SOURCE:LINE:COLUMN: not valid JSON: <what is wrong>", never the JSON library's text.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -14,6 +15,10 @@ namespace pens {
 inline constexpr int kMaxJsonDepth = 64;
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
+
+// A JSON file of at most `max_bytes` (configs: 1 MiB), read and parsed as above; errors
+// name the file.
+nlohmann::json read_json_file(const std::string& path, uint64_t max_bytes = 1 << 20);
 
 // JSON text laid out for reading and diffs: objects one member per line (indented by 2),
 // arrays of scalars on one line when it stays within 100 columns and wrapped into lines of

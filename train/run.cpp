@@ -17,10 +17,6 @@ namespace pens {
 namespace {
 namespace fs = std::filesystem;
 
-std::string absolute_path(const std::string& path) {
-  return path.empty() ? path : fs::absolute(path).lexically_normal().string();
-}
-
 // The options every config takes, over the config's values. Paths in the config are
 // relative to its folder, those on the command line and the data folder to the working
 // directory; all are made absolute, so that the effective config (the run folder's
@@ -76,7 +72,7 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
   PreparedRun run;
   run.config_path = config_path;
   run.out_dir = options.out.value_or((fs::path("runs") / fs::path(config_path).stem()).string());
-  const nlohmann::json j = parse_json_text(read_file(config_path, 1 << 20), config_path);
+  const nlohmann::json j = read_json_file(config_path);
   if (is_skipgram_config(j)) {
     fail(config_path, " is a word-vector pre-training config (task \"skipgram\"): run it with pens pretrain");
   }

@@ -125,8 +125,8 @@ namespace {
 nlohmann::json with_absolute_paths(nlohmann::json c) {
   for (const char* field : {"/model", "/init_from", "/data/dir"}) {
     const nlohmann::json::json_pointer at(field);
-    if (!c.contains(at) || !c[at].is_string() || c[at].get<std::string>().empty()) continue;
-    c[at] = std::filesystem::absolute(c[at].get<std::string>()).lexically_normal().string();
+    if (!c.contains(at) || !c[at].is_string()) continue;
+    c[at] = absolute_path(c[at].get<std::string>());
   }
   return c;
 }

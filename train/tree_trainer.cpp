@@ -54,6 +54,8 @@ class TreeRun {
     const int64_t every = config_.restart_every_epochs, before = config_.restart_before_epoch;
     return every > 0 && epoch > 0 && epoch % every == 0 && (before == 0 || epoch < before);
   }
+  // Evaluation's noise seed (subspace draws), apart from training's.
+  uint64_t eval_seed() const { return config_.seed + 0x5eed; }
   double epoch_of(int64_t step) const { return static_cast<double>(step) / static_cast<double>(steps_per_epoch_); }
 
   const TreeConfig& config_;
@@ -205,11 +207,10 @@ void TreeRun::run_steps() {
 void TreeRun::evaluate(int64_t done) {
   const double train_seconds = folder_.seconds() - window_start_;
   ParamStore<float>& params = *model_.values;
-  const uint64_t eval_seed = config_.seed + 0x5eed;
   const Clock::time_point eval_start = Clock::now();
-  const TreeEvaluation train = trees_->evaluate(params, train_eval_, config_.eval_samples, eval_seed);
-  const TreeEvaluation dev = trees_->evaluate(params, data_.bank.dev, config_.eval_samples, eval_seed);
-  const TreeEvaluation test = trees_->evaluate(params, data_.bank.test, config_.eval_samples, eval_seed);
+  const TreeEvaluation train = trees_->evaluate(params, train_eval_, config_.eval_samples, eval_seed());
+  const TreeEvaluation dev = trees_->evaluate(params, data_.bank.dev, config_.eval_samples, eval_seed());
+  const TreeEvaluation test = trees_->evaluate(params, data_.bank.test, config_.eval_samples, eval_seed());
   int64_t eval_nodes = 0;
   for (const std::vector<SentimentTree>* set : {&std::as_const(train_eval_), &data_.bank.dev, &data_.bank.test}) {
     for (const SentimentTree& t : *set) eval_nodes += t.size();
@@ -258,9 +259,8 @@ json TreeRun::final_evaluation() const {
   const bool again = !best_.is_null() && trees_->samples_subspaces() && samples > 0 && samples != config_.eval_samples;
   if (!again) return nullptr;
   const Model best = load_model(folder_.path("best.model.json"));
-  const uint64_t eval_seed = config_.seed + 0x5eed;
-  const TreeEvaluation dev = trees_->evaluate(*best.values, data_.bank.dev, samples, eval_seed);
-  const TreeEvaluation test = trees_->evaluate(*best.values, data_.bank.test, samples, eval_seed);
+  const TreeEvaluation dev = trees_->evaluate(*best.values, data_.bank.dev, samples, eval_seed());
+  const TreeEvaluation test = trees_->evaluate(*best.values, data_.bank.test, samples, eval_seed());
   observer_.on_message(cat("the best dev epoch's model (epoch ", best_["epoch"].get<double>(), ") with ", samples,
                            " subspace draws: root accuracy dev ", dev.root_accuracy(), " test ", test.root_accuracy()));
   return {{"samples", samples},

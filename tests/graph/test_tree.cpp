@@ -322,8 +322,10 @@ TEST_CASE("a fine-grained model on the binary task predicts positive where P(3) 
     Values p = random_params(model.graph, seed);
     for (auto& [name, values] : p) {
       const TensorView<float> v = params.value(name);
-      for (size_t i = 0; i < values.size(); ++i) v.data[i] = static_cast<float>(values[i]);
-      for (size_t i = 0; i < values.size(); ++i) values[i] = v.data[i];  // the values as pens holds them
+      for (size_t i = 0; i < values.size(); ++i) {
+        v.data[i] = static_cast<float>(values[i]);
+        values[i] = v.data[i];  // the value as pens holds it
+      }
     }
     std::vector<std::vector<int64_t>> expected(2, std::vector<int64_t>(2, 0));
     for (const SentimentTree& t : trees) {
