@@ -241,18 +241,12 @@ int eval_tree_model(const Args& args, const EvalSource& source, const Model& mod
 // that exits with an error, and would cut process 0's message short.
 int train_data_parallel(const std::string& config_path, RunOptions options, Communicator& world) {
   const bool reporter = world.rank() == 0;
-  options.writes = false;  // until every process is ready
   // Threads beyond the CPUs mpirun bound this process to would only take turns on them.
   options.max_threads = usable_cpus();
   int status = 0;
   try {
     PreparedRun run;
     together(world, [&] { run = prepare_run(config_path, options); });
-    // Process 0 writes the folder once every process is ready; the others read it (a
-    // checkpoint to resume from) after that.
-    together(world, [&] {
-      if (reporter) start_run_folder(run);
-    });
     TrainObserver quiet;
     Progress progress(run.budget_minutes(), cat(run.description, "; ", world.size(), " processes (threads are per process)"));
     const TrainSummary summary = run_training(run, reporter ? static_cast<TrainObserver&>(progress) : quiet, &world);

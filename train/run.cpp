@@ -46,18 +46,18 @@ void apply(const RunOptions& o, const std::string& config_path, Config& config) 
   if (o.max_threads) config.threads = std::min(resolve_threads(config.threads), *o.max_threads);
 }
 
-// --resume needs a checkpoint; --resume-from names one (a path, or a checkpoint kept in
-// the output folder) that start_run_folder makes the folder's.
-bool resume_of(const RunOptions& o, PreparedRun& run) {
+// --resume needs the folder's checkpoint; --resume-from names one: a path, or a
+// checkpoint kept in the output folder.
+Resume resume_of(const RunOptions& o, const std::string& out_dir) {
   if (!o.resume_from) {
-    const fs::path checkpoint = fs::path(run.out_dir) / "checkpoint.pens";
+    const fs::path checkpoint = fs::path(out_dir) / "checkpoint.pens";
     if (o.resume && !fs::exists(checkpoint)) fail(checkpoint.string(), ": no checkpoint to resume from");
     return o.resume;
   }
-  const fs::path in_folder = fs::path(run.out_dir) / *o.resume_from;
-  run.roll_back_to = !fs::exists(*o.resume_from) && fs::exists(in_folder) ? in_folder.string() : *o.resume_from;
-  if (!fs::is_regular_file(run.roll_back_to)) fail(run.roll_back_to, ": no such checkpoint file");
-  return true;
+  const fs::path in_folder = fs::path(out_dir) / *o.resume_from;
+  const std::string from = !fs::exists(*o.resume_from) && fs::exists(in_folder) ? in_folder.string() : *o.resume_from;
+  if (!fs::is_regular_file(from)) fail(from, ": no such checkpoint file");
+  return Resume(from);
 }
 
 std::string budget_text(double minutes) { return minutes > 0 ? cat(" (budget ", minutes, " min)") : ""; }
@@ -83,9 +83,8 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
     if (options.shards) fail("shards is for MNIST configs; ", config_path, " is a tree config");
     run.tree = parse_tree_config(j, config_path);
     apply(options, config_path, run.tree);
-    run.resume = resume_of(options, run);
+    run.resume = resume_of(options, run.out_dir);
     run.tree_data = load_tree_data(run.tree.data_dir, run.tree.vocabulary);
-    if (options.writes) start_run_folder(run);
     run.description = cat("pens train: ", run.tree.model, " on ", run.tree.data_dir, " (", run.tree.task, ") for ",
                           run.tree.epochs, " epochs", budget_text(run.budget_minutes()), ", ",
                           resolve_threads(run.tree.threads), " threads; writing ", run.out_dir);
@@ -99,18 +98,12 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
   }
   if (options.split_seed) run.mnist.split_seed = *options.split_seed;
   if (options.shards) run.mnist.batch_shards = *options.shards;
-  run.resume = resume_of(options, run);
+  run.resume = resume_of(options, run.out_dir);
   run.mnist_data = TrainData{load_mnist(run.mnist.data_dir, "train"), load_mnist(run.mnist.data_dir, "test")};
-  if (options.writes) start_run_folder(run);
   run.description = cat("pens train: ", run.mnist.model, " on ", run.mnist.data_dir, " for ", run.mnist.epochs,
                         " epochs of ", run.mnist.steps_per_epoch, " steps", budget_text(run.budget_minutes()), ", ",
                         resolve_threads(run.mnist.threads), " threads; writing ", run.out_dir);
   return run;
-}
-
-void start_run_folder(const PreparedRun& run) {
-  RunFolder folder(run.out_dir);
-  if (!run.roll_back_to.empty()) folder.roll_back_to(run.roll_back_to);
 }
 
 TrainSummary run_training(const PreparedRun& run, TrainObserver& observer, Communicator* communicator) {

@@ -28,16 +28,12 @@ struct RunOptions {
   bool resume = false;                     // from the output folder's checkpoint
   // Resume from this checkpoint: a path, or the name of one kept in the output folder.
   std::optional<std::string> resume_from;
-  // Whether prepare_run starts the output folder (start_run_folder). A data-parallel run
-  // prepares every process without, then process 0 starts it once all are ready.
-  bool writes = true;
 };
 
 struct PreparedRun {
   std::string config_path;
   std::string out_dir;
-  bool resume = false;
-  std::string roll_back_to;  // --resume-from: the checkpoint that becomes the folder's
+  Resume resume;  // --resume, --resume-from
   bool trees = false;       // which of the two below is set
   TrainConfig mnist;
   TrainData mnist_data;
@@ -48,13 +44,10 @@ struct PreparedRun {
   double budget_minutes() const { return trees ? tree.budget_minutes : mnist.budget_minutes; }
 };
 
-// Reads and checks the config and the options, loads the data and starts the output
-// folder; throws an Error naming what is wrong before anything trains or is written.
+// Reads and checks the config and the options and loads the data; throws an Error naming
+// what is wrong before anything trains or is written. The trainer writes the output folder
+// (config.json at the start, or once a resume is accepted).
 PreparedRun prepare_run(const std::string& config_path, const RunOptions& options = {});
-
-// Creates the output folder and makes --resume-from's checkpoint its own (the trainer
-// writes config.json: at the start, or once a resume is accepted).
-void start_run_folder(const PreparedRun& run);
 
 // Trains (or resumes) a prepared run, reporting to `observer`; data-parallel over
 // `communicator`'s processes when it has more than one (MNIST configs; train()).

@@ -60,8 +60,6 @@ void RunFolder::append_metrics(const nlohmann::json& line) {
   if (!metrics_) fail(path("metrics.jsonl"), ": cannot write");
 }
 
-bool RunFolder::has_checkpoint() const { return std::filesystem::exists(checkpoint_path()); }
-
 double RunFolder::seconds() const {
   return earlier_seconds_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count();
 }
@@ -102,16 +100,14 @@ std::vector<std::pair<int64_t, std::string>> RunFolder::kept_checkpoints() const
   return kept;
 }
 
-void RunFolder::roll_back_to(const std::string& checkpoint) {
-  if (!std::filesystem::is_regular_file(checkpoint)) fail(checkpoint, ": no such checkpoint file");
-  if (std::filesystem::exists(checkpoint_path()) && std::filesystem::equivalent(checkpoint, checkpoint_path())) return;
-  link_atomically(checkpoint, checkpoint_path());
-}
-
-TrainingState RunFolder::load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer) {
-  if (!has_checkpoint()) fail(checkpoint_path(), ": no checkpoint to resume from");
+TrainingState RunFolder::load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer,
+                                         const std::string& from) {
+  loaded_from_ = from.empty() ? checkpoint_path() : from;
+  if (!std::filesystem::is_regular_file(loaded_from_)) {
+    fail(loaded_from_, from.empty() ? ": no checkpoint to resume from" : ": no such checkpoint file");
+  }
   if (writes_) remove_interrupted_writes(dir_);  // what a killed run's last write left behind
-  TrainingState state = pens::load_checkpoint(checkpoint_path(), params, optimizer);
+  TrainingState state = pens::load_checkpoint(loaded_from_, params, optimizer);
   last_checkpoint_step_ = state.step;
   earlier_seconds_ = state.elapsed_seconds;
   return state;
@@ -163,7 +159,7 @@ std::vector<std::string> RunFolder::accept_resume(const nlohmann::json& saved_co
     for (const char* key : kRun) allowed += cat(", run.", key);
     allowed += ", checkpoint.keep and the optimizer's schedule: ";
     for (const char* key : kSchedule) allowed += cat(key, key == kSchedule.back() ? "" : ", ");
-    fail(checkpoint_path(), ": written by a different config: ", fields, " (a resume may change only ", allowed, ")");
+    fail(loaded_from_, ": written by a different config: ", fields, " (a resume may change only ", allowed, ")");
   }
   std::vector<std::string> changed;
   nlohmann::json settings = nlohmann::json::object();
@@ -175,9 +171,13 @@ std::vector<std::string> RunFolder::accept_resume(const nlohmann::json& saved_co
     settings[cat("optimizer.", key)] = {was, is};
   }
   resume_changes_ = changed.empty() ? nlohmann::json() : nlohmann::json{{"step", last_checkpoint_step_}, {"settings", settings}};
-  // Accepted: the folder becomes the resumed run's. Kept checkpoints of later steps (a
-  // trajectory --resume-from abandoned) go, and config.json is the resumed run's.
+  // Accepted: the folder becomes the resumed run's. The loaded checkpoint is its
+  // checkpoint.pens, kept checkpoints of later steps (a trajectory a roll-back abandons)
+  // go, and config.json is the resumed run's.
   if (writes_) {
+    const bool own = loaded_from_.empty() || (std::filesystem::exists(checkpoint_path()) &&
+                                              std::filesystem::equivalent(loaded_from_, checkpoint_path()));
+    if (!own) link_atomically(loaded_from_, checkpoint_path());
     std::error_code ignored;
     for (const auto& [step, file] : kept_checkpoints()) {
       if (step > last_checkpoint_step_) std::filesystem::remove(file, ignored);

@@ -3,7 +3,7 @@
 //   metrics.jsonl      one JSON object per evaluation
 //   checkpoint.pens    parameters, optimizer state, step, seed, config, elapsed seconds (atomic)
 //   checkpoint-S.pens  the checkpoints of steps S before it (as many as the config keeps):
-//                      where a run that diverged rolls back to (--resume-from)
+//                      where a run that diverged rolls back to (Resume, --resume-from)
 //   summary.json       how the run ended
 //   *.model.json       model files (the last and the best parameters)
 // Every file is written atomically or appended line by line, so a run killed at any
@@ -21,6 +21,18 @@
 #include "pens/serialization/model.h"
 
 namespace pens {
+
+// Where a run starts: afresh (the default), or from a checkpoint: the folder's own
+// checkpoint.pens (`true`: pens train --resume), or another checkpoint file (--resume-from:
+// a path, or one of the folder's checkpoint-STEP.pens), which becomes the folder's
+// checkpoint.pens only once the resume is accepted.
+struct Resume {
+  bool on = false;
+  std::string from;  // empty: the folder's checkpoint.pens
+
+  Resume(bool resume = false) : on(resume) {}  // NOLINT(google-explicit-constructor): resume or not
+  explicit Resume(std::string checkpoint) : on(true), from(std::move(checkpoint)) {}
+};
 
 class RunFolder {
  public:
@@ -51,17 +63,17 @@ class RunFolder {
   double seconds() const;
 
   std::string checkpoint_path() const { return path("checkpoint.pens"); }
-  bool has_checkpoint() const;
   // Saves unless a parameter or optimizer value is not finite (a good checkpoint is
   // never replaced by a bad one); says whether it saved. Keeps the checkpoint also as
   // checkpoint-STEP.pens (a second name of the same file) and removes those beyond
   // keep_checkpoints. The state's elapsed_seconds are this folder's seconds().
   bool save_checkpoint(const TrainingState& state, const ParamStore<float>& params, const OptimizerState& optimizer);
-  // Loads checkpoint.pens; the folder is left as it is until accept_resume.
-  TrainingState load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer);
-  // Makes `checkpoint` (one of the kept checkpoint-STEP.pens, or any checkpoint file)
-  // this folder's checkpoint.pens, atomically, so that the next resume starts from it.
-  void roll_back_to(const std::string& checkpoint);
+  // Loads the checkpoint `from` names (empty: checkpoint.pens); the folder is left as it
+  // is until accept_resume.
+  TrainingState load_checkpoint(ParamStore<float>& params, const OptimizerState& optimizer,
+                                const std::string& from = "");
+  // The checkpoint file load_checkpoint read.
+  const std::string& loaded_from() const { return loaded_from_; }
   // The kept checkpoints, by step, oldest first.
   std::vector<std::pair<int64_t, std::string>> kept_checkpoints() const;
   // Throws, changing nothing in the folder, unless the loaded checkpoint's config
@@ -70,8 +82,9 @@ class RunFolder {
   // run's length, budget and threads, and the optimizer's schedule (learning rate, warm-up,
   // decay, momentum: what a user lowers to get past a divergence); the error names every
   // other field that differs, with both values. Paths compare as absolute ones. Once
-  // accepted, kept checkpoints of steps after the loaded one are removed and config.json
-  // becomes `config`. Returns "field was -> now" for each schedule field that changed, and
+  // accepted, the loaded checkpoint becomes checkpoint.pens (atomically, where it was
+  // another file), kept checkpoints of steps after it are removed (the trajectory a
+  // roll-back abandons) and config.json becomes `config`. Returns "field was -> now" for each schedule field that changed, and
   // keeps them for resume_changes().
   std::vector<std::string> accept_resume(const nlohmann::json& saved_config, const nlohmann::json& config);
   // The schedule changes of the last accept_resume, for summary.json: {"step": the
@@ -88,6 +101,7 @@ class RunFolder {
   bool writes_;
   std::ofstream metrics_;
   int64_t last_checkpoint_step_ = -1;
+  std::string loaded_from_;  // the checkpoint load_checkpoint read
   nlohmann::json resume_changes_;
   std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
   double earlier_seconds_ = 0;  // trained before the checkpoint resumed from

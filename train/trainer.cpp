@@ -134,7 +134,7 @@ class ClassifierRun {
     split_data();
   }
 
-  void start(bool resume);
+  void start(const Resume& resume);
   void run_steps();
   TrainSummary finish();
 
@@ -340,23 +340,23 @@ void ClassifierRun::note(const json& m) {
   }
 }
 
-void ClassifierRun::start(bool resume) {
+void ClassifierRun::start(const Resume& resume) {
   total_steps_ = config_.epochs * config_.steps_per_epoch;
-  if (!resume) {
+  if (!resume.on) {
     folder_.write_config(to_json(config_));
     folder_.start_metrics();
     return;
   }
-  const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state());
+  const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state(), resume.from);
   // Read back as this pens reads configs: one from an earlier pens gets today's defaults.
   const std::vector<std::string> changed =
-      folder_.accept_resume(to_json(parse_train_config(state.config, folder_.checkpoint_path())), to_json(config_));
+      folder_.accept_resume(to_json(parse_train_config(state.config, folder_.loaded_from())), to_json(config_));
   step_count_ = state.step;
   window_start_ = folder_.seconds();
   // Evaluations the interrupted run made after its checkpoint are dropped: the resumed
   // run makes them again.
   for (const json& m : folder_.start_metrics(step_count_)) note(m);
-  observer_.on_message(cat("resuming from ", folder_.checkpoint_path(), " at step ", step_count_));
+  observer_.on_message(cat("resuming from ", folder_.loaded_from(), " at step ", step_count_));
   for (const std::string& c : changed) observer_.on_message(cat("  changed on resume: ", c));
   if (state.version < kCheckpointVersion) {
     observer_.on_message(cat("note: checkpoint format ", state.version, " was written by an earlier pens, whose noise "
@@ -532,7 +532,7 @@ std::string initialize_from(ParamStore<float>& params, const Graph& graph, const
 }
 
 TrainSummary train(const TrainConfig& config, const TrainData& data, const std::string& out_dir,
-                   TrainObserver& observer, bool resume, Communicator* communicator) {
+                   TrainObserver& observer, const Resume& resume, Communicator* communicator) {
   std::unique_ptr<ClassifierRun> run;
   const auto set_up = [&] {
     run = std::make_unique<ClassifierRun>(config, data, out_dir, observer, communicator);

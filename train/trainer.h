@@ -10,6 +10,7 @@
 #include "pens/models/dataset.h"
 #include "pens/train/communicator.h"
 #include "pens/train/observer.h"
+#include "pens/train/run_folder.h"
 #include "pens/train/train_config.h"
 
 namespace pens {
@@ -25,18 +26,19 @@ struct TrainData {
 // summary and on the observer, leaving the last good checkpoint; errors in the inputs are
 // thrown.
 //
-// With `resume`, starts from out_dir/checkpoint.pens (written by the same config, up to
-// run.epochs, run.budget_minutes and run.threads) and continues exactly as an unbroken run
-// would: batches and noise are functions of (seed, step). Evaluations logged after the
-// checkpoint are dropped from metrics.jsonl and made again; the budget counts from the
-// resumption.
+// With `resume`, starts from out_dir/checkpoint.pens or the checkpoint it names (written by
+// the same config, up to run.epochs, run.budget_minutes, run.threads and the optimizer's
+// schedule; another is refused, the folder unchanged) and continues exactly as an
+// unbroken run would: batches and noise are functions of (seed, step). Evaluations logged
+// after the checkpoint are dropped from metrics.jsonl and made again; the budget counts
+// from the resumption.
 //
 // With a `communicator` of more than one process the run is data-parallel: each process
 // calls train() with the same config and data; each computes its share of every batch and
 // of every evaluation, and process 0 alone writes out_dir (docs/distributed.md). An error
 // in one process's step is thrown on all as a CollectiveError.
 TrainSummary train(const TrainConfig& config, const TrainData& data, const std::string& out_dir,
-                   TrainObserver& observer, bool resume = false, Communicator* communicator = nullptr);
+                   TrainObserver& observer, const Resume& resume = {}, Communicator* communicator = nullptr);
 
 // Copies into `params` the values of the parameters of the model file at `path` that
 // share a name (shapes must agree); returns a line naming what was copied. Throws when

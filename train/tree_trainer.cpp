@@ -41,7 +41,7 @@ std::vector<int64_t> trainable(const std::vector<SentimentTree>& trees, Sentimen
 class TreeRun {
  public:
   TreeRun(const TreeConfig& config, const TreeData& data, const std::string& out_dir, TrainObserver& observer);
-  void start(bool resume);
+  void start(const Resume& resume);
   void run_steps();
   TrainSummary finish();
 
@@ -127,17 +127,17 @@ void TreeRun::regularize(ParamStore<float>& params) {
   if (epoch_of(step_count_) < config_.freeze_words_epochs && params.find("E")) params.grad("E").arr().setZero();
 }
 
-void TreeRun::start(bool resume) {
+void TreeRun::start(const Resume& resume) {
   total_steps_ = config_.epochs * steps_per_epoch_;
-  if (!resume) {
+  if (!resume.on) {
     folder_.write_config(to_json(config_));
     folder_.start_metrics();
     return;
   }
-  const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state());
+  const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state(), resume.from);
   // Both sides read as configs, so defaults a caller left unset compare equal.
   const std::vector<std::string> changed =
-      folder_.accept_resume(to_json(parse_tree_config(state.config, folder_.checkpoint_path())),
+      folder_.accept_resume(to_json(parse_tree_config(state.config, folder_.loaded_from())),
                               to_json(parse_tree_config(to_json(config_), "the run's config")));
   step_count_ = state.step;
   window_start_ = folder_.seconds();
@@ -148,7 +148,7 @@ void TreeRun::start(bool resume) {
       best_ = m;
     }
   }
-  observer_.on_message(cat("resuming from ", folder_.checkpoint_path(), " at step ", step_count_));
+  observer_.on_message(cat("resuming from ", folder_.loaded_from(), " at step ", step_count_));
   for (const std::string& c : changed) observer_.on_message(cat("  changed on resume: ", c));
 }
 
@@ -325,7 +325,7 @@ TreeData load_tree_data(const std::string& dir, const VocabularyPolicy& vocabula
 }
 
 TrainSummary train_trees(const TreeConfig& config, const TreeData& data, const std::string& out_dir,
-                         TrainObserver& observer, bool resume) {
+                         TrainObserver& observer, const Resume& resume) {
   TreeRun run(config, data, out_dir, observer);
   run.start(resume);
   run.run_steps();

@@ -10,6 +10,7 @@
 
 #include "pens/models/sst.h"
 #include "pens/train/observer.h"
+#include "pens/train/run_folder.h"
 #include "pens/train/tree_config.h"
 
 namespace pens {
@@ -21,9 +22,9 @@ struct TreeData {
 };
 TreeData load_tree_data(const std::string& dir, const VocabularyPolicy& vocabulary);
 
-// Trains into out_dir; with `resume`, continues from its checkpoint exactly as an unbroken
-// run would (tree order and noise are functions of seed and step).
+// Trains into out_dir; with `resume`, continues from its checkpoint (or the one it names)
+// exactly as an unbroken run would (tree order and noise are functions of seed and step).
 TrainSummary train_trees(const TreeConfig& config, const TreeData& data, const std::string& out_dir,
-                         TrainObserver& observer, bool resume = false);
+                         TrainObserver& observer, const Resume& resume = {});
 
 }  // namespace pens

@@ -120,6 +120,22 @@ def test_a_callback_that_raises_stops_the_run(tmp_path, small_config):
     assert summary["epochs"] == 3
 
 
+def test_resume_from_another_checkpoint_touches_the_folder_only_once_accepted(tmp_path, small_config):
+    pens.train(small_config, out=tmp_path / "a", seed=1)
+    pens.train(small_config, out=tmp_path / "b", seed=2)
+    own = (tmp_path / "b" / "checkpoint.pens").read_bytes()
+    # Another seed's checkpoint is refused, and b keeps its own.
+    with pytest.raises(pens.Error, match="written by a different config: run.seed 1 in the checkpoint, 2 now"):
+        pens.train(small_config, out=tmp_path / "b", seed=2, epochs=4, resume_from=tmp_path / "a" / "checkpoint.pens")
+    assert (tmp_path / "b" / "checkpoint.pens").read_bytes() == own
+    # Taken with a's seed, b goes on from a's checkpoint as an unbroken run of a's would.
+    summary = pens.train(small_config, out=tmp_path / "b", seed=1, epochs=4,
+                         resume_from=tmp_path / "a" / "checkpoint.pens")
+    unbroken = pens.train(small_config, out=tmp_path / "c", seed=1, epochs=4)
+    assert summary["steps"] == 40 and summary["final"] == unbroken["final"]
+    assert (tmp_path / "b" / "model.json").read_text() == (tmp_path / "c" / "model.json").read_text()
+
+
 def test_backward_and_gradcheck_in_float64():
     model = small_model()
     net = pens.compile(model, batch=8, graph="training", dtype="float64", labeled=4)

@@ -226,8 +226,7 @@ TEST_CASE("a run that diverges names where, keeps its checkpoints, and rolls bac
   // Rolled back to step 1, with a learning rate 10^4 times lower, the run trains to the
   // end, and the summary says what changed.
   config.schedule.learning_rate = 0.1;
-  folder.roll_back_to(kept.front().second);
-  const TrainSummary resumed = train(config, small_data(), dir / "run", quiet, /*resume=*/true);
+  const TrainSummary resumed = train(config, small_data(), dir / "run", quiet, Resume(kept.front().second));
   CHECK_FALSE(resumed.diverged);
   CHECK(resumed.json["steps"] == 300);
   CHECK(resumed.json["changed_on_resume"]["step"] == 1);
@@ -258,17 +257,18 @@ TEST_CASE("a run folder keeps its last checkpoints by step, as second names of o
   }
   CHECK(steps(folder) == std::vector<int64_t>{3, 4, 5});
   CHECK(std::filesystem::equivalent(dir / "run/checkpoint-5.pens", dir / "run/checkpoint.pens"));
-  // Rolled back to step 3, the folder resumes there with step 3's values, and forgets 4 and 5
-  // once the resume is accepted.
-  folder.roll_back_to(dir / "run/checkpoint-3.pens");
-  CHECK(folder.load_checkpoint(params, sgd->checkpoint_state()).step == 3);
+  // Resumed from step 3, the folder holds step 3's values; it makes checkpoint-3 its
+  // checkpoint.pens and forgets 4 and 5 only once the resume is accepted.
+  CHECK(folder.load_checkpoint(params, sgd->checkpoint_state(), dir / "run/checkpoint-3.pens").step == 3);
   CHECK(params.values()[0] == 3.0f);
   CHECK(steps(folder) == std::vector<int64_t>{3, 4, 5});
+  CHECK(std::filesystem::equivalent(dir / "run/checkpoint-5.pens", dir / "run/checkpoint.pens"));
   TrainConfig train_config;
   train_config.model = "m.json";
   const json config = to_json(train_config);
   folder.accept_resume(config, config);
   CHECK(steps(folder) == std::vector<int64_t>{3});
+  CHECK(std::filesystem::equivalent(dir / "run/checkpoint-3.pens", dir / "run/checkpoint.pens"));
   // A checkpoint from before configs held absolute paths holds them relative to the
   // folder the run was started from, taken to be the working directory.
   json absolute = config;
@@ -280,7 +280,8 @@ TEST_CASE("a run folder keeps its last checkpoints by step, as second names of o
   RunFolder single(dir / "run", 1);
   REQUIRE(single.save_checkpoint({.step = 6}, params, sgd->checkpoint_state()));
   CHECK(steps(single).empty());
-  CHECK_ERROR_MENTIONS(single.roll_back_to(dir / "run/checkpoint-4.pens"), "checkpoint-4.pens", "no such checkpoint");
+  CHECK_ERROR_MENTIONS(single.load_checkpoint(params, sgd->checkpoint_state(), dir / "run/checkpoint-4.pens"),
+                       "checkpoint-4.pens", "no such checkpoint");
 }
 
 TEST_CASE("training configs: unknown fields and bad values are errors naming the field") {
@@ -381,6 +382,14 @@ TEST_CASE("a resumed run continues exactly as an unbroken one") {
   // The refused resume changed nothing in the folder.
   CHECK(read_file(dir / "resumed/config.json", 1 << 20) == config_before);
   CHECK(RunFolder(dir / "resumed").kept_checkpoints() == kept_before);
+  // Nor does one refused from another checkpoint file (--resume-from): the folder's
+  // latest checkpoint stays its checkpoint.pens.
+  const std::string checkpoint_before = read_file(dir / "resumed/checkpoint.pens", 1 << 24);
+  CHECK_ERROR_MENTIONS(train(config, small_data(), dir / "resumed", quiet, Resume(dir / "unbroken/checkpoint.pens")),
+                       "unbroken/checkpoint.pens", "written by a different config");
+  CHECK_FALSE(std::filesystem::equivalent(dir / "resumed/checkpoint.pens", dir / "unbroken/checkpoint.pens"));
+  CHECK(read_file(dir / "resumed/checkpoint.pens", 1 << 24) == checkpoint_before);
+  CHECK(read_file(dir / "resumed/config.json", 1 << 20) == config_before);
 }
 
 TEST_CASE("a resumed run's clock goes on from its checkpoint's: its minutes and its budget are the whole run's") {
