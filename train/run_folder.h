@@ -15,6 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pens/serialization/checkpoint.h"
@@ -84,8 +85,8 @@ class RunFolder {
   // other field that differs, with both values. Paths compare as absolute ones. Once
   // accepted, the loaded checkpoint becomes checkpoint.pens (atomically, where it was
   // another file), kept checkpoints of steps after it are removed (the trajectory a
-  // roll-back abandons) and config.json becomes `config`. Returns "field was -> now" for each schedule field that changed, and
-  // keeps them for resume_changes().
+  // roll-back abandons) and config.json becomes `config`. Returns "field was -> now" for
+  // each schedule field that changed, and keeps them for resume_changes().
   std::vector<std::string> accept_resume(const nlohmann::json& saved_config, const nlohmann::json& config);
   // The schedule changes of the last accept_resume, for summary.json: {"step": the
   // checkpoint's step, "settings": {"optimizer.learning_rate": [was, now], ...}}; null when
