@@ -5,17 +5,36 @@
 #include <boost/graph/depth_first_search.hpp>
 #include <boost/graph/filtered_graph.hpp>
 
+#include "pens/graph/topology.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/registry.h"
 
 namespace pens {
 
-Graph::Graph(Impl impl) : impl_(std::move(impl)) {
-  for (NodeId v : nodes()) {
-    if (!by_name_.emplace(impl_[v].name, v).second) {
-      fail("duplicate node name '", impl_[v].name, "'");
-    }
-  }
+Graph::Graph() : topology_(std::make_unique<Topology>()) {}
+Graph::Graph(const Graph& other)
+    : nodes_(other.nodes_),
+      topology_(std::make_unique<Topology>(other.topology())),
+      by_name_(other.by_name_),
+      next_auto_name_(other.next_auto_name_),
+      probes_(other.probes_),
+      averages_(other.averages_) {}
+Graph::Graph(Graph&& other) noexcept = default;
+Graph& Graph::operator=(const Graph& other) {
+  if (this != &other) *this = Graph(other);
+  return *this;
+}
+Graph& Graph::operator=(Graph&& other) noexcept = default;
+Graph::~Graph() = default;
+
+const Graph::Topology& Graph::topology() const {
+  static const Topology no_edges;
+  return topology_ ? *topology_ : no_edges;
+}
+
+Graph::Topology& Graph::edges() {
+  if (!topology_) topology_ = std::make_unique<Topology>();
+  return *topology_;
 }
 
 std::string Graph::fresh_name(std::string_view op) {
@@ -40,10 +59,12 @@ NodeId Graph::add(std::string_view op_name, const std::vector<NodeId>& inputs,
   for (NodeId in : inputs) {
     if (in >= size()) fail("node '", name, "': input refers to a node that does not exist");
   }
-  NodeId v = boost::add_vertex(std::move(node), impl_);
+  Topology::Impl& impl = edges().impl;
+  const NodeId v = boost::add_vertex(impl);
+  nodes_.push_back(std::move(node));
   by_name_.emplace(std::move(name), v);
   for (size_t slot = 0; slot < inputs.size(); ++slot) {
-    boost::add_edge(inputs[slot], v, Edge{static_cast<int>(slot)}, impl_);
+    boost::add_edge(inputs[slot], v, Edge{static_cast<int>(slot)}, impl);
   }
   return v;
 }
@@ -69,28 +90,37 @@ NodeId Graph::add_unwired(std::string_view op_name, Attributes attrs, std::strin
   node.name = name;
   node.op = &op;
   node.attrs = std::move(attrs);
-  const NodeId v = boost::add_vertex(std::move(node), impl_);
+  const NodeId v = boost::add_vertex(edges().impl);
+  nodes_.push_back(std::move(node));
   by_name_.emplace(std::move(name), v);
   return v;
 }
 
 void Graph::set_inputs(NodeId v, const std::vector<NodeId>& inputs) {
-  impl_[v].op->check_arity(impl_[v], inputs.size());
+  nodes_[v].op->check_arity(nodes_[v], inputs.size());
   for (NodeId in : inputs) {
-    if (in >= size()) fail("node '", impl_[v].name, "': input refers to a node that does not exist");
+    if (in >= size()) fail("node '", nodes_[v].name, "': input refers to a node that does not exist");
   }
-  boost::clear_in_edges(v, impl_);
+  Topology::Impl& impl = edges().impl;
+  boost::clear_in_edges(v, impl);
   for (size_t slot = 0; slot < inputs.size(); ++slot) {
-    boost::add_edge(inputs[slot], v, Edge{static_cast<int>(slot)}, impl_);
+    boost::add_edge(inputs[slot], v, Edge{static_cast<int>(slot)}, impl);
   }
 }
 
 std::vector<NodeId> Graph::inputs(NodeId v) const {
-  std::vector<NodeId> out(boost::in_degree(v, impl_));
-  for (auto [it, end] = boost::in_edges(v, impl_); it != end; ++it) {
-    out[static_cast<size_t>(impl_[*it].slot)] = boost::source(*it, impl_);
+  const Topology::Impl& impl = topology().impl;
+  std::vector<NodeId> out(boost::in_degree(v, impl));
+  for (auto [it, end] = boost::in_edges(v, impl); it != end; ++it) {
+    out[static_cast<size_t>(impl[*it].slot)] = boost::source(*it, impl);
   }
   return out;
+}
+
+void Graph::input_slots(NodeId v, std::vector<int>& slots) const {
+  const Topology::Impl& impl = topology().impl;
+  slots.clear();
+  for (auto [it, end] = boost::in_edges(v, impl); it != end; ++it) slots.push_back(impl[*it].slot);
 }
 
 void Graph::replace_uses(NodeId from, NodeId to) {
@@ -103,8 +133,9 @@ void Graph::replace_uses(NodeId from, NodeId to) {
 
 std::vector<NodeId> Graph::consumers(NodeId v) const {
   std::vector<NodeId> out;
-  for (auto [it, end] = boost::out_edges(v, impl_); it != end; ++it) {
-    out.push_back(boost::target(*it, impl_));
+  const Topology::Impl& impl = topology().impl;
+  for (auto [it, end] = boost::out_edges(v, impl); it != end; ++it) {
+    out.push_back(boost::target(*it, impl));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -124,19 +155,20 @@ NodeId Graph::at(std::string_view name) const {
 }
 
 void Graph::rename(NodeId v, std::string name) {
-  if (impl_[v].name == name) return;
+  Node& node = nodes_[v];
+  if (node.name == name) return;
   if (by_name_.count(name)) fail("duplicate node name '", name, "'");
-  by_name_.erase(impl_[v].name);
+  by_name_.erase(node.name);
   by_name_.emplace(name, v);
-  if (auto body = probes_.extract(impl_[v].name)) {
+  if (auto body = probes_.extract(node.name)) {
     body.key() = name;
     probes_.insert(std::move(body));
   }
   for (MovingAverage& a : averages_) {
-    if (a.source == impl_[v].name) a.source = name;
-    if (a.param == impl_[v].name) a.param = name;
+    if (a.source == node.name) a.source = name;
+    if (a.param == node.name) a.param = name;
   }
-  impl_[v].name = std::move(name);
+  node.name = std::move(name);
 }
 
 const ProbeBody* Graph::probe(std::string_view node) const {
@@ -145,16 +177,15 @@ const ProbeBody* Graph::probe(std::string_view node) const {
 }
 
 std::vector<NodeId> Graph::nodes() const {
-  std::vector<NodeId> out;
-  out.reserve(size());
-  for (auto [it, end] = boost::vertices(impl_); it != end; ++it) out.push_back(*it);
+  std::vector<NodeId> out(size());
+  for (NodeId v = 0; v < out.size(); ++v) out[v] = v;
   return out;
 }
 
 std::vector<NodeId> Graph::nodes_with(NodeFlag f) const {
   std::vector<NodeId> out;
-  for (NodeId v : nodes()) {
-    if (impl_[v].has(f)) out.push_back(v);
+  for (NodeId v = 0; v < size(); ++v) {
+    if (nodes_[v].has(f)) out.push_back(v);
   }
   return out;
 }
@@ -163,14 +194,15 @@ namespace {
 // A depth-first search that records vertices as they finish (reverse topological
 // order) and stops at the first back edge, whose target lies on a cycle.
 struct TopoVisitor : boost::default_dfs_visitor {
+  const Graph* graph;
   std::vector<NodeId>* finished;
-  void back_edge(Graph::Impl::edge_descriptor e, const Graph::Impl& g) const {
-    const Node& from = g[boost::source(e, g)];
-    const Node& to = g[boost::target(e, g)];
+  void back_edge(Graph::Topology::Impl::edge_descriptor e, const Graph::Topology::Impl& g) const {
+    const Node& from = (*graph)[boost::source(e, g)];
+    const Node& to = (*graph)[boost::target(e, g)];
     fail("graph has a cycle through node '", to.name, "' (reached again from '", from.name,
          "')");
   }
-  void finish_vertex(NodeId v, const Graph::Impl&) const { finished->push_back(v); }
+  void finish_vertex(NodeId v, const Graph::Topology::Impl&) const { finished->push_back(v); }
 };
 }  // namespace
 
@@ -178,15 +210,17 @@ std::vector<NodeId> Graph::topological_order() const {
   std::vector<NodeId> order;
   order.reserve(size());
   TopoVisitor visitor;
+  visitor.graph = this;
   visitor.finished = &order;
+  const Topology::Impl& impl = topology().impl;
   std::vector<boost::default_color_type> colors(size(), boost::white_color);
   auto color_map = boost::make_iterator_property_map(colors.begin(),
-                                                     boost::get(boost::vertex_index, impl_));
+                                                     boost::get(boost::vertex_index, impl));
   // Starting the searches from the last node makes the result the insertion order
   // whenever that order is already topological, so printed and saved graphs read in
   // the order they were written.
   for (NodeId v = size(); v-- > 0;) {
-    if (colors[v] == boost::white_color) boost::depth_first_visit(impl_, v, visitor, color_map);
+    if (colors[v] == boost::white_color) boost::depth_first_visit(impl, v, visitor, color_map);
   }
   std::reverse(order.begin(), order.end());
   return order;
@@ -201,20 +235,26 @@ struct IsKept {
 }  // namespace
 
 Graph copy_subgraph(const Graph& g, const std::vector<char>& keep, std::vector<NodeId>* old_to_new) {
-  boost::filtered_graph<Graph::Impl, boost::keep_all, IsKept> kept(g.impl(), boost::keep_all{},
-                                                                   IsKept{&keep});
+  using Impl = Graph::Topology::Impl;
+  const Impl& in = g.topology().impl;
+  boost::filtered_graph<Impl, boost::keep_all, IsKept> kept(in, boost::keep_all{}, IsKept{&keep});
   std::vector<NodeId> mapping(g.size(), static_cast<NodeId>(-1));
-  Graph::Impl out;
-  boost::copy_graph(kept, out,
+  Graph copy;
+  boost::copy_graph(kept, copy.edges().impl,
                     boost::orig_to_copy(boost::make_iterator_property_map(
-                        mapping.begin(), boost::get(boost::vertex_index, g.impl()))));
-  if (old_to_new) {
-    for (NodeId v = 0; v < g.size(); ++v) {
-      if (!keep[v]) mapping[v] = static_cast<NodeId>(-1);
+                        mapping.begin(), boost::get(boost::vertex_index, in))));
+  // copy_graph numbers the kept vertices in order; the nodes follow them.
+  for (NodeId v = 0; v < g.size(); ++v) {
+    if (!keep[v]) {
+      mapping[v] = static_cast<NodeId>(-1);
+      continue;
     }
-    *old_to_new = std::move(mapping);
+    copy.nodes_.push_back(g[v]);
+    if (!copy.by_name_.emplace(g[v].name, mapping[v]).second) {
+      fail("duplicate node name '", g[v].name, "'");
+    }
   }
-  Graph copy(std::move(out));
+  if (old_to_new) *old_to_new = std::move(mapping);
   for (const auto& [name, body] : g.probes()) {
     if (auto v = copy.find(name)) copy.set_probe(*v, body);
   }

@@ -1,9 +1,11 @@
-// The pens graph IR: a DAG held in a Boost.Graph adjacency list whose vertices are
-// Nodes and whose edges carry the input slot they feed. A Graph is a value: passes
-// copy it and return new graphs, nothing edits a graph it was handed.
+// The pens graph IR: a DAG whose vertices are Nodes and whose edges carry the input slot
+// they feed. The nodes are held here, in insertion order; the edges are a Boost.Graph
+// adjacency list kept out of this header (graph/topology.h), so that the many files that
+// only name a graph do not parse Boost.Graph. A Graph is a value: passes copy it and
+// return new graphs, nothing edits a graph it was handed.
 #pragma once
 
-#include <boost/graph/adjacency_list.hpp>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,13 +55,18 @@ struct MovingAverage {
 
 class Graph {
  public:
-  using Impl = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Node,
-                                     Edge>;
-  using NodeId = Impl::vertex_descriptor;
+  // A node's index in insertion order (Boost.Graph's vertex descriptor for vecS storage).
+  using NodeId = std::size_t;
+  // The edges: a Boost.Graph adjacency list, defined in graph/topology.h for the graph
+  // layer's own algorithms (searches, filtered copies).
+  struct Topology;
 
-  Graph() = default;
-  // Adopts a Boost graph built elsewhere (a pass's output); checks that names are unique.
-  explicit Graph(Impl impl);
+  Graph();
+  Graph(const Graph& other);
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(const Graph& other);
+  Graph& operator=(Graph&& other) noexcept;
+  ~Graph();
 
   // Adds a node applying `op` to `inputs`. Attributes are checked against the op's
   // schema (unknown names, wrong types, missing required ones) and defaults filled in.
@@ -85,28 +92,32 @@ class Graph {
   // Every node that reads `from` reads `to` in its place, in the same slots.
   void replace_uses(NodeId from, NodeId to);
 
-  const Node& node(NodeId v) const { return impl_[v]; }
-  Node& node(NodeId v) { return impl_[v]; }
-  const Node& operator[](NodeId v) const { return impl_[v]; }
-  const Node& operator[](std::string_view name) const { return impl_[at(name)]; }
+  const Node& node(NodeId v) const { return nodes_[v]; }
+  Node& node(NodeId v) { return nodes_[v]; }
+  const Node& operator[](NodeId v) const { return nodes_[v]; }
+  const Node& operator[](std::string_view name) const { return nodes_[at(name)]; }
 
   std::optional<NodeId> find(std::string_view name) const;
   NodeId at(std::string_view name) const;  // throws an Error naming the missing node
-  void set_flag(NodeId v, NodeFlag f) { impl_[v].flags |= f; }
+  void set_flag(NodeId v, NodeFlag f) { nodes_[v].flags |= f; }
   void rename(NodeId v, std::string name);
 
-  size_t size() const { return boost::num_vertices(impl_); }
+  size_t size() const { return nodes_.size(); }
   std::vector<NodeId> nodes() const;                  // in insertion order
   std::vector<NodeId> nodes_with(NodeFlag f) const;   // in insertion order
   // Topological order (inputs before consumers). Throws an Error naming a node on a
   // cycle when there is one.
   std::vector<NodeId> topological_order() const;
+  // The slots of the edges into v, in the order the edges were added, into `slots`
+  // (cleared first; reused across nodes, it stops allocating). Verification checks they
+  // are 0..n-1 with none twice, which inputs() cannot tell.
+  void input_slots(NodeId v, std::vector<int>& slots) const;
 
-  const Impl& impl() const { return impl_; }
+  const Topology& topology() const;
 
   // The bodies of probe nodes, by the probe node's name; copy_subgraph and rename keep
   // them with their nodes.
-  void set_probe(NodeId v, ProbeBody body) { probes_[impl_[v].name] = std::move(body); }
+  void set_probe(NodeId v, ProbeBody body) { probes_[nodes_[v].name] = std::move(body); }
   const ProbeBody* probe(std::string_view node) const;
   const std::map<std::string, ProbeBody, std::less<>>& probes() const { return probes_; }
 
@@ -118,8 +129,11 @@ class Graph {
   const std::vector<MovingAverage>& averages() const { return averages_; }
 
  private:
+  friend Graph copy_subgraph(const Graph&, const std::vector<char>&, std::vector<NodeId>*);
   std::string fresh_name(std::string_view op);
-  Impl impl_;
+  Topology& edges();  // the topology to change (a graph moved from gets an empty one)
+  std::vector<Node> nodes_;
+  std::unique_ptr<Topology> topology_;  // null in a graph moved from: no edges
   std::unordered_map<std::string, NodeId> by_name_;
   size_t next_auto_name_ = 0;
   std::map<std::string, ProbeBody, std::less<>> probes_;

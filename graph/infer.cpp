@@ -74,10 +74,7 @@ std::vector<ValueInfo> verify(const Graph& g, int64_t batch, std::vector<NodeId>
     if (!node.op) fail("node '", node.name, "' has no op");
     if (!names.insert(node.name).second) fail_at(node.name, "duplicate node name '", node.name, "'");
     // Slots must be exactly 0..n-1, each fed once.
-    slots.clear();
-    for (auto [it, end] = boost::in_edges(v, g.impl()); it != end; ++it) {
-      slots.push_back(g.impl()[*it].slot);
-    }
+    g.input_slots(v, slots);
     std::sort(slots.begin(), slots.end());
     for (size_t i = 0; i < slots.size(); ++i) {
       if (slots[i] != static_cast<int>(i)) {

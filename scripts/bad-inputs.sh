@@ -28,8 +28,10 @@ pens=${PENS:-$(pwd)/build/pens}  # PENS: another build of the tool (the test sui
 # 16 GiB of address space turns a runaway allocation into a quick failure; not under
 # AddressSanitizer, which reserves terabytes of address space for its shadow memory.
 memory=$((16 * 1024 * 1024))
-# (Read whole: `ldd | grep -q` under pipefail fails when grep exits before ldd has written.)
-[[ $(ldd "$pens" 2>/dev/null) == *libasan* ]] && memory=unlimited
+# A sanitized tool has __asan_init among its dynamic symbols, whether the runtime is a
+# shared library (GCC) or linked in (clang). (Read whole: `nm | grep -q` under pipefail
+# fails when grep exits before nm has written.)
+[[ $(nm -D "$pens" 2>/dev/null) == *__asan_init* ]] && memory=unlimited
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

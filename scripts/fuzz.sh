@@ -7,11 +7,12 @@
 #
 #   scripts/fuzz.sh [--seconds S | --runs N] [TARGET ...]     (default: --seconds 60, all)
 #
-# Each target starts from a seed corpus of the repository's own files (examples/, tests/)
-# plus small hand-made ones, and keeps what it finds in build-fuzz/corpus/TARGET, so a
+# The fuzzers are built in build-sanitize/ (scripts/sanitize-build.sh). Each target starts
+# from a seed corpus of the repository's own files (examples/, tests/) plus small
+# hand-made ones, and keeps what it finds in build-sanitize/fuzz/corpus/TARGET, so a
 # second run goes on from there. Prints one line per target:
 #   fuzz TARGET: N executions in S s, no crash, leak or sanitizer report
-# or the report and a non-zero exit; crashing inputs are kept in build-fuzz/crashes/.
+# or the report and a non-zero exit; crashing inputs are kept in build-sanitize/fuzz/crashes/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,28 +29,16 @@ done
 ((${#targets[@]})) || targets=(model_loader config idx trees)
 
 scripts/setup.sh >/dev/null  # the Debian packages pens itself needs
-need=()
-for p in clang libclang-rt-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-done
-if ((${#need[@]})); then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
-
-if [ ! -f build-fuzz/build.ninja ]; then
-  CXX=clang++ meson setup build-fuzz -Dfuzz=true -Dtests=disabled -Dbuildtype=debugoptimized \
-    -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
-fi
-ninja -C build-fuzz $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
+# The sanitized build the test suite's --sanitize run uses: after it, only the fuzzers'
+# own files compile.
+# shellcheck disable=SC2046
+scripts/sanitize-build.sh $(printf 'tests/fuzz/fuzz_%s ' "${targets[@]}")
 
 # Seeds: the repository's files of each kind, and for IDX (whose real files are too large
 # to be useful seeds) a few small valid and broken ones. The first byte of an IDX input
 # picks the rank the reader expects: even = labels (1), odd = images (3).
 seed() {
-  local target=$1 dir=build-fuzz/corpus/$1
+  local target=$1 dir=build-sanitize/fuzz/corpus/$1
   mkdir -p "$dir"
   case "$target" in
     model_loader) cp tests/data/models/*.json examples/models/*.json examples/mnist/*.model.json \
@@ -68,24 +57,24 @@ seed() {
   esac
 }
 
-mkdir -p build-fuzz/crashes
+mkdir -p build-sanitize/fuzz/crashes
 failed=0
 for target in "${targets[@]}"; do
   seed "$target"
-  log=build-fuzz/fuzz-$target.log
+  log=build-sanitize/fuzz/fuzz-$target.log
   start=$(date +%s)
   set +e
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
-    "build-fuzz/tests/fuzz/fuzz_$target" "${limit[@]}" -print_final_stats=1 \
-    -artifact_prefix="build-fuzz/crashes/$target-" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-    "build-fuzz/corpus/$target" >"$log" 2>&1
+    "build-sanitize/tests/fuzz/fuzz_$target" "${limit[@]}" -print_final_stats=1 \
+    -artifact_prefix="build-sanitize/fuzz/crashes/$target-" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+    "build-sanitize/fuzz/corpus/$target" >"$log" 2>&1
   status=$?
   set -e
   seconds=$(($(date +%s) - start))
   runs=$(grep -E '^stat::number_of_executed_units:' "$log" | awk '{print $2}')
   if [ "$status" -ne 0 ]; then
     tail -n 40 "$log"
-    echo "fuzz $target: FAILED after ${runs:-?} executions (exit $status); inputs in build-fuzz/crashes/"
+    echo "fuzz $target: FAILED after ${runs:-?} executions (exit $status); inputs in build-sanitize/fuzz/crashes/"
     failed=1
   else
     echo "fuzz $target: ${runs} executions in ${seconds} s, no crash, leak or sanitizer report"

@@ -10,16 +10,20 @@ cd "$(dirname "$0")/.."
 # pybind11, numpy and pytest are for the Python package, built for Debian's python3
 # (/usr/bin/python3); matplotlib draws the curve of examples/python/train_pea.py.
 # Open MPI runs data-parallel training (mpirun -np P pens train; docs/distributed.md).
+# ccache makes a second build of the same sources fast, in this folder or another clone
+# (scripts/ccache-env.sh).
 scripts/ensure-packages.sh g++ meson ninja-build pkg-config libeigen3-dev libboost-graph-dev \
   nlohmann-json3-dev libssl-dev libpng-dev doctest-dev gnuplot-nox \
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-matplotlib \
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin ccache
 
+source scripts/ccache-env.sh
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=release >/dev/null
 fi
 echo "setup: building (meson, build/)"
-ninja -C build >/dev/null
+# One job per core: ninja's default of two more was slower here (large units, 2 cores).
+ninja -C build -j "$(nproc)" >/dev/null
 
 # `import pens` from the build: a .pth file naming build/python in Debian's python3's
 # site folder, and in that of the python3 first on the PATH when it is another CPython of

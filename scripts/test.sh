@@ -4,8 +4,9 @@
 # Exits non-zero when anything failed.
 #
 #   scripts/test.sh              the optimized build in build/
-#   scripts/test.sh --sanitize   a build with AddressSanitizer and UndefinedBehaviorSanitizer
-#                                in build-sanitize/
+#   scripts/test.sh --sanitize   a clang build with AddressSanitizer and
+#                                UndefinedBehaviorSanitizer in build-sanitize/ (shared with
+#                                scripts/fuzz.sh)
 # Further arguments go to the doctest runner (e.g. -tc="*tape*" to run some tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,12 +16,10 @@ dir=build
 if [ "${1:-}" = "--sanitize" ]; then
   shift
   dir=build-sanitize
-  if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
-  fi
   echo "test: building with AddressSanitizer and UndefinedBehaviorSanitizer ($dir/)"
-  # The tests run the tool and the extending example as programs.
-  ninja -C "$dir" tests/pens_tests pens examples/extending >/dev/null
+  # Only what the suite runs: the tests, and the tool and the extending example they
+  # start as programs.
+  scripts/sanitize-build.sh tests/pens_tests pens examples/extending
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
   # Open MPI keeps what MPI_Init allocated past MPI_Finalize (the mpirun tests): suppressed
   # by library, which needs whole stacks (the slow unwinder) in the processes mpirun starts.

@@ -8,13 +8,17 @@
 
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/paths.h"
+
+namespace test_layers {
 
 namespace {
 
 using Checked = pens::testing::Run;
 
 Checked check_layers(const std::string& root) {
-  return pens::testing::run_command("python3 " + std::string(PENS_SOURCE_DIR) + "/scripts/check-layers.py --root " + root);
+  return pens::testing::run_command("python3 " + pens::testing::source_dir() + "/scripts/check-layers.py --root " +
+                                    root);
 }
 
 void write(const std::string& path, const std::string& text) {
@@ -25,7 +29,7 @@ void write(const std::string& path, const std::string& text) {
 }  // namespace
 
 TEST_CASE("every include of the source tree points down the layer stack") {
-  const Checked c = check_layers(PENS_SOURCE_DIR);
+  const Checked c = check_layers(pens::testing::source_dir());
   INFO(c.out);
   CHECK(c.status == 0);
 }
@@ -60,3 +64,5 @@ TEST_CASE("the layer check fails on an include that points up, and names it") {
         std::string::npos);
   CHECK(c.out.find("ops/op.h") == std::string::npos);  // downward includes are not reported
 }
+
+}  // namespace test_layers

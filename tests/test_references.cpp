@@ -9,6 +9,9 @@
 #include <set>
 #include <string>
 #include <vector>
+#include "tests/support/paths.h"
+
+namespace test_references {
 
 namespace fs = std::filesystem;
 
@@ -27,7 +30,7 @@ bool cited_kind(const fs::path& p) {
 }  // namespace
 
 TEST_CASE("every source file, script, config or doc a file cites is in the repository") {
-  const fs::path root = PENS_SOURCE_DIR;
+  const fs::path root = pens::testing::source_dir();
   std::vector<fs::path> files;
   std::set<std::string> basenames;
   for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
@@ -71,3 +74,5 @@ TEST_CASE("every source file, script, config or doc a file cites is in the repos
   }
   CHECK(references > 200);
 }
+
+}  // namespace test_references

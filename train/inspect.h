@@ -4,7 +4,7 @@
 // (inspect, gradcheck) and the Python package.
 #pragma once
 #include <cstdint>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 

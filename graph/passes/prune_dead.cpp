@@ -3,6 +3,7 @@
 
 #include "pens/graph/infer.h"
 #include "pens/graph/pass.h"
+#include "pens/graph/topology.h"
 #include "pens/ops/ir/error.h"
 
 namespace pens {
@@ -31,7 +32,7 @@ struct MarkReached : boost::default_bfs_visitor {
 }  // namespace
 
 Graph PruneDeadNodes::run(const Graph& in) const {
-  const Graph::Impl& impl = in.impl();
+  const Graph::Topology::Impl& impl = in.topology().impl;
   std::vector<char> live(in.size(), 0);
   // Walk the reversed graph from every output and loss node: what it reaches is what
   // those nodes depend on.

@@ -7,6 +7,9 @@
 #include "pens/ops/check_case.h"
 #include "pens/ops/op.h"
 #include "pens/serialization/model_file.h"
+#include "tests/support/paths.h"
+
+namespace test_gradcheck {
 
 using namespace pens;
 
@@ -82,7 +85,7 @@ struct TanhWrongVjp {
 // The narrow model of tests/data/models/tanh-vc-narrow.json (12-6-5-4-3, tanh, zero biases,
 // V^c on the hidden layers): its pseudo-ensemble's training graph.
 Graph narrow_vc_graph() {
-  const Model model = load_model(std::string(PENS_SOURCE_DIR) + "/tests/data/models/tanh-vc-narrow.json");
+  const Model model = load_model(pens::testing::source_dir() + "/tests/data/models/tanh-vc-narrow.json");
   return build_pseudo_ensemble(model.graph, model.ensemble.value()).graph;
 }
 
@@ -144,3 +147,5 @@ TEST_CASE("sampling: a fixed number of elements per tensor, the largest gradient
   CHECK(again.worst == r.worst);
   CHECK(again.max_error == r.max_error);
 }
+
+}  // namespace test_gradcheck

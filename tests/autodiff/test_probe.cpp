@@ -10,6 +10,8 @@
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mlp.h"
 
+namespace test_probe {
+
 using namespace pens;
 
 namespace {
@@ -155,3 +157,5 @@ TEST_CASE("adversarial noise is drawn per row of the global batch: a shard compu
   // The same key replays the same perturbation exactly.
   CHECK(probe_rows(6, 0, {}) == whole);
 }
+
+}  // namespace test_probe

@@ -10,6 +10,8 @@
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mlp.h"
 
+namespace test_stack {
+
 using namespace pens;
 
 namespace {
@@ -152,3 +154,5 @@ TEST_CASE("stacked products: nodes that read each other's results, or differ in 
   CHECK(no_grads.stacked.stacks() == Names{{"p1", "p2"}});
   no_grads.check_same();
 }
+
+}  // namespace test_stack

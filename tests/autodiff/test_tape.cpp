@@ -8,6 +8,8 @@
 #include "tests/support/alloc_counter.h"
 #include "tests/support/helpers.h"
 
+namespace test_tape {
+
 using namespace pens;
 
 namespace {
@@ -409,3 +411,5 @@ TEST_CASE("node gradients start from zero in every backward pass, after backward
   tape->backward();
   CHECK(grads(*tape) == first);
 }
+
+}  // namespace test_tape

@@ -13,11 +13,15 @@
 #include "pens/ops/registry.h"
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/paths.h"
+
+namespace test_cli {
 
 namespace {
+using pens::testing::cli;
 using pens::testing::Run;
 
-Run pens_cli(const std::string& args) { return pens::testing::run_command(std::string(PENS_CLI) + " " + args); }
+Run pens_cli(const std::string& args) { return pens::testing::run_command(cli() + " " + args); }
 }  // namespace
 
 TEST_CASE("pens ops --json lists every registered op as valid JSON") {
@@ -99,7 +103,7 @@ TEST_CASE("pens kinds lists the noise kinds, penalty kinds and optimizers, in te
 }
 
 namespace {
-std::string example(const std::string& name) { return std::string(PENS_SOURCE_DIR) + "/examples/models/" + name; }
+std::string example(const std::string& name) { return pens::testing::source_dir() + "/examples/models/" + name; }
 }  // namespace
 
 TEST_CASE("pens inspect: 2 children, 3 taps, shared parameters, in JSON, text and DOT") {
@@ -165,7 +169,7 @@ TEST_CASE("pens gradcheck MODEL: every penalty kind, both pairings; a failing ch
   }
   // A model evaluated exactly at a ReLU kink: the analytic gradient (the subgradient 0)
   // is not the slope central differences see. The check fails and says where.
-  const Run kink = pens_cli("gradcheck " + std::string(PENS_SOURCE_DIR) + "/tests/data/models/relu-kink.json");
+  const Run kink = pens_cli("gradcheck " + pens::testing::source_dir() + "/tests/data/models/relu-kink.json");
   CHECK(kink.status == 1);
   CHECK(kink.out.find("FAIL") != std::string::npos);
   CHECK(kink.out.find("worst entry: d target[0] / d W1[0]: analytic 0, numeric") != std::string::npos);
@@ -188,7 +192,7 @@ TEST_CASE("pens gradcheck samples large models by default, says so, and refuses 
   const Run whole = pens_cli("gradcheck " + example("mlp-pea-small.json"));
   CHECK(whole.out.find("checked") == std::string::npos);  // small models are checked whole
   // The narrow V^c model whose plain differences miss by truncation passes, and says why.
-  const Run narrow = pens_cli("gradcheck " + std::string(PENS_SOURCE_DIR) + "/tests/data/models/tanh-vc-narrow.json");
+  const Run narrow = pens_cli("gradcheck " + pens::testing::source_dir() + "/tests/data/models/tanh-vc-narrow.json");
   CHECK(narrow.status == 0);
   CHECK(narrow.out.find("only after extrapolation to smaller steps") != std::string::npos);
   for (const char* bad : {"--tolerance nan", "--tolerance -1", "--step 0", "--step inf", "--sample -2", "--threads -1"}) {
@@ -210,7 +214,9 @@ TEST_CASE("options outside their domain and inputs that are not regular files: o
       {"new ctn --vocabulary 10 --fuzz -0.5", "--fuzz must be a finite number >= 0"},
       {"new ctn --vocabulary 10 --dim 0", "--dim must be an integer from 1"},
   };
-  for (const auto& [command, expected] : cases) {
+  for (const auto& item : cases) {
+    const auto& command = item.first;  // not bindings: doctest captures them (clang < 16)
+    const auto& expected = item.second;
     const Run r = pens_cli(command);
     INFO(command << ": " << r.out);
     CHECK(r.status == 1);
@@ -243,7 +249,7 @@ TEST_CASE("options outside their domain and inputs that are not regular files: o
   REQUIRE(::mkfifo((dir / "pipe.json").c_str(), 0600) == 0);
   for (const char* command : {"fmt ", "train ", "inspect "}) {
     // `timeout`: were the FIFO opened for reading, the test would fail instead of hanging.
-    const Run r = pens::testing::run_command("timeout 20 " + std::string(PENS_CLI) + " " + command + (dir / "pipe.json"));
+    const Run r = pens::testing::run_command("timeout 20 " + cli() + " " + command + (dir / "pipe.json"));
     INFO(command << ": " << r.out);
     CHECK(r.status == 1);
     CHECK(r.out.find("pipe.json: not a regular file") != std::string::npos);
@@ -253,8 +259,8 @@ TEST_CASE("options outside their domain and inputs that are not regular files: o
 // The corpus of bad inputs in tests/data/bad-inputs (models, configs, IDX files, trees,
 // options; cases.tsv lists them), run by the script users run on their own corpora.
 TEST_CASE("every case of the bad-input corpus is refused with one line naming the problem") {
-  const Run r = pens::testing::run_command(std::string("PENS=") + PENS_CLI + " " + PENS_SOURCE_DIR +
-                                          "/scripts/bad-inputs.sh");
+  const Run r =
+      pens::testing::run_command("PENS=" + cli() + " " + pens::testing::source_dir() + "/scripts/bad-inputs.sh");
   INFO(r.out);
   CHECK(r.status == 0);
   std::smatch counts;
@@ -392,7 +398,7 @@ TEST_CASE("pens eval, train and pretrain: a corrupt IDX file or a bad config is 
   CHECK(std::count(train.out.begin(), train.out.end(), '\n') == 1);
 
   // A skip-gram config names a task too; pens train sends it to pens pretrain.
-  const Run skipgram = pens_cli("train " + std::string(PENS_SOURCE_DIR) + "/examples/sst/skipgram.json");
+  const Run skipgram = pens_cli("train " + pens::testing::source_dir() + "/examples/sst/skipgram.json");
   CHECK(skipgram.status == 1);
   CHECK(skipgram.out.find("skipgram.json is a word-vector pre-training config (task \"skipgram\"): run it with pens "
                           "pretrain") != std::string::npos);
@@ -423,7 +429,7 @@ TEST_CASE("tree models from the command line: new, inspect one tree, train on a 
   // Without gnuplot on the PATH the curve is not drawn, and the run does not claim it.
   std::filesystem::create_directories(dir / "bare");
   std::ofstream(dir / "bare/learning-curve.png") << "an earlier run's picture";  // must not survive
-  const Run bare = pens::testing::run_command("PATH=/nonexistent " + std::string(PENS_CLI) + " train " +
+  const Run bare = pens::testing::run_command("PATH=/nonexistent " + cli() + " train " +
                                               (dir / "config.json") + " --out " + (dir / "bare"));
   INFO(bare.out);
   REQUIRE(bare.status == 0);
@@ -483,3 +489,5 @@ TEST_CASE("a lowercased vocabulary from the command line: pens new ctn sizes E, 
   CHECK(folded.status == 0);
   CHECK(folded.out.find("root accuracy") != std::string::npos);
 }
+
+}  // namespace test_cli

@@ -19,9 +19,13 @@
 #include "pens/train/mpi_communicator.h"
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/paths.h"
+
+namespace test_distributed {
 
 using namespace pens;
 using nlohmann::json;
+using pens::testing::cli;
 using pens::testing::Run;
 using pens::testing::run_command;
 
@@ -33,14 +37,14 @@ namespace {
 constexpr double kObjectiveTolerance = 1e-5;
 constexpr double kParameterTolerance = 1e-5;
 
-bool mpi_runs() { return mpi_available() && std::string(PENS_MPIRUN).size() > 0; }
+bool mpi_runs() { return mpi_available() && pens::testing::mpirun().size() > 0; }
 
 // Copies through shared memory without cross-memory attach, which containers often forbid.
 // PENS_TEST_MPIRUN_ARGS adds options (scripts/test.sh --sanitize passes the sanitizer's
 // settings to the processes with -x).
 std::string mpirun(int processes) {
   const char* extra = std::getenv("PENS_TEST_MPIRUN_ARGS");
-  return std::string(PENS_MPIRUN) + " --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none " +
+  return pens::testing::mpirun() + " --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none " +
          (extra ? std::string(extra) + " " : std::string()) + "-np " + std::to_string(processes) + " ";
 }
 
@@ -88,7 +92,7 @@ std::string write_run(const testing::TempDir& dir) {
 }
 
 Run train(const std::string& launcher, const std::string& args) {
-  return run_command(launcher + PENS_CLI + " train " + args);
+  return run_command(launcher + cli() + " train " + args);
 }
 
 // A run that must succeed; its output is shown when it does not.
@@ -214,8 +218,8 @@ TEST_CASE("one process's bad data stops every process with its error, and nothin
   const std::string labels = read_file(dir / "bad/t10k-labels-idx1-ubyte", 1 << 20);
   std::ofstream(dir / "bad/t10k-labels-idx1-ubyte", std::ios::binary) << labels.substr(0, labels.size() - 5);
   const std::string out = " --out " + (dir / "run");
-  const Run r = run_command(mpirun(1) + PENS_CLI + " train " + config + out + " : -np 1 " + PENS_CLI + " train " +
-                            config + out + " --data-dir " + (dir / "bad"));
+  const Run r = run_command(mpirun(1) + cli() + " train " + config + out + " : -np 1 " + cli() + " train " + config +
+                            out + " --data-dir " + (dir / "bad"));
   INFO(r.out);
   CHECK(r.status != 0);
   CHECK(r.out.find("pens train: error: process 1: " + (dir / "bad/t10k-labels-idx1-ubyte") + ": truncated") !=
@@ -253,3 +257,5 @@ TEST_CASE("a NaN stops every process at the same step, with one message" * docte
   CHECK(summary["processes"] == 2);
   CHECK(summary["steps"] == 0);
 }
+
+}  // namespace test_distributed

@@ -26,6 +26,9 @@
 #include "tests/support/helpers.h"
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/paths.h"
+
+namespace test_extending {
 
 using namespace pens;
 
@@ -41,7 +44,7 @@ void register_extensions() {
 }
 
 std::string source(const std::string& path) {
-  return read_file(std::string(PENS_SOURCE_DIR) + "/" + path, 1 << 20);
+  return read_file(pens::testing::source_dir() + "/" + path, 1 << 20);
 }
 
 // A tanh 6-9-3 network: no kinks, so finite differences hold everywhere.
@@ -249,7 +252,9 @@ TEST_CASE("the docs show every extension file as it is") {
       {"docs/adding-a-penalty.md", "examples/extending/cosine_penalty.h"},
       {"docs/adding-an-optimizer.md", "examples/extending/rmsprop_optimizer.h"},
   };
-  for (const auto& [doc, file] : shown) {
+  for (const auto& item : shown) {
+    const auto& doc = item.first;  // not bindings: doctest captures them (clang < 16)
+    const auto& file = item.second;
     INFO(doc << " showing " << file);
     const std::string text = source(doc);
     // The file's block follows the line that names it: "`examples/extending/x.h`:".
@@ -266,7 +271,7 @@ TEST_CASE("the docs show every extension file as it is") {
 }
 
 TEST_CASE("the extending example program, using all four, learns") {
-  const testing::Run run = testing::run_command(std::string(PENS_EXTENDING_EXAMPLE) + " --epochs 4");
+  const testing::Run run = testing::run_command(pens::testing::extending_example() + " --epochs 4");
   INFO(run.out);
   REQUIRE(run.status == 0);
   std::vector<std::pair<double, double>> epochs;  // objective, test error
@@ -280,3 +285,5 @@ TEST_CASE("the extending example program, using all four, learns") {
   CHECK(epochs.back().first < 0.6 * epochs.front().first);
   CHECK(epochs.back().second < 20.0);  // chance is 75% on 4 classes
 }
+
+}  // namespace test_extending

@@ -10,6 +10,8 @@
 #include "pens/ops/registry.h"
 #include "tests/support/helpers.h"
 
+namespace test_graph {
+
 using namespace pens;
 
 namespace {
@@ -226,3 +228,5 @@ TEST_CASE("the paper's MLP has the expected structure") {
   }
   CHECK(params == 784 * 800 + 800 + 800 * 800 + 800 + 800 * 10 + 10);
 }
+
+}  // namespace test_graph

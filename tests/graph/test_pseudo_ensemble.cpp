@@ -6,6 +6,7 @@
 #include <bitset>
 #include <cmath>
 #include <iomanip>
+#include <set>
 
 #include "pens/autodiff/gradcheck.h"
 #include "pens/autodiff/tape.h"
@@ -17,6 +18,8 @@
 #include "pens/models/mlp.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
+
+namespace test_pseudo_ensemble {
 
 using namespace pens;
 
@@ -609,3 +612,5 @@ TEST_CASE("bad annotations and specs name what is wrong") {
   no_output.node(no_output.at("logits")).flags = 0;
   CHECK_ERROR_MENTIONS(build_pseudo_ensemble(no_output, {}), "marks no output node");
 }
+
+}  // namespace test_pseudo_ensemble

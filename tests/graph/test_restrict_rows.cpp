@@ -9,6 +9,8 @@
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mlp.h"
 
+namespace test_restrict_rows {
+
 using namespace pens;
 
 namespace {
@@ -117,3 +119,5 @@ TEST_CASE("nested row ranges: a restricted node read by a narrower restricted on
   REQUIRE(restricted_grad.size() == whole_grad.size());
   for (size_t i = 0; i < whole_grad.size(); ++i) CHECK(restricted_grad[i] == doctest::Approx(whole_grad[i]).epsilon(1e-12));
 }
+
+}  // namespace test_restrict_rows

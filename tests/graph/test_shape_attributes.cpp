@@ -6,6 +6,8 @@
 #include "pens/ops/registry.h"
 #include "tests/support/helpers.h"
 
+namespace test_shape_attributes {
+
 using namespace pens;
 
 TEST_CASE("shape: sizes, matrix view, axis blocks and batch binding") {
@@ -71,3 +73,5 @@ TEST_CASE("attributes are checked against the op's schema when a node is added")
                          "missing required attribute 'begin'");
   }
 }
+
+}  // namespace test_shape_attributes

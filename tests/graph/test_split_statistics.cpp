@@ -13,6 +13,8 @@
 #include "pens/serialization/model_file.h"
 #include "tests/support/helpers.h"
 
+namespace test_split_statistics {
+
 using namespace pens;
 
 namespace {
@@ -143,3 +145,5 @@ TEST_CASE("statistics by part: all rows labeled is one part; model files keep th
   g.set_flag(g.add("add", {x, m}, {}, "out"), kOutput);
   CHECK_ERROR_MENTIONS(SplitStatistics(2).run(g), "'m'", "no batch_variance");
 }
+
+}  // namespace test_split_statistics

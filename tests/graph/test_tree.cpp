@@ -21,6 +21,8 @@
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
 
+namespace test_tree {
+
 using namespace pens;
 using pens::testing::Values;
 
@@ -173,7 +175,9 @@ TEST_CASE("the authors' init starts M at the identity plus small noise, and a mo
     CHECK(off_diagonal_spread > 0.5 * m_limit);  // drawn, not zero
   }
   const std::vector<std::pair<const char*, double>> limits = {{"T", 0.5 / n}, {"C", 1 / std::sqrt(n)}};
-  for (const auto& [name, limit] : limits) {
+  for (const auto& item : limits) {
+    const auto& name = item.first;  // not bindings: doctest captures them (clang < 16)
+    const auto& limit = item.second;
     CAPTURE(name);
     const TensorView<const float> p = params.value(name);
     double largest = 0;
@@ -236,7 +240,9 @@ TEST_CASE("perturbing the cell once trains the same child as perturbing each tre
     const auto [expected_loss, expected_grad] = objective_and_gradient(each_tree, values, key);
     CHECK(loss == doctest::Approx(expected_loss).epsilon(1e-12));
     REQUIRE(grad.size() == expected_grad.size());
-    for (const auto& [name, g] : grad) {
+    for (const auto& item : grad) {
+      const auto& name = item.first;  // not bindings: doctest captures them (clang < 16)
+      const auto& g = item.second;
       CAPTURE(name);
       const std::vector<double>& expected = expected_grad.at(name);
       REQUIRE(g.size() == expected.size());
@@ -516,3 +522,5 @@ TEST_CASE("a PEA penalty on a tree model applies to the scores of every node, be
   const TreeModel on_compose(model, SentimentTask::Fine);
   CHECK_ERROR_MENTIONS(on_compose.training_tree(tree), "penalty on 'compose'", "scores port");
 }
+
+}  // namespace test_tree

@@ -8,6 +8,8 @@
 #include "pens/models/synthetic.h"
 #include "tests/support/helpers.h"
 
+namespace test_dataset {
+
 using namespace pens;
 
 TEST_CASE("the synthetic teacher task is deterministic and uses every class") {
@@ -59,3 +61,5 @@ TEST_CASE("impossible splits are refused with the reason") {
   CHECK_ERROR_MENTIONS(semi_supervised_split(d, 100, 250, 1), "do not fit a training set of 300");
   CHECK_ERROR_MENTIONS(semi_supervised_split(d, 290, 0, 1), "class", "are needed");
 }
+
+}  // namespace test_dataset

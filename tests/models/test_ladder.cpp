@@ -10,6 +10,8 @@
 #include "pens/models/ladder.h"
 #include "tests/support/helpers.h"
 
+namespace test_ladder {
+
 using namespace pens;
 
 namespace {
@@ -133,3 +135,5 @@ TEST_CASE("ladder: bad specs name what is wrong") {
                        "3 widths, 2 weights");
   CHECK_ERROR_MENTIONS(build_ladder({.layers = {6, 0, 3}, .denoising = {1, 1, 1}}), "widths must be positive");
 }
+
+}  // namespace test_ladder

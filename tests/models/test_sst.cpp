@@ -7,6 +7,8 @@
 #include "pens/models/sst.h"
 #include "pens/ops/ir/error.h"
 
+namespace test_sst {
+
 using namespace pens;
 
 namespace {
@@ -111,3 +113,5 @@ TEST_CASE("tasks: fine keeps 0..4, binary drops neutral and merges the rest") {
   CHECK_THROWS_AS(parse_sentiment_task("coarse"), Error);
   CHECK(task_classes(SentimentTask::Fine) == 5);
 }
+
+}  // namespace test_sst

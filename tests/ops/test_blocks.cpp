@@ -14,6 +14,8 @@
 #include "pens/graph/infer.h"
 #include "pens/ops/parallel.h"
 
+namespace test_blocks {
+
 using namespace pens;
 
 namespace {
@@ -148,3 +150,5 @@ TEST_CASE("squared error per row: every value and gradient as its rows' alone") 
   KeepThreads keep;
   check_blocks("squared_error", {kMatrix, kMatrix}, false, kRows, kCols);
 }
+
+}  // namespace test_blocks

@@ -8,6 +8,8 @@
 #include "pens/ops/check_case.h"
 #include "pens/ops/registry.h"
 
+namespace test_gradients {
+
 using namespace pens;
 
 namespace {
@@ -146,3 +148,5 @@ TEST_CASE("float and double kernels compute the same values") {
     }
   }
 }
+
+}  // namespace test_gradients

@@ -10,6 +10,8 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/ir/memory.h"
 
+namespace test_memory {
+
 using namespace pens;
 
 namespace {
@@ -84,3 +86,5 @@ TEST_CASE("a tape, a parameter store or a data set beyond the memory limit is re
   // What was refused holds nothing; what was made and destroyed gave its charge back.
   CHECK(memory_charged() == before + params.values().size() * 2 * sizeof(float));
 }
+
+}  // namespace test_memory

@@ -10,6 +10,8 @@
 #include "pens/ops/random.h"
 #include "tests/support/eval.h"
 
+namespace test_noise {
+
 using namespace pens;
 using pens::testing::evaluate;
 
@@ -177,3 +179,5 @@ TEST_CASE("a range of a draw equals those elements of the whole draw, at any off
   }
   set_threads(saved);
 }
+
+}  // namespace test_noise

@@ -10,6 +10,8 @@
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
 
+namespace test_op_values {
+
 using namespace pens;
 using pens::testing::evaluate;
 
@@ -269,3 +271,5 @@ TEST_CASE("pseudo_label: the argmax class of confident rows, zero rows elsewhere
   CHECK(labels(0.0) == std::vector<double>{1, 0, 0, 0, 0, 1, 1, 0, 0});
   CHECK(labels(0.95) == std::vector<double>(9, 0.0));
 }
+
+}  // namespace test_op_values

@@ -12,6 +12,8 @@
 #include "pens/ops/parallel.h"
 #include "tests/support/alloc_counter.h"
 
+namespace test_parallel {
+
 using namespace pens;
 
 namespace {
@@ -345,3 +347,5 @@ TEST_CASE("gemm: after a product's first run, running it again allocates nothing
     CHECK(allocations == 0);
   }
 }
+
+}  // namespace test_parallel

@@ -16,6 +16,9 @@
 #include "pens/train/step.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/paths.h"
+
+namespace test_checkpoint {
 
 using namespace pens;
 
@@ -149,7 +152,7 @@ TEST_CASE("corrupt, truncated and mismatched checkpoints are refused, naming the
 TEST_CASE("a checkpoint of format 1 (before optimizers had names) loads as SGD state") {
   // Written by pens before this format: W1, b1, W2, b2 of a 4-3-2 MLP valued 0.01, 0.02,
   // ... in order, and their SGD momentum -0.001, -0.002, ...
-  const std::string dir = std::string(PENS_SOURCE_DIR) + "/tests/data/checkpoints/";
+  const std::string dir = pens::testing::source_dir() + "/tests/data/checkpoints/";
   const Model model = load_model(dir + "mlp-4-3-2.model.json");
   ParamStore<float> params(model.graph);
   const auto sgd = make_optimizer("sgd", params);
@@ -173,3 +176,5 @@ TEST_CASE("a checkpoint of format 1 (before optimizers had names) loads as SGD s
   CHECK_ERROR_MENTIONS(load_checkpoint(dir + "v1-mlp-4-3-2.pens", other, adagrad->checkpoint_state()),
                        "optimizer 'sgd'", "'adagrad'");
 }
+
+}  // namespace test_checkpoint

@@ -12,6 +12,8 @@
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_idx {
+
 using namespace pens;
 
 namespace {
@@ -83,3 +85,5 @@ TEST_CASE("MNIST loading names the file that is missing, mismatched or out of ra
   write_file_atomically(dir / "t10k-labels-idx1-ubyte", idx_bytes(0x08, {2}, {1, 2}));
   CHECK_ERROR_MENTIONS(load_mnist(dir.path(), "test"), "holds 3 images", "holds 2 labels");
 }
+
+}  // namespace test_idx

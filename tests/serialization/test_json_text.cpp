@@ -7,6 +7,8 @@
 #include "pens/ops/ir/error.h"
 #include "pens/serialization/json_text.h"
 
+namespace test_json_text {
+
 using namespace pens;
 
 namespace {
@@ -39,7 +41,9 @@ TEST_CASE("JSON text: every problem in pens' words, with line and column, never 
       {"{\"a\": \"x\ty\"}", "f.json:1:9: not valid JSON: a string with a control character"},
       {std::string(65, '[') + std::string(65, ']'), "f.json:1:65: not valid JSON: nested deeper than 64 levels"},
   };
-  for (const auto& [text, expected] : cases) {
+  for (const auto& item : cases) {
+    const auto& text = item.first;  // not bindings: doctest captures them (clang < 16)
+    const auto& expected = item.second;
     INFO(text);
     const std::string got = problem(text);
     CHECK(got.rfind(expected, 0) == 0);
@@ -51,3 +55,5 @@ TEST_CASE("JSON text: every problem in pens' words, with line and column, never 
   CHECK(problem(std::string(64, '[') + std::string(64, ']')) == "");
   CHECK(parse_json_text("[1, \"x\"]", "f.json") == nlohmann::json::array({1, "x"}));
 }
+
+}  // namespace test_json_text

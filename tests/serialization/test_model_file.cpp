@@ -15,6 +15,9 @@
 #include "pens/serialization/sha256.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/paths.h"
+
+namespace test_model_file {
 
 using namespace pens;
 using json = nlohmann::json;
@@ -56,7 +59,7 @@ std::vector<float> forward_logits(const Model& m) {
 TEST_CASE("every example and test-data model reads and writes back byte for byte") {
   int files = 0;
   for (const char* folder : {"/examples", "/tests/data/models"}) {
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(std::string(PENS_SOURCE_DIR) + folder)) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(pens::testing::source_dir() + folder)) {
     // Model files: everything under a models/ folder, and *.model.json beside training configs.
     const std::string name = entry.path().filename().string();
     const bool model_file = entry.path().parent_path().filename() == "models" ||
@@ -312,3 +315,5 @@ TEST_CASE("atomic writes: a crash before the rename leaves the old file whole") 
   write_file_atomically(path, "new contents");
   CHECK(read_file(path, 1 << 20) == "new contents");
 }
+
+}  // namespace test_model_file

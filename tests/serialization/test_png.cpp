@@ -9,6 +9,8 @@
 #include "pens/ops/ir/error.h"
 #include "pens/serialization/png.h"
 
+namespace test_png {
+
 namespace {
 
 struct Decoded {
@@ -48,3 +50,5 @@ TEST_CASE("a PNG of no pixels or of the wrong pixel count is refused") {
   CHECK_THROWS_WITH_AS(pens::encode_png_gray(0, 3, {}), doctest::Contains("sizes must be in 1..2^20"), pens::Error);
   CHECK_THROWS_WITH_AS(pens::encode_png_gray(2, 2, {1, 2, 3}), doctest::Contains("given 3 pixels"), pens::Error);
 }
+
+}  // namespace test_png

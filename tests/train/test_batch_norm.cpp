@@ -17,6 +17,8 @@
 #include "pens/train/step.h"
 #include "tests/support/helpers.h"
 
+namespace test_batch_norm {
+
 using namespace pens;
 
 namespace {
@@ -241,3 +243,5 @@ TEST_CASE("batch statistics: children normalise with their own batch's, or with 
   spec.batch_statistics = "children";
   CHECK_ERROR_MENTIONS(spec.validate(), "batch_statistics must be 'own' or 'parent'");
 }
+
+}  // namespace test_batch_norm

@@ -22,6 +22,8 @@
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_pretrain {
+
 using namespace pens;
 using nlohmann::json;
 
@@ -242,3 +244,5 @@ TEST_CASE("pre-training configs: the authors' settings read and round-trip") {
   CHECK(constant.schedule.momentum_start == 0.7);
   CHECK(constant.schedule.momentum_end == 0.7);
 }
+
+}  // namespace test_pretrain

@@ -22,6 +22,8 @@
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_recalibration {
+
 using namespace pens;
 
 namespace {
@@ -193,3 +195,5 @@ TEST_CASE("a run with eval.recalibrate_statistics evaluates and saves the popula
     CHECK(trained.values->value("bn1/running_mean")[j] == doctest::Approx(expected[static_cast<size_t>(j)]).epsilon(1e-4));
   }
 }
+
+}  // namespace test_recalibration

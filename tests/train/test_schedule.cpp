@@ -8,6 +8,8 @@
 #include "pens/train/schedule.h"
 #include "tests/support/helpers.h"
 
+namespace test_schedule {
+
 using namespace pens;
 
 namespace {
@@ -114,3 +116,5 @@ TEST_CASE("penalty weights follow the schedule through the handles the passes re
     CHECK(tape.value(ensemble.penalties[1].lambda)[0] == 0.5f);
   }
 }
+
+}  // namespace test_schedule

@@ -19,6 +19,8 @@
 #include "tests/support/alloc_counter.h"
 #include "tests/support/helpers.h"
 
+namespace test_step {
+
 using namespace pens;
 
 namespace {
@@ -168,8 +170,10 @@ TEST_CASE("Adam: a bias correction that has reached 1 is skipped, with the bits 
 
 TEST_CASE("a restarted optimizer continues as a newly made one: every kind's state back to its start") {
   const Graph g = two_params();
-  for (const auto& [kind, settings] : std::vector<std::pair<std::string, Attributes>>{
+  for (const auto& item : std::vector<std::pair<std::string, Attributes>>{
            {"sgd", {}}, {"adagrad", {{"initial_accumulator", 0.5}}}, {"adam", {}}}) {
+    const auto& kind = item.first;  // not bindings: doctest captures them (clang < 16)
+    const auto& settings = item.second;
     INFO(kind);
     ParamStore<float> used(g), fresh(g);
     used.initialize(g, 0);
@@ -286,7 +290,9 @@ TEST_CASE("max-norm on a matrix of many column and row blocks: the rules' values
   // row blocks of 16. Column norms are near 1.73 and rows' squared norms near 10, so each
   // rule's bound (1.75, 10) binds on part of them.
   const int saved_threads = threads();
-  for (const auto& [rule, bound] : {std::pair{MaxNormRule::UnitIncoming, 1.75}, {MaxNormRule::InputOutgoingSquared, 10.0}}) {
+  for (const auto& item : {std::pair{MaxNormRule::UnitIncoming, 1.75}, {MaxNormRule::InputOutgoingSquared, 10.0}}) {
+    const auto& rule = item.first;  // not bindings: doctest captures them (clang < 16)
+    const auto& bound = item.second;
     CAPTURE(bound);
     Graph g;
     g.param("W", {300, 1000}, {{"init", std::string("normal")}, {"std", 0.1}, {"max_norm", bound}});
@@ -462,7 +468,9 @@ TEST_CASE("a training step allocates nothing: feed, noise, forward, backward, op
   ParamStore<float> params(g);
   params.initialize(g, 1);
   Tape<float> tape(g, params, {.batch = 32});
-  for (const auto& [kind, thread_count] : {std::pair{"sgd", 1}, {"adagrad", 1}, {"sgd", 2}}) {
+  for (const auto& item : {std::pair{"sgd", 1}, {"adagrad", 1}, {"sgd", 2}}) {
+    const auto& kind = item.first;  // not bindings: doctest captures them (clang < 16)
+    const auto& thread_count = item.second;
     INFO(kind << " on " << thread_count << " threads");
     set_threads(thread_count);
     const auto optimizer = make_optimizer(kind, params);
@@ -552,3 +560,5 @@ TEST_CASE("training an MLP with dropout on the teacher task lowers its loss and 
   CHECK(error_after < 0.5 * error_before);
   CHECK(error_after < 0.25);
 }
+
+}  // namespace test_step

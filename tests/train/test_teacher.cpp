@@ -19,6 +19,8 @@
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_teacher {
+
 using namespace pens;
 
 namespace {
@@ -223,3 +225,5 @@ TEST_CASE("mean teacher: model files keep it; the spec refuses a teacher it cann
   Graph no_teacher = build_mlp({.layers = {4, 5, 3}});
   CHECK_ERROR_MENTIONS(build_pseudo_ensemble(no_teacher, mean_teacher_spec()), "no moving average of a parameter");
 }
+
+}  // namespace test_teacher

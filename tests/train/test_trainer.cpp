@@ -24,6 +24,9 @@
 #include "pens/train/tree_config.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/paths.h"
+
+namespace test_trainer {
 
 using namespace pens;
 using nlohmann::json;
@@ -315,7 +318,7 @@ TEST_CASE("training configs: unknown fields and bad values are errors naming the
 
 TEST_CASE("every training config under examples/ parses and names a model file that loads") {
   int configs = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(PENS_SOURCE_DIR) + "/examples/mnist")) {
+  for (const auto& entry : std::filesystem::directory_iterator(pens::testing::source_dir() + "/examples/mnist")) {
     const std::string name = entry.path().filename().string();
     if (entry.path().extension() != ".json" || name.ends_with(".model.json")) continue;
     INFO(entry.path().string());
@@ -341,7 +344,7 @@ TEST_CASE("every training config under examples/ parses and names a model file t
 
 TEST_CASE("every tree config under examples/sst parses and names a model file that has the parameters its l2 names") {
   int configs = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(PENS_SOURCE_DIR) + "/examples/sst")) {
+  for (const auto& entry : std::filesystem::directory_iterator(pens::testing::source_dir() + "/examples/sst")) {
     if (entry.path().extension() != ".json" || entry.path().filename().string().ends_with(".model.json")) continue;
     const json j = json::parse(read_file(entry.path().string(), 1 << 20));
     if (!is_tree_config(j) || is_skipgram_config(j)) continue;  // pens pretrain's skip-gram configs
@@ -349,7 +352,9 @@ TEST_CASE("every tree config under examples/sst parses and names a model file th
     const TreeConfig c = parse_tree_config(j, entry.path().string());
     const Model m = load_model((entry.path().parent_path() / c.model).string());
     REQUIRE(m.tree.has_value());
-    for (const auto& [parameter, lambda] : c.l2) {
+    for (const auto& item : c.l2) {
+      const auto& parameter = item.first;  // not bindings: doctest captures them (clang < 16)
+      const auto& lambda = item.second;
       INFO("l2 " << parameter);
       CHECK((m.graph.find(parameter) && m.graph[parameter].op->name == "parameter"));
     }
@@ -567,14 +572,14 @@ TEST_CASE("a stage that trains some parameters only: the others keep their value
 }
 
 TEST_CASE("the complete config in docs/training.md parses and is examples/mnist/pea-600.json with its defaults") {
-  const std::string page = read_file(std::string(PENS_SOURCE_DIR) + "/docs/training.md", 1 << 20);
+  const std::string page = read_file(pens::testing::source_dir() + "/docs/training.md", 1 << 20);
   const size_t intro = page.find("One complete config");
   REQUIRE(intro != std::string::npos);
   const size_t begin = page.find("```json\n", intro);
   REQUIRE(begin != std::string::npos);
   const size_t end = page.find("```", begin + 8);
   const json shown = json::parse(page.substr(begin + 8, end - begin - 8));
-  const std::string example = std::string(PENS_SOURCE_DIR) + "/examples/mnist/pea-600.json";
+  const std::string example = pens::testing::source_dir() + "/examples/mnist/pea-600.json";
   TrainConfig documented = parse_train_config(shown, example);
   const TrainConfig written = parse_train_config(json::parse(read_file(example, 1 << 20)), example);
   CHECK(documented.threads == 0);  // the page shows the default
@@ -608,3 +613,5 @@ TEST_CASE("the learning curve's script gives errors that are all equal a y range
   CHECK(spread.find("using 1:(drawn($3))") != std::string::npos);
   CHECK(spread.find("using 1:(drawn($4))") != std::string::npos);
 }
+
+}  // namespace test_trainer

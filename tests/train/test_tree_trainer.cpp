@@ -17,6 +17,8 @@
 #include "pens/train/tree_trainer.h"
 #include "tests/support/temp_dir.h"
 
+namespace test_tree_trainer {
+
 using namespace pens;
 using pens::testing::TempDir;
 
@@ -75,7 +77,7 @@ TEST_CASE("a short training run on 200 trees raises training accuracy, and write
   config.l2 = {{"T", 1e-4}, {"E", 1e-4}};
   config.epochs = 8;
   config.eval_samples = 5;
-  config.train_eval_trees = 200;
+  config.train_eval_trees = 50;
   TrainObserver quiet;
 
   // Accuracy before training: the same parameters the run starts from.
@@ -361,3 +363,5 @@ TEST_CASE("a run's effective config names its files absolutely, so a resume may 
   CHECK_THROWS_WITH_AS(run_training(other, quiet), doctest::Contains("other.model.json\" now"), Error);
   CHECK(nlohmann::json::parse(read_file(dir / "run/config.json", 1 << 20))["model"] == model);
 }
+
+}  // namespace test_tree_trainer

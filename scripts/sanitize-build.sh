@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the given targets in build-sanitize/: clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer, and libFuzzer's coverage instrumentation. One build serves
+# both the sanitized test suite (scripts/test.sh --sanitize) and the fuzzers
+# (scripts/fuzz.sh), so that CI compiles the library with sanitizers once.
+#
+#   scripts/sanitize-build.sh TARGET...      (ninja targets, e.g. tests/pens_tests)
+#
+# Installs clang and its sanitizer runtimes when missing; expects scripts/setup.sh to
+# have run (the other packages). -O1, the sanitizers' usual level, and line tables for
+# the reports' stack traces instead of full debug information: each cuts the compile
+# time (docs/development.md); assertions stay on.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/ensure-packages.sh clang libclang-rt-14-dev
+source scripts/ccache-env.sh
+if [ ! -f build-sanitize/build.ninja ]; then
+  CXX=clang++ meson setup build-sanitize -Doptimization=1 -Ddebug=false -Dcpp_args=-gline-tables-only \
+    -Db_ndebug=false -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true \
+    -Dpython_bindings=disabled >/dev/null
+fi
+ninja -C build-sanitize -j "$(nproc)" "$@" >/dev/null
