@@ -29,7 +29,16 @@ if [ "${1:-}" = "--sanitize" ]; then
 fi
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+install_log=$(mktemp)
+install_pid=""
+trap '[ -n "$install_pid" ] && kill "$install_pid" 2>/dev/null; rm -f "$log" "$install_log"' EXIT
+# The installed library (a temporary prefix, examples/consumer built against it), in the
+# plain build: started first, beside the suites, which leave a core mostly idle while
+# they wait on the programs they start.
+if [ "$dir" = build ]; then
+  scripts/check-install.sh build >"$install_log" 2>&1 &
+  install_pid=$!
+fi
 status=0
 # The thread pool under ThreadSanitizer (tests/ops/stress_parallel.cpp), in the plain
 # build only; a race or a wrong result fails the run.
@@ -48,9 +57,8 @@ passed=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$summary")
 failed=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$summary")
 failed=$((failed + stress_failed))
 
-# The Python package (pytest, tests/python) and the installed library (a temporary prefix,
-# examples/consumer built against it): in the plain build. The sanitizer build's extension
-# module would need the sanitizer runtime preloaded into Python.
+# The Python package (pytest, tests/python), in the plain build: the sanitizer build's
+# extension module would need the sanitizer runtime preloaded into Python.
 if [ "$dir" = build ]; then
   pytest_log=$(mktemp)
   PENS=build/pens PYTHONPATH=build/python /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python \
@@ -61,7 +69,11 @@ if [ "$dir" = build ]; then
   passed=$((passed + ${py_passed:-0}))
   failed=$((failed + py_failed))
   rm -f "$pytest_log"
-  if scripts/check-install.sh build; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  install_status=0
+  wait "$install_pid" || install_status=$?
+  install_pid=""
+  cat "$install_log"
+  if [ "$install_status" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 fi
 echo "tests: $passed passed, $failed failed"
 [ "$status" -eq 0 ] && [ "$failed" -eq 0 ]

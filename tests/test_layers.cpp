@@ -6,9 +6,9 @@
 #include <fstream>
 #include <string>
 
+#include "tests/support/paths.h"
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
-#include "tests/support/paths.h"
 
 namespace test_layers {
 

@@ -6,14 +6,14 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "pens/ops/registry.h"
+#include "tests/support/paths.h"
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
-#include "tests/support/paths.h"
 
 namespace test_cli {
 
@@ -22,6 +22,16 @@ using pens::testing::cli;
 using pens::testing::Run;
 
 Run pens_cli(const std::string& args) { return pens::testing::run_command(cli() + " " + args); }
+
+// Reads the two counts of the first line of `out` that begins as `format` says (two %d;
+// e.g. "gradcheck: %d of %d ops passed"); false when no line does.
+bool scan_two_counts(const std::string& out, const char* format, int& a, int& b) {
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (std::sscanf(line.c_str(), format, &a, &b) == 2) return true;
+  }
+  return false;
+}
 }  // namespace
 
 TEST_CASE("pens ops --json lists every registered op as valid JSON") {
@@ -52,10 +62,10 @@ TEST_CASE("pens gradcheck --all-ops passes and prints one line per op") {
   CHECK(r.out.find("matmul            max rel error") != std::string::npos);
   CHECK(r.out.find("dropout           max rel error") != std::string::npos);
   CHECK(r.out.find("FAIL") == std::string::npos);
-  std::smatch m;
-  REQUIRE(std::regex_search(r.out, m, std::regex("gradcheck: (\\d+) of (\\d+) ops passed")));
-  CHECK(m[1] == m[2]);
-  CHECK(std::stoi(m[1]) >= 25);
+  int passed = 0, ops = 0;
+  REQUIRE(scan_two_counts(r.out, "gradcheck: %d of %d ops passed", passed, ops));
+  CHECK(passed == ops);
+  CHECK(passed >= 25);
 }
 
 TEST_CASE("every subcommand has --help, and mistakes give a message and a non-zero exit") {
@@ -149,10 +159,14 @@ TEST_CASE("pens inspect: 2 children, 3 taps, shared parameters, in JSON, text an
   CHECK(dot.out.find("subgraph \"cluster_child 1\"") != std::string::npos);
   CHECK(dot.out.find("subgraph \"cluster_child 2\"") != std::string::npos);
   CHECK(dot.out.find("subgraph \"cluster_penalties\"") != std::string::npos);
-  const std::regex node_line("\\n +n[0-9]+ \\[label=");
-  const auto drawn = std::distance(std::sregex_iterator(dot.out.begin(), dot.out.end(), node_line),
-                                   std::sregex_iterator());
-  CHECK(static_cast<size_t>(drawn) == doc.at("nodes").size());  // every node, once
+  size_t drawn = 0;  // lines "  n<id> [label=...": a node
+  std::istringstream dot_lines(dot.out);
+  for (std::string line; std::getline(dot_lines, line);) {
+    int end = 0;
+    std::sscanf(line.c_str(), " n%*d [label=%n", &end);
+    drawn += line.starts_with(' ') && end > 0;
+  }
+  CHECK(drawn == doc.at("nodes").size());  // every node, once
 
   const Run three = pens_cli("inspect " + example("mlp-pea.json") + " --children 3 --format json");
   CHECK(nlohmann::json::parse(three.out).at("taps")[0].at("children").size() == 3);
@@ -263,10 +277,10 @@ TEST_CASE("every case of the bad-input corpus is refused with one line naming th
       pens::testing::run_command("PENS=" + cli() + " " + pens::testing::source_dir() + "/scripts/bad-inputs.sh");
   INFO(r.out);
   CHECK(r.status == 0);
-  std::smatch counts;
-  REQUIRE(std::regex_search(r.out, counts, std::regex(R"(bad inputs: (\d+) cases, (\d+) refused well)")));
-  CHECK(std::stoi(counts[1]) >= 100);
-  CHECK(counts[1] == counts[2]);
+  int cases = 0, refused_well = 0;
+  REQUIRE(scan_two_counts(r.out, "bad inputs: %d cases, %d refused well", cases, refused_well));
+  CHECK(cases >= 100);
+  CHECK(cases == refused_well);
 }
 
 TEST_CASE("pens fmt prints example models unchanged and rejects garbage with one line") {

@@ -17,9 +17,9 @@
 #include "pens/serialization/files.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/mpi_communicator.h"
+#include "tests/support/paths.h"
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
-#include "tests/support/paths.h"
 
 namespace test_distributed {
 

@@ -15,8 +15,8 @@
 #include "pens/train/optimizer.h"
 #include "pens/train/step.h"
 #include "tests/support/helpers.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/paths.h"
+#include "tests/support/temp_dir.h"
 
 namespace test_checkpoint {
 

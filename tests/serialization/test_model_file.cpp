@@ -14,8 +14,8 @@
 #include "pens/serialization/model_file.h"
 #include "pens/serialization/sha256.h"
 #include "tests/support/helpers.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/paths.h"
+#include "tests/support/temp_dir.h"
 
 namespace test_model_file {
 

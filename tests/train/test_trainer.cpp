@@ -23,8 +23,8 @@
 #include "pens/train/trainer.h"
 #include "pens/train/tree_config.h"
 #include "tests/support/helpers.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/paths.h"
+#include "tests/support/temp_dir.h"
 
 namespace test_trainer {
 
@@ -353,8 +353,7 @@ TEST_CASE("every tree config under examples/sst parses and names a model file th
     const Model m = load_model((entry.path().parent_path() / c.model).string());
     REQUIRE(m.tree.has_value());
     for (const auto& item : c.l2) {
-      const auto& parameter = item.first;  // not bindings: doctest captures them (clang < 16)
-      const auto& lambda = item.second;
+      const auto& parameter = item.first;  // not a binding: doctest captures it (clang < 16)
       INFO("l2 " << parameter);
       CHECK((m.graph.find(parameter) && m.graph[parameter].op->name == "parameter"));
     }
