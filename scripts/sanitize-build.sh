@@ -7,9 +7,9 @@
 #   scripts/sanitize-build.sh TARGET...      (ninja targets, e.g. tests/pens_tests)
 #
 # Installs clang and its sanitizer runtimes when missing; expects scripts/setup.sh to
-# have run (the other packages). -O1, the sanitizers' usual level, and line tables for
-# the reports' stack traces instead of full debug information: each cuts the compile
-# time (docs/development.md); assertions stay on.
+# have run (the other packages). -O1, the sanitizers' usual level; line tables for the
+# reports' stack traces instead of full debug information, which compiles faster
+# (docs/development.md); assertions on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-packages.sh clang libclang-rt-14-dev

@@ -23,12 +23,14 @@ using pens::testing::Run;
 
 Run pens_cli(const std::string& args) { return pens::testing::run_command(cli() + " " + args); }
 
-// Reads the two counts of the first line of `out` that begins as `format` says (two %d;
-// e.g. "gradcheck: %d of %d ops passed"); false when no line does.
-bool scan_two_counts(const std::string& out, const char* format, int& a, int& b) {
+// Reads the two counts of the first line of `out` that begins as `format` says, all of it
+// (two %d; e.g. "gradcheck: %d of %d ops passed"); false when no line does.
+bool scan_two_counts(const std::string& out, const std::string& format, int& a, int& b) {
+  const std::string whole = format + "%n";  // %n: how far the whole format matched
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);) {
-    if (std::sscanf(line.c_str(), format, &a, &b) == 2) return true;
+    int end = 0;
+    if (std::sscanf(line.c_str(), whole.c_str(), &a, &b, &end) == 2 && end > 0) return true;
   }
   return false;
 }
