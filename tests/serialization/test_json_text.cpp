@@ -1,6 +1,7 @@
 // JSON text as model files and configs are read: pens' own messages with the place.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
