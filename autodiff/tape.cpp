@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <queue>
 #include <tuple>
@@ -249,7 +250,7 @@ std::vector<std::vector<std::string>> stacked_products(const Graph& g, const Com
 
 template <class T>
 Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
-    : options_(options) {
+    : options_(options), param_grads_(params.grads()) {
   std::vector<NodeId> order;
   const std::vector<ValueInfo> values = verify(g, options.batch, &order);
   const std::vector<char> needs_grad = gradient_flags(g, order, values, options);
@@ -524,6 +525,27 @@ template <class T>
 TensorView<const T> Tape<T>::value(std::string_view name) const {
   const Slot& s = slots_[slot_of(name)];
   return {s.value, s.info.shape};
+}
+
+template <class T>
+void Tape<T>::add_param_gradients_to(std::span<T> grads) {
+  if (grads.size() != param_grads_.size()) {
+    fail("add_param_gradients_to: an array of ", grads.size(), " values for a store of ", param_grads_.size());
+  }
+  // Every pointer into the current array moves to the same offset in the new one; slots
+  // and instructions are the only holders (first_writes cover the arena alone).
+  const auto rebase = [&](T* p) {
+    const std::less<const T*> before;
+    const bool inside = p && !before(p, param_grads_.data()) && before(p, param_grads_.data() + param_grads_.size());
+    return inside ? grads.data() + (p - param_grads_.data()) : p;
+  };
+  for (Slot& s : slots_) {
+    if (s.is_param) s.grad = rebase(s.grad);
+  }
+  for (Instr& ins : program_) {
+    for (TensorView<T>& g : ins.gin) g.data = rebase(g.data);
+  }
+  param_grads_ = grads;
 }
 
 template <class T>

@@ -70,13 +70,18 @@ class Tape {
   // with a gradient is reported once per backward(); unset: nothing is called.
   using GradientReady = std::function<void(std::span<T> grad)>;
   void set_gradient_ready(GradientReady ready) { gradient_ready_ = std::move(ready); }
+  // From now on backward() adds the parameter gradients into `grads`, an array laid out
+  // as the store's grads() (of the same size), instead of into the store: tapes running
+  // side by side on several threads each add into their own.
+  void add_param_gradients_to(std::span<T> grads);
 
   // Write an input here before forward(). Index inputs hold integers as T.
   TensorView<T> input(std::string_view name);
   // Any node's value after forward().
   TensorView<const T> value(std::string_view name) const;
   // A node's gradient after backward(): d objective / d node. Null when the node needs
-  // none. For parameters this is the ParamStore's (accumulated) gradient.
+  // none. For parameters this is the ParamStore's (accumulated) gradient, or the array
+  // given to add_param_gradients_to.
   TensorView<const T> grad(std::string_view name) const;
   const ValueInfo& info(std::string_view name) const;
   // Sets every element of a constant node between steps (a penalty weight following its
@@ -174,6 +179,7 @@ class Tape {
   };
   std::vector<Average> averages_;
   GradientReady gradient_ready_;
+  std::span<T> param_grads_;  // where parameter gradients are added: the store's, or add_param_gradients_to's
   MemoryCharge memory_;  // the arena against pens' memory limit (ops/ir/memory.h)
   std::vector<T, Eigen::aligned_allocator<T>> arena_;
   // The arena's gradient region. backward() zeroes each part of it when it is needed:

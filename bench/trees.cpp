@@ -1,6 +1,6 @@
 // Tree throughput: the compact tensor network on SST training trees, one step of
-// `batch` trees at a time (graphs built, perturbed and compiled each step, AdaGrad with
-// the paper's ℓ2), and evaluation (the clean parent's forward pass per tree). Prints one
+// `batch` trees at a time in `groups` groups on the threads (graphs built, perturbed and
+// compiled each step, AdaGrad with the paper's ℓ2), and evaluation (the clean parent's forward pass per tree). Prints one
 // JSON object: {"side": "pens", "model", "dim", "threads", "train_nodes_per_s",
 // "eval_nodes_per_s", "steps", "nodes"}. With --dump DIR, also writes the parameters
 // (one float32 file each), the first step's trees (their lines in train.txt) with their
@@ -8,7 +8,7 @@
 // that it computes the same function.
 //
 //   build/bench/trees --data ../shared/data/sst [--model ctn|ctn+s|ctn+f|ctn+f+s] [--dim 70]
-//                     [--steps 20] [--batch 27] [--threads 1] [--dump DIR]
+//                     [--steps 20] [--batch 27] [--groups 4] [--threads 1] [--dump DIR]
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -43,7 +43,7 @@ void write_floats(const std::filesystem::path& path, TensorView<const float> t) 
 int main(int argc, char** argv) {
   try {
     std::string data = "../shared/data/sst", kind = "ctn", dump_dir;
-    int64_t dim = 70, steps = 20, batch = 27;
+    int64_t dim = 70, steps = 20, batch = 27, groups = 4;
     int threads = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string key = argv[i], value = argv[i + 1];
@@ -52,9 +52,10 @@ int main(int argc, char** argv) {
       else if (key == "--dim") dim = std::stoll(value);
       else if (key == "--steps") steps = std::stoll(value);
       else if (key == "--batch") batch = std::stoll(value);
+      else if (key == "--groups") groups = std::stoll(value);
       else if (key == "--threads") threads = std::stoi(value);
       else if (key == "--dump") dump_dir = value;
-      else fail("unknown option ", key, " (--data --model --dim --steps --batch --threads --dump)");
+      else fail("unknown option ", key, " (--data --model --dim --steps --batch --groups --threads --dump)");
     }
     set_threads(threads);
     const TreeData d = load_tree_data(data, {});
@@ -120,9 +121,8 @@ int main(int argc, char** argv) {
         examples.push_back(static_cast<uint64_t>(i + 1));
         nodes += members.back()->size();
       }
-      step_graphs.build(tm, params, members, examples);
-      step.run({.step = s + 2, .learning_rate = 0.01, .momentum = 0}, step_graphs.graphs(),
-               [&](Tape<float>& tape, size_t i) { step_graphs.feed(tm, tape, i); });
+      step_graphs.assign(tm, params, members, examples, 1.0, static_cast<size_t>(groups));
+      step_graphs.run(step, {.step = s + 2, .learning_rate = 0.01, .momentum = 0});
       if (s >= 0) {
         train_seconds += seconds(t0);
         train_nodes += nodes;
@@ -137,9 +137,9 @@ int main(int argc, char** argv) {
     tm.evaluate(params, eval_trees, 0, 1);
     const double eval_seconds = seconds(e0);
     std::printf("{\"side\": \"pens\", \"model\": \"%s\", \"dim\": %lld, \"threads\": %d, \"train_nodes_per_s\": %.0f, "
-                "\"eval_nodes_per_s\": %.0f, \"steps\": %lld, \"nodes\": %lld}\n",
+                "\"eval_nodes_per_s\": %.0f, \"groups\": %lld, \"steps\": %lld, \"nodes\": %lld}\n",
                 kind.c_str(), static_cast<long long>(dim), threads, static_cast<double>(train_nodes) / train_seconds,
-                static_cast<double>(eval_nodes) / eval_seconds, static_cast<long long>(steps),
+                static_cast<double>(eval_nodes) / eval_seconds, static_cast<long long>(groups), static_cast<long long>(steps),
                 static_cast<long long>(train_nodes));
     return 0;
   } catch (const std::exception& e) {

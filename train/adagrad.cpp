@@ -7,6 +7,7 @@
 
 #include "pens/ops/ir/error.h"
 #include "pens/ops/ir/memory.h"
+#include "pens/ops/parallel.h"
 #include "pens/train/optimizer.h"
 
 namespace pens {
@@ -38,10 +39,12 @@ class AdaGrad : public Optimizer {
     float* theta = params_.values().data();
     const float* g = params_.grads().data();
     float* sum = squares_.data();
-    for (size_t i = 0, n = squares_.size(); i < n; ++i) {
-      sum[i] += g[i] * g[i];
-      theta[i] -= eta * g[i] / (std::sqrt(sum[i]) + epsilon_);
-    }
+    parallel_ranges(static_cast<int64_t>(squares_.size()), [&](int64_t begin, int64_t n) {
+      for (int64_t i = begin; i < begin + n; ++i) {
+        sum[i] += g[i] * g[i];
+        theta[i] -= eta * g[i] / (std::sqrt(sum[i]) + epsilon_);
+      }
+    });
   }
 
   std::vector<StateBuffer> state() override { return {{"sum_squares", squares_}}; }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
 
 namespace pens {
 
@@ -156,6 +157,126 @@ StepResult Step::run_data_parallel(const OptimizerStep& update, const StepGraph&
 StepResult Step::run(const OptimizerStep& update, Tape<float>& tape, const Feed& feed) {
   const StepGraph one{&tape, 0};
   return run(update, {&one, 1}, feed);
+}
+
+StepResult Step::run_groups(const OptimizerStep& update, size_t groups, const Prepare& prepare,
+                            const GroupFeed& feed) {
+  if (communicator_) fail("a data-parallel step runs one graph per process, not groups of graphs");
+  const size_t n = params_.grads().size();
+  if (group_grads_.size() + 1 < groups) group_grads_.resize(groups - 1);
+  for (size_t g = 1; g < groups; ++g) group_grads_[g - 1].resize(n);
+  const auto grads_of = [&](size_t g) {
+    return g == 0 ? params_.grads() : std::span<float>(group_grads_[g - 1]);
+  };
+  const auto row_span = [](std::span<float> grads, const SparseRows& s, int64_t row) {
+    const int64_t width = s.param->shape.numel() / s.param->shape[0];
+    return grads.subspan(static_cast<size_t>(s.param->offset + row * width), static_cast<size_t>(width));
+  };
+  // Each array but the store's is zero in the sparse parameters after a step that
+  // finished (their rows are cleared after the sum): a group clears the rest before it
+  // runs. After a step that stopped early, or when the sparse parameters change, it
+  // clears everything.
+  const bool sparse_clear = group_grads_zero_;
+  group_grads_zero_ = false;
+  const auto params_of = [](std::span<const SparseRows> sparse) {
+    std::vector<const ParamEntry*> out;
+    for (const SparseRows& s : sparse) out.push_back(s.param);
+    std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+    return out;
+  };
+  // [begin, end) ranges of the store's layout outside `sparse` (sorted by offset).
+  const auto outside = [n](const std::vector<const ParamEntry*>& sparse) {
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    int64_t at = 0;
+    for (const ParamEntry* e : sparse) {
+      if (e->offset > at) ranges.emplace_back(at, e->offset);
+      at = e->offset + e->shape.numel();
+    }
+    if (static_cast<int64_t>(n) > at) ranges.emplace_back(at, static_cast<int64_t>(n));
+    return ranges;
+  };
+  struct Outcome {
+    Group group;
+    double objective = 0;
+    std::string problem, error;
+  };
+  std::vector<Outcome> outcomes(groups);
+  parallel_for(static_cast<int64_t>(groups), [&](int64_t chunk) {
+    const auto g = static_cast<size_t>(chunk);
+    Outcome& o = outcomes[g];
+    const std::span<float> grads = grads_of(g);
+    try {
+      o.group = prepare(g);
+      std::vector<const ParamEntry*> kept;
+      if (g > 0 && sparse_clear && params_of(o.group.sparse) == sparse_params_) kept = sparse_params_;
+      for (const auto& [begin, end] : outside(kept)) std::fill(grads.begin() + begin, grads.begin() + end, 0.0f);
+      for (size_t i = 0; i < o.group.graphs.size(); ++i) {
+        Tape<float>& tape = *o.group.graphs[i].tape;
+        tape.add_param_gradients_to(grads);
+        feed(tape, g, i);
+        tape.set_noise_key({seed_, static_cast<uint64_t>(update.step), o.group.graphs[i].example});
+        tape.forward();
+        const double objective = tape.objective();
+        if (!std::isfinite(objective)) {
+          o.problem = cat(describe_objective(tape), " (group ", g, ", graph ", i, ", example ",
+                          o.group.graphs[i].example, ")");
+          return;
+        }
+        o.objective += objective;
+        tape.backward();
+      }
+    } catch (const Error& e) {
+      o.error = e.what();
+    }
+  });
+  StepResult result;
+  for (const Outcome& o : outcomes) {
+    if (!o.error.empty()) throw Error(o.error);
+  }
+  for (const Outcome& o : outcomes) {
+    if (!o.problem.empty()) {
+      result.finite = false;
+      result.problem = o.problem;
+      return result;
+    }
+    result.objective += o.objective;
+  }
+  // The sum in group order, ((g0 + g1) + g2) + ...: the dense parts by element blocks on
+  // the pool, then each sparse row (its groups in the same order).
+  sparse_params_ = groups > 1 ? params_of(outcomes[1].group.sparse) : std::vector<const ParamEntry*>{};
+  for (size_t g = 2; g < groups; ++g) {
+    if (params_of(outcomes[g].group.sparse) != sparse_params_) {
+      fail("a grouped step's groups name different sparse parameters (group 1 and group ", g, ")");
+    }
+  }
+  const std::vector<std::pair<int64_t, int64_t>> dense = outside(sparse_params_);
+  constexpr int64_t kBlock = 16384;
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  for (const auto& [begin, end] : dense) {
+    for (int64_t b = begin; b < end; b += kBlock) blocks.emplace_back(b, std::min(end, b + kBlock));
+  }
+  float* total = params_.grads().data();
+  parallel_for(static_cast<int64_t>(blocks.size()), [&](int64_t k) {
+    const auto [begin, end] = blocks[static_cast<size_t>(k)];
+    for (size_t g = 1; g < groups; ++g) {
+      const float* from = grads_of(g).data();
+      for (int64_t i = begin; i < end; ++i) total[i] += from[i];
+    }
+  });
+  for (size_t g = 1; g < groups; ++g) {
+    for (const SparseRows& s : outcomes[g].group.sparse) {
+      for (int64_t row : s.rows) {
+        const std::span<float> from = row_span(grads_of(g), s, row), to = row_span(params_.grads(), s, row);
+        for (size_t i = 0; i < from.size(); ++i) to[i] += from[i];
+        std::fill(from.begin(), from.end(), 0.0f);
+      }
+    }
+  }
+  group_grads_zero_ = true;
+  std::vector<StepGraph> graphs;
+  for (const Outcome& o : outcomes) graphs.insert(graphs.end(), o.group.graphs.begin(), o.group.graphs.end());
+  apply_update(update, graphs);
+  return result;
 }
 
 StepResult Step::run_shards(const OptimizerStep& update, Tape<float>& tape, int64_t shards, int64_t first,

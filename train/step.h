@@ -13,7 +13,8 @@
 //
 // A step runs one or more graphs over one parameter store: one batch graph, or one graph
 // per sentence tree. Their gradients add up in the store (Tape::backward adds), then one
-// update follows. Nothing here allocates once the objects exist.
+// update follows. Nothing here allocates once the objects exist (but run_groups' small
+// vectors of the groups' outcomes).
 #pragma once
 
 #include <functional>
@@ -76,6 +77,29 @@ class Step {
   // The same for a step of one graph (example 0).
   StepResult run(const OptimizerStep& update, Tape<float>& tape, const Feed& feed);
 
+  // One update over graphs computed in `groups` groups side by side on the pool's threads
+  // (a step of sentence trees). Group g's work runs on one thread: prepare(g) returns its
+  // graphs (it may build them there), which are fed (feed(tape, g, i)), keyed and run in
+  // order, their parameter gradients added into the group's own array. The groups'
+  // gradients are then summed in group order, ((g0 + g1) + g2) + ..., so the update
+  // depends on the grouping, never on the thread count. An error in a group is
+  // thrown (the first group's in order) once every group has finished.
+  //
+  // A group may say that its graphs write some parameters' gradients at a few rows only
+  // (an embedding table looked up by the group's words): then only those rows of its
+  // array are summed and cleared, not the whole table.
+  struct SparseRows {
+    const ParamEntry* param = nullptr;
+    std::span<const int64_t> rows;  // sorted, each once
+  };
+  struct Group {
+    std::span<const StepGraph> graphs;
+    std::span<const SparseRows> sparse;
+  };
+  using Prepare = std::function<Group(size_t group)>;
+  using GroupFeed = std::function<void(Tape<float>& tape, size_t group, size_t index)>;
+  StepResult run_groups(const OptimizerStep& update, size_t groups, const Prepare& prepare, const GroupFeed& feed);
+
   // One update over a global batch computed as `shards` equal shards (a power of two),
   // this process computing shards first .. first + count - 1 on `tape` (feed(tape, k)
   // writes shard k's rows and places them in the global batch): each shard's gradient is
@@ -111,6 +135,10 @@ class Step {
   std::vector<std::vector<float>> levels_;
   std::vector<int> level_of_;
   std::vector<float> gathered_;
+  // run_groups: the gradients of groups 1, 2, ... (group 0 adds into the store's).
+  std::vector<std::vector<float, Eigen::aligned_allocator<float>>> group_grads_;
+  bool group_grads_zero_ = true;
+  std::vector<const ParamEntry*> sparse_params_;  // the last step's sparse parameters, by offset
 };
 
 }  // namespace pens

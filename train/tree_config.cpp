@@ -39,6 +39,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   if (const json* b = top.child("batch")) {
     ConfigSection s(*b, "batch", source);
     s.number("trees", c.batch_trees, 1, 1e6);
+    s.number("groups", c.batch_groups, 1, 1024);
   }
   if (const json* o = top.child("optimizer")) {
     ConfigSection s(*o, "optimizer", source);
@@ -97,7 +98,7 @@ json to_json(const TreeConfig& c) {
       {"init_from", c.init_from},
       {"task", c.task},
       {"data", data_section_json(c.data_dir, c.vocabulary)},
-      {"batch", {{"trees", c.batch_trees}}},
+      {"batch", {{"trees", c.batch_trees}, {"groups", c.batch_groups}}},
       {"optimizer", optimizer},
       {"l2", l2},
       {"freeze_words_epochs", c.freeze_words_epochs},

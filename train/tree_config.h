@@ -24,6 +24,9 @@ struct TreeConfig {
   std::string data_dir = "../shared/data/sst";
   VocabularyPolicy vocabulary;  // data.min_count and data.lowercase
   int64_t batch_trees = 27;
+  // A step's trees are computed in this many groups side by side, a thread each
+  // (TreeStepGraphs); the update's bits depend on it, never on `threads`, which it caps.
+  int64_t batch_groups = 4;
   std::string optimizer = "adagrad";
   Attributes optimizer_settings;
   double learning_rate = 0.01;
@@ -43,7 +46,7 @@ struct TreeConfig {
   double budget_minutes = 0;
   uint64_t seed = 1;
   uint64_t init_seed = 1;
-  int threads = 1;  // 0: every CPU this process may use; one tree's products are small
+  int threads = 0;  // 0: every CPU this process may use
   int64_t eval_samples = 50;      // subspace models: class probabilities averaged over this many draws
   // Subspace models: when the run ends, the best-dev model is evaluated on dev and test
   // again with this many draws (the paper's test protocol: 50), so that every epoch's

@@ -8,6 +8,7 @@
 #include "pens/graph/pass.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
 #include "pens/train/schedule.h"
 
 namespace pens {
@@ -40,6 +41,19 @@ TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
   }
   const std::vector<ValueInfo> info = verify(cell);
   classes_ = info[cell.at(model.tree->scores)].shape[1];
+  const NodeId words = cell.at(model.tree->words);
+  for (NodeId v : cell.nodes()) {
+    if (!is_param(cell[v])) continue;
+    const std::vector<NodeId> readers = cell.consumers(v);
+    const bool looked_up = !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](NodeId r) {
+      const Node& n = cell[r];
+      const std::vector<NodeId> in = cell.inputs(r);
+      const bool rows = n.op->name == "embedding" ||
+                        (n.op->name == "gather" && (!n.attrs.has("axis") || n.attrs.get_int("axis") == 0));
+      return rows && in.size() == 2 && in[0] == v && in[1] == words;
+    });
+    if (looked_up) word_tables_.push_back(cell[v].name);
+  }
   if (classes_ != task_classes(task)) {
     fail("the model scores ", classes_, " classes but the ", task_name(task), " task has ", task_classes(task));
   }
@@ -155,6 +169,54 @@ void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const Sent
   }
 }
 
+void TreeModel::evaluate_chunk(ParamStore<float>& params, const std::vector<const SentimentTree*>& members,
+                               int64_t samples, uint64_t seed, size_t first, bool fold_to_binary,
+                               TreeEvaluation& e) const {
+  const SentimentTask task = fold_to_binary ? SentimentTask::Binary : task_;
+  const bool sampled = samples > 0;
+  const Forest f = make_forest(members);
+  UnrolledTree unrolled = sampled ? sampling_tree(f.nodes) : unroll(f.nodes);
+  if (!sampled) unrolled.graph = build_inference(unrolled.graph);
+  const std::string& out = unrolled.scores;
+  Tape<float> tape(unrolled.graph, params);
+  feed(tape, unrolled, f.nodes, false);
+  const int64_t rows = f.nodes.size();
+  std::vector<double> probs(static_cast<size_t>(rows * classes_), 0.0);
+  for (int64_t draw = 0; draw < (sampled ? samples : 1); ++draw) {
+    tape.set_noise_key({.seed = seed, .step = static_cast<uint64_t>(draw), .example = first + 1});
+    tape.forward();
+    const TensorView<const float> v = tape.value(out);
+    for (int64_t k = 0; k < rows * classes_; ++k) {
+      // Sampled: probabilities, summed; parent: scores, whose argmax is the softmax's.
+      probs[static_cast<size_t>(k)] = (sampled ? probs[static_cast<size_t>(k)] : 0.0) + v.data[k];
+    }
+  }
+  for (size_t t = 0; t < members.size(); ++t) {
+    const SentimentTree& tree = *members[t];
+    for (int64_t i = 0; i < tree.size(); ++i) {
+      const int32_t label = task_label(task, tree.label[static_cast<size_t>(i)]);
+      if (label < 0) continue;
+      const int64_t r = unrolled.row_of[static_cast<size_t>(f.offsets[t] + i)];
+      const auto begin = probs.begin() + r * classes_;
+      auto predicted = static_cast<int32_t>(std::max_element(begin, begin + classes_) - begin);
+      if (fold_to_binary) {
+        // Positive when classes 3 and 4 are likelier than 0 and 1 together (the parent's
+        // scores through a softmax first; the shared factor of its sum cancels).
+        const double top = begin[predicted];
+        const auto p = [&](int k) { return sampled ? begin[k] : std::exp(begin[k] - top); };
+        predicted = p(3) + p(4) > p(0) + p(1) ? 1 : 0;
+      }
+      ++e.nodes;
+      e.nodes_right += predicted == label;
+      if (i == tree.root()) {
+        ++e.roots;
+        e.roots_right += predicted == label;
+        ++e.confusion[static_cast<size_t>(label)][static_cast<size_t>(predicted)];
+      }
+    }
+  }
+}
+
 TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<SentimentTree>& trees,
                                    int64_t samples, uint64_t seed, size_t forest, bool fold_to_binary) const {
   if (fold_to_binary && classes_ != task_classes(SentimentTask::Fine)) {
@@ -166,77 +228,97 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<
   e.confusion.assign(static_cast<size_t>(evaluated), std::vector<int64_t>(static_cast<size_t>(evaluated), 0));
   const bool sampled = subspace_ && samples > 0;
   // Sampled subspaces differ per tree, so each tree gets its graph; the clean parent
-  // runs on forests.
+  // runs on forests. The chunks run side by side on the pool's threads, each counting
+  // into its own tally; counts add up the same in any order.
   const size_t chunk = sampled ? 1 : std::max<size_t>(1, forest);
-  std::vector<double> probs;
-  std::vector<const SentimentTree*> members;
-  for (size_t first = 0; first < trees.size(); first += chunk) {
-    members.clear();
-    for (size_t i = first; i < std::min(trees.size(), first + chunk); ++i) members.push_back(&trees[i]);
-    const Forest f = make_forest(members);
-    UnrolledTree unrolled = sampled ? sampling_tree(f.nodes) : unroll(f.nodes);
-    if (!sampled) unrolled.graph = build_inference(unrolled.graph);
-    const std::string& out = unrolled.scores;
-    Tape<float> tape(unrolled.graph, params);
-    feed(tape, unrolled, f.nodes, false);
-    const int64_t rows = f.nodes.size();
-    probs.assign(static_cast<size_t>(rows * classes_), 0.0);
-    for (int64_t draw = 0; draw < (sampled ? samples : 1); ++draw) {
-      tape.set_noise_key({.seed = seed, .step = static_cast<uint64_t>(draw), .example = first + 1});
-      tape.forward();
-      const TensorView<const float> v = tape.value(out);
-      for (int64_t k = 0; k < rows * classes_; ++k) {
-        // Sampled: probabilities, summed; parent: scores, whose argmax is the softmax's.
-        probs[static_cast<size_t>(k)] = (sampled ? probs[static_cast<size_t>(k)] : 0.0) + v.data[k];
-      }
+  const size_t chunks = (trees.size() + chunk - 1) / chunk;
+  std::vector<TreeEvaluation> tallies(chunks, e);
+  std::vector<std::string> errors(chunks);
+  parallel_for(static_cast<int64_t>(chunks), [&](int64_t c) {
+    const size_t first = static_cast<size_t>(c) * chunk;
+    try {
+      std::vector<const SentimentTree*> members;
+      for (size_t i = first; i < std::min(trees.size(), first + chunk); ++i) members.push_back(&trees[i]);
+      evaluate_chunk(params, members, sampled ? samples : 0, seed, first, fold_to_binary, tallies[static_cast<size_t>(c)]);
+    } catch (const Error& error) {
+      errors[static_cast<size_t>(c)] = error.what();
     }
-    for (size_t t = 0; t < members.size(); ++t) {
-      const SentimentTree& tree = *members[t];
-      for (int64_t i = 0; i < tree.size(); ++i) {
-        const int32_t label = task_label(task, tree.label[static_cast<size_t>(i)]);
-        if (label < 0) continue;
-        const int64_t r = unrolled.row_of[static_cast<size_t>(f.offsets[t] + i)];
-        const auto begin = probs.begin() + r * classes_;
-        auto predicted = static_cast<int32_t>(std::max_element(begin, begin + classes_) - begin);
-        if (fold_to_binary) {
-          // Positive when classes 3 and 4 are likelier than 0 and 1 together (the parent's
-          // scores through a softmax first; the shared factor of its sum cancels).
-          const double top = begin[predicted];
-          const auto p = [&](int k) { return sampled ? begin[k] : std::exp(begin[k] - top); };
-          predicted = p(3) + p(4) > p(0) + p(1) ? 1 : 0;
-        }
-        ++e.nodes;
-        e.nodes_right += predicted == label;
-        if (i == tree.root()) {
-          ++e.roots;
-          e.roots_right += predicted == label;
-          ++e.confusion[static_cast<size_t>(label)][static_cast<size_t>(predicted)];
-        }
-      }
+  });
+  for (const std::string& error : errors) {
+    if (!error.empty()) throw Error(error);
+  }
+  for (const TreeEvaluation& t : tallies) {
+    e.roots += t.roots, e.roots_right += t.roots_right, e.nodes += t.nodes, e.nodes_right += t.nodes_right;
+    for (size_t i = 0; i < e.confusion.size(); ++i) {
+      for (size_t j = 0; j < e.confusion.size(); ++j) e.confusion[i][j] += t.confusion[i][j];
     }
   }
   return e;
 }
 
-void TreeStepGraphs::build(const TreeModel& model, ParamStore<float>& params,
-                           const std::vector<const SentimentTree*>& trees, const std::vector<uint64_t>& examples,
-                           double lambda_scale) {
-  forests_.clear(), unrolled_.clear(), tapes_.clear(), graphs_.clear();
-  std::vector<const SentimentTree*> members;
-  for (size_t i = 0; i < trees.size(); ++i) {
-    members.push_back(trees[i]);
-    if (!model.per_tree_parameters() && i + 1 < trees.size()) continue;
-    forests_.push_back(make_forest(members));
-    unrolled_.push_back(model.training_tree(forests_.back().nodes));
-    tapes_.push_back(std::make_unique<Tape<float>>(unrolled_.back().graph, params));
-    set_penalty_weights(*tapes_.back(), unrolled_.back().penalties, lambda_scale);
-    graphs_.push_back({tapes_.back().get(), examples[i]});
-    members.clear();
+void TreeStepGraphs::assign(const TreeModel& model, ParamStore<float>& params,
+                            const std::vector<const SentimentTree*>& trees, const std::vector<uint64_t>& examples,
+                            double lambda_scale, size_t groups) {
+  if (groups == 0) fail("a tree step needs at least one group");
+  model_ = &model, params_ = &params;
+  trees_ = trees, examples_ = examples;
+  lambda_scale_ = lambda_scale;
+  // Cuts where the running node count passes k / groups of the total: groups of about
+  // equal work, each a run of consecutive trees, none empty.
+  int64_t total = 0;
+  for (const SentimentTree* t : trees) total += t->size();
+  const size_t count = std::min(groups, trees.size());
+  groups_.resize(count);
+  size_t next = 0;
+  int64_t done = 0;
+  for (size_t g = 0; g < count; ++g) {
+    Group& group = groups_[g];
+    group.first = next;
+    const int64_t target = total * static_cast<int64_t>(g + 1) / static_cast<int64_t>(count);
+    const size_t last = trees.size() - (count - g - 1);  // leave a tree for each group after
+    do done += trees[next++]->size();
+    while (next < last && done + trees[next]->size() / 2 <= target);
+    group.count = next - group.first;
   }
 }
 
-void TreeStepGraphs::feed(const TreeModel& model, Tape<float>& tape, size_t i) const {
-  model.feed(tape, unrolled_[i], forests_[i].nodes);
+Step::Group TreeStepGraphs::build(size_t g) {
+  Group& group = groups_.at(g);
+  group.forests.clear(), group.unrolled.clear(), group.tapes.clear(), group.graphs.clear();
+  group.words.clear(), group.sparse.clear();
+  std::vector<const SentimentTree*> members;
+  const size_t end = group.first + group.count;
+  for (size_t i = group.first; i < end; ++i) {
+    members.push_back(trees_[i]);
+    if (!model_->per_tree_parameters() && i + 1 < end) continue;
+    group.forests.push_back(make_forest(members));
+    group.unrolled.push_back(model_->training_tree(group.forests.back().nodes));
+    group.tapes.push_back(std::make_unique<Tape<float>>(group.unrolled.back().graph, *params_));
+    set_penalty_weights(*group.tapes.back(), group.unrolled.back().penalties, lambda_scale_);
+    group.graphs.push_back({group.tapes.back().get(), examples_[i]});
+    members.clear();
+  }
+  for (size_t i = group.first; i < end; ++i) {
+    const SentimentTree& tree = *trees_[i];
+    for (int64_t k = 0; k < tree.size(); ++k) {
+      if (tree.is_leaf(k)) group.words.push_back(tree.word_id[static_cast<size_t>(k)]);
+    }
+  }
+  std::sort(group.words.begin(), group.words.end());
+  group.words.erase(std::unique(group.words.begin(), group.words.end()), group.words.end());
+  for (const std::string& table : model_->word_tables()) group.sparse.push_back({&params_->at(table), group.words});
+  return {group.graphs, group.sparse};
+}
+
+void TreeStepGraphs::feed(Tape<float>& tape, size_t g, size_t i) const {
+  const Group& group = groups_.at(g);
+  model_->feed(tape, group.unrolled.at(i), group.forests.at(i).nodes);
+}
+
+StepResult TreeStepGraphs::run(Step& step, const OptimizerStep& update) {
+  return step.run_groups(
+      update, groups_.size(), [this](size_t g) { return build(g); },
+      [this](Tape<float>& tape, size_t g, size_t i) { feed(tape, g, i); });
 }
 
 }  // namespace pens

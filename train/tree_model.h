@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "pens/autodiff/tape.h"
@@ -47,6 +48,9 @@ class TreeModel {
   // one forest graph whose levels span them all (the same objective, wider products).
   bool per_tree_parameters() const { return per_tree_parameters_; }
   int64_t classes() const { return classes_; }
+  // The parameters the cell reads only as rows picked by the words port (the word
+  // vectors): a tree's gradient for them is zero outside its words' rows.
+  const std::vector<std::string>& word_tables() const { return word_tables_; }
 
   // The parent graph of one tree with its loss over the task's labeled nodes; a tree
   // without one has no loss node.
@@ -78,35 +82,60 @@ class TreeModel {
   bool subspace_ = false;
   bool per_tree_parameters_ = false;
   int64_t classes_ = 0;
+  std::vector<std::string> word_tables_;
   std::optional<Graph> training_cell_;  // the cell and its perturbed child, when perturbs_cell()
   TreePorts training_ports_;            // the child's ports in it
   std::optional<Graph> sampling_cell_;  // the cell and a child with its subspace noise alone
   TreePorts sampling_ports_;
 
   TreeLoss loss_of(const SentimentTree& tree) const;
+  // evaluate()'s work on one forest (or, with samples > 0, one tree whose subspace draws
+  // are keyed by `first` + 1), counted into `e`.
+  void evaluate_chunk(ParamStore<float>& params, const std::vector<const SentimentTree*>& members, int64_t samples,
+                      uint64_t seed, size_t first, bool fold_to_binary, TreeEvaluation& e) const;
   // One sampled subspace's class probabilities ("tree/probabilities") for a tree.
   UnrolledTree sampling_tree(const SentimentTree& tree) const;
 };
 
-// The graphs one training step runs over some trees: a graph per tree (keyed by its
-// example) when the model perturbs parameters per tree, else one forest graph for them
-// all (keyed by the last tree's example). The trainer and the benchmark both build steps
-// with it; each step compiles its tapes anew.
+// The graphs one training step runs over some trees, in groups computed side by side on
+// the pool's threads (Step::run_groups): the step's trees are cut into `groups`
+// consecutive runs of about equal node counts, and each group's graphs are built and run
+// on one thread, so building costs no more wall time than computing. A group has a graph
+// per tree (keyed by its example) when the model perturbs parameters per tree, else one
+// forest graph for its trees (keyed by its last tree's example). The update depends on
+// the grouping (the order of the gradient sums), never on the thread count. The trainer
+// and the benchmark both run steps with it; each step compiles its tapes anew.
 class TreeStepGraphs {
  public:
-  // `examples[i]` keys tree i's noise.
-  // `lambda_scale`: the λ schedule's scale now (the penalties it schedules get λ times it).
-  void build(const TreeModel& model, ParamStore<float>& params, const std::vector<const SentimentTree*>& trees,
-             const std::vector<uint64_t>& examples, double lambda_scale = 1.0);
-  const std::vector<StepGraph>& graphs() const { return graphs_; }
-  // Writes graph i's words, labels and gathers (a Step::Feed).
-  void feed(const TreeModel& model, Tape<float>& tape, size_t i) const;
+  // `examples[i]` keys tree i's noise. `lambda_scale`: the λ schedule's scale now (the
+  // penalties it schedules get λ times it). `groups` >= 1 (fewer when there are fewer trees).
+  void assign(const TreeModel& model, ParamStore<float>& params, const std::vector<const SentimentTree*>& trees,
+              const std::vector<uint64_t>& examples, double lambda_scale, size_t groups);
+  size_t groups() const { return groups_.size(); }
+  // Builds group g's graphs and compiles their tapes (on the calling thread), and names
+  // the rows of the word tables its trees' words pick.
+  Step::Group build(size_t group);
+  // Writes the words, labels and gathers of graph i of group g (a Step::GroupFeed).
+  void feed(Tape<float>& tape, size_t group, size_t i) const;
+  // One training step over the assigned trees.
+  StepResult run(Step& step, const OptimizerStep& update);
 
  private:
-  std::vector<Forest> forests_;
-  std::vector<UnrolledTree> unrolled_;
-  std::vector<std::unique_ptr<Tape<float>>> tapes_;
-  std::vector<StepGraph> graphs_;
+  struct Group {
+    size_t first = 0, count = 0;  // its trees
+    std::vector<Forest> forests;
+    std::vector<UnrolledTree> unrolled;
+    std::vector<std::unique_ptr<Tape<float>>> tapes;
+    std::vector<StepGraph> graphs;
+    std::vector<int64_t> words;  // the word ids of its trees' leaves, sorted, each once
+    std::vector<Step::SparseRows> sparse;
+  };
+  const TreeModel* model_ = nullptr;
+  ParamStore<float>* params_ = nullptr;
+  std::vector<const SentimentTree*> trees_;
+  std::vector<uint64_t> examples_;
+  double lambda_scale_ = 1.0;
+  std::vector<Group> groups_;
 };
 
 }  // namespace pens

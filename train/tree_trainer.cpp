@@ -183,10 +183,10 @@ void TreeRun::run_steps() {
       window_nodes_ += members.back()->size();
     }
     if (step_count_ % steps_per_epoch_ == 0 && restarts_at(epoch)) optimizer_->restart();
-    step_graphs.build(*trees_, params, members, examples, lambda_schedule_.lambda_scale_at(epoch_of(step_count_)));
+    step_graphs.assign(*trees_, params, members, examples, lambda_schedule_.lambda_scale_at(epoch_of(step_count_)),
+                       static_cast<size_t>(config_.batch_groups));
     const OptimizerStep update{.step = step_count_, .learning_rate = config_.learning_rate, .momentum = 0};
-    const StepResult r = step_->run(update, step_graphs.graphs(),
-                                    [&](Tape<float>& tape, size_t i) { step_graphs.feed(*trees_, tape, i); });
+    const StepResult r = step_graphs.run(*step_, update);
     if (!r.finite) {
       diverged_ = cat("training diverged at step ", step_count_, " (epoch ", epoch_of(step_count_), "): ", r.problem);
       return;

@@ -1,0 +1,199 @@
+// A step of sentence trees in groups on the pool's threads (TreeStepGraphs,
+// Step::run_groups): the gradient is the sum of the trees' own gradients under their keys,
+// whatever the grouping, step after step (the word vectors' gradient rows are cleared
+// row by row); the update has the same bits on 1, 2 and 3 threads; and a tape can add
+// its parameter gradients into an array of its own.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pens/autodiff/tape.h"
+#include "pens/models/ctn.h"
+#include "pens/models/sst.h"
+#include "pens/ops/parallel.h"
+#include "pens/train/optimizer.h"
+#include "pens/train/step.h"
+#include "pens/train/tree_model.h"
+#include "tests/support/helpers.h"
+
+namespace test_tree_step {
+
+using namespace pens;
+
+namespace {
+
+constexpr int64_t kDim = 4;
+
+// Random binary trees over a vocabulary of `vocabulary` words ("w0" .. ), with ids.
+std::vector<SentimentTree> random_trees(int count, int64_t vocabulary, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<SentimentTree> out;
+  for (int t = 0; t < count; ++t) {
+    std::vector<std::string> parts;
+    const int words = 1 + static_cast<int>(rng() % 6);
+    for (int i = 0; i < words; ++i) parts.push_back(cat("(", rng() % 5, " w", rng() % vocabulary, ")"));
+    while (parts.size() > 1) {
+      const size_t i = rng() % (parts.size() - 1);
+      parts[i] = cat("(", rng() % 5, " ", parts[i], " ", parts[i + 1], ")");
+      parts.erase(parts.begin() + static_cast<long>(i) + 1);
+    }
+    SentimentTree tree = parse_trees(parts[0], "test")[0];
+    for (int64_t i = 0; i < tree.size(); ++i) {
+      const auto k = static_cast<size_t>(i);
+      tree.word_id[k] = tree.is_leaf(i) ? std::stoi(tree.word[k].substr(1)) : -1;
+    }
+    out.push_back(std::move(tree));
+  }
+  return out;
+}
+
+struct Reference {
+  double objective = 0;
+  std::vector<float> grads;
+};
+
+// Each tree's graph on its own tape, its key {seed, step, example}, its gradient added
+// into the store: what the step's groups must sum to.
+Reference tree_by_tree(const TreeModel& tm, ParamStore<float>& params, const std::vector<const SentimentTree*>& trees,
+                       const std::vector<uint64_t>& examples, uint64_t seed, int64_t step) {
+  Reference r;
+  params.zero_grad();
+  for (size_t i = 0; i < trees.size(); ++i) {
+    const UnrolledTree u = tm.training_tree(*trees[i]);
+    Tape<float> tape(u.graph, params);
+    tm.feed(tape, u, *trees[i]);
+    tape.set_noise_key({seed, static_cast<uint64_t>(step), examples[i]});
+    tape.forward();
+    r.objective += tape.objective();
+    tape.backward();
+  }
+  r.grads.assign(params.grads().begin(), params.grads().end());
+  return r;
+}
+
+CtnSpec spec_of(const std::string& kind, int64_t vocabulary) {
+  const bool fuzz = kind.find("+f") != std::string::npos, subspace = kind.find("+s") != std::string::npos;
+  return {.vocabulary = vocabulary, .dim = kDim, .classes = 5, .fuzz = fuzz ? 0.3 : 0.0,
+          .subspace = subspace ? 3 : 0, .activation_noise = subspace ? 0.2 : 0.0};
+}
+
+}  // namespace
+
+TEST_CASE("a grouped tree step's gradient is the sum of its trees', whatever the grouping, step after step") {
+  constexpr int64_t kVocab = 30;
+  const std::vector<SentimentTree> bank = random_trees(14, kVocab, 5);
+  for (const std::string kind : {"ctn", "ctn+f+s"}) {
+    CAPTURE(kind);
+    Model model = build_ctn(spec_of(kind, kVocab));
+    ParamStore<float> params(model.graph);
+    params.initialize(model.graph, 3);
+    const TreeModel tm(model, SentimentTask::Fine, 1.0 / 7);
+    CHECK(tm.word_tables() == std::vector<std::string>{"E"});
+    CHECK(tm.per_tree_parameters() == (kind != "ctn"));
+    for (const size_t groups : {1, 3, 7}) {
+      for (const int threads : {1, 2}) {
+        CAPTURE(groups);
+        CAPTURE(threads);
+        set_threads(threads);
+        // A learning rate of 0 keeps the parameters, so each step's gradient can be
+        // compared; the second step's trees use other words than the first's.
+        auto sgd = make_optimizer("sgd", params, {});
+        Step step(params, *sgd, {}, 11);
+        TreeStepGraphs graphs;
+        for (int64_t s = 0; s < 2; ++s) {
+          std::vector<const SentimentTree*> trees;
+          std::vector<uint64_t> examples;
+          for (size_t i = 0; i < 7; ++i) {
+            trees.push_back(&bank[static_cast<size_t>(s) * 7 + i]);
+            examples.push_back(static_cast<uint64_t>(s) * 7 + i + 1);
+          }
+          const Reference expected = tree_by_tree(tm, params, trees, examples, 11, s);
+          graphs.assign(tm, params, trees, examples, 1.0, groups);
+          CHECK(graphs.groups() == groups);
+          const StepResult r = graphs.run(step, {.step = s, .learning_rate = 0.0, .momentum = 0});
+          REQUIRE(r.finite);
+          CHECK(r.objective == doctest::Approx(expected.objective).epsilon(1e-5));
+          const std::span<const float> got = params.grads();
+          float largest = 0;
+          for (float g : expected.grads) largest = std::max(largest, std::abs(g));
+          REQUIRE(largest > 0);
+          double worst = 0;
+          for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double{std::abs(got[i] - expected.grads[i])});
+          CHECK(worst <= 1e-5 * largest);
+        }
+      }
+    }
+  }
+  set_threads(1);
+}
+
+TEST_CASE("a grouped tree step updates with the same bits on 1, 2 and 3 threads") {
+  constexpr int64_t kVocab = 40;
+  const std::vector<SentimentTree> bank = random_trees(24, kVocab, 9);
+  for (const std::string kind : {"ctn", "ctn+f", "ctn+f+s"}) {
+    CAPTURE(kind);
+    std::vector<std::vector<float>> finals;
+    for (const int threads : {1, 2, 3}) {
+      set_threads(threads);
+      Model model = build_ctn(spec_of(kind, kVocab));
+      ParamStore<float> params(model.graph);
+      params.initialize(model.graph, 3);
+      const TreeModel tm(model, SentimentTask::Fine, 1.0 / 8);
+      auto adagrad = make_optimizer("adagrad", params, {});
+      Step step(params, *adagrad, {}, 2);
+      TreeStepGraphs graphs;
+      for (int64_t s = 0; s < 3; ++s) {
+        std::vector<const SentimentTree*> trees;
+        std::vector<uint64_t> examples;
+        for (size_t i = 0; i < 8; ++i) {
+          trees.push_back(&bank[static_cast<size_t>(s) * 8 + i]);
+          examples.push_back(static_cast<uint64_t>(s) * 8 + i + 1);
+        }
+        graphs.assign(tm, params, trees, examples, 1.0, 4);
+        REQUIRE(graphs.run(step, {.step = s, .learning_rate = 0.1, .momentum = 0}).finite);
+      }
+      finals.emplace_back(params.values().begin(), params.values().end());
+    }
+    REQUIRE(finals[0] != std::vector<float>(finals[0].size(), 0.0f));
+    for (size_t t = 1; t < finals.size(); ++t) {
+      CAPTURE(t + 1);
+      REQUIRE(finals[t].size() == finals[0].size());
+      CHECK(std::memcmp(finals[t].data(), finals[0].data(), finals[0].size() * sizeof(float)) == 0);
+    }
+  }
+  set_threads(1);
+}
+
+TEST_CASE("a tape adds its parameter gradients into the array it is given, and only there") {
+  const Model model = build_ctn(spec_of("ctn", 6));
+  ParamStore<float> params(model.graph);
+  params.initialize(model.graph, 1);
+  const SentimentTree tree = random_trees(1, 6, 3)[0];
+  const TreeModel tm(model, SentimentTask::Fine);
+  const UnrolledTree u = tm.unroll(tree);
+  Tape<float> tape(u.graph, params);
+  tm.feed(tape, u, tree);
+  params.zero_grad();
+  tape.forward();
+  tape.backward();
+  const std::vector<float> in_store(params.grads().begin(), params.grads().end());
+  REQUIRE(in_store != std::vector<float>(in_store.size(), 0.0f));
+
+  std::vector<float> own(params.grads().size(), 0.0f);
+  params.zero_grad();
+  tape.add_param_gradients_to(own);
+  tape.forward();
+  tape.backward();
+  CHECK(own == in_store);
+  CHECK(std::all_of(params.grads().begin(), params.grads().end(), [](float g) { return g == 0.0f; }));
+  CHECK(tape.grad("T").data == own.data() + params.at("T").offset);
+
+  std::vector<float> wrong(3);
+  CHECK_THROWS_WITH_AS(tape.add_param_gradients_to(wrong), doctest::Contains("an array of 3 values"), Error);
+}
+
+}  // namespace test_tree_step
