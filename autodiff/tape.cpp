@@ -287,9 +287,16 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
   std::vector<int64_t> value_at(g.size(), kNone), grad_at(g.size(), kNone),
       scratch_at(g.size(), kNone), scratch_len(g.size(), 0);
   std::vector<ValueInfo> in_infos;
+  std::vector<char> external(g.size(), 0);
+  for (const std::string& name : options.external_inputs) {
+    const NodeId v = g.at(name);
+    if (!is_input(g[v])) fail("external input '", name, "' is not an input of the graph");
+    if (in_block[v].stack != kNone) fail("external input '", name, "' is in a stacked product (CompileOptions::stack)");
+    external[v] = 1;
+  }
   for (NodeId v : order) {
     const Node& n = g[v];
-    if (is_param(n)) continue;
+    if (is_param(n) || external[v]) continue;
     value_at[v] = take(v, false);
     if (n.op->scratch) {
       in_infos.clear();
@@ -300,8 +307,9 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
   }
   const int64_t grad_region = plan.size;
   for (NodeId v : order) {
-    if (needs_grad[v] && !is_param(g[v])) grad_at[v] = take(v, true);
+    if (needs_grad[v] && !is_param(g[v]) && !external[v]) grad_at[v] = take(v, true);
   }
+  stand_ins_.resize(2 * options.external_inputs.size());
   memory_ = MemoryCharge(bytes_of(static_cast<uint64_t>(plan.size), sizeof(T), "a tape"),
                          cat("the tape of a ", g.size(), "-node graph at batch ", options_.batch));
   arena_ = ArenaCache<T>::zeros(static_cast<size_t>(plan.size));
@@ -327,6 +335,11 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
       }
       s.value = params.value(*e).data;
       s.grad = needs_grad[v] ? params.grad(*e).data : nullptr;
+    } else if (external[v]) {
+      T* stand_in = stand_ins_.data() + 2 * unbound_.size();
+      s.value = stand_in;
+      s.grad = needs_grad[v] ? stand_in + 1 : nullptr;
+      unbound_.push_back(v);
     } else {
       s.value = base + value_at[v];
       s.grad = grad_at[v] == kNone ? nullptr : base + grad_at[v];
@@ -522,6 +535,23 @@ TensorView<T> Tape<T>::input(std::string_view name) {
 }
 
 template <class T>
+void Tape<T>::bind_input(std::string_view name, T* value, T* grad) {
+  Slot& s = slots_[slot_of(name)];
+  if (s.is_param || s.is_constant || !value) fail("bind_input: '", name, "' is not an input, or no memory was given");
+  for (Instr& ins : program_) {
+    for (TensorView<const T>& in : ins.in) {
+      if (in.data == s.value) in.data = value;
+    }
+    for (TensorView<T>& g : ins.gin) {
+      if (s.grad && g.data == s.grad) g.data = grad;
+    }
+  }
+  s.value = value;
+  if (s.grad) s.grad = grad;
+  std::erase(unbound_, slot_of(name));
+}
+
+template <class T>
 TensorView<const T> Tape<T>::value(std::string_view name) const {
   const Slot& s = slots_[slot_of(name)];
   return {s.value, s.info.shape};
@@ -583,10 +613,12 @@ void Tape<T>::set_row_placement(const std::vector<RowRun>& runs) {
 
 template <class T>
 void Tape<T>::forward() {
+  if (!unbound_.empty()) fail("external input '", slots_[unbound_[0]].name, "' was never bound (bind_input)");
   for (Instr& ins : program_) {
     if (ins.op->stochastic) {
-      ins.args.noise = NoiseStream(key_, ins.stream, ins.batch_draw ? std::span<const RowRun>(placement_)
-                                                                    : std::span<const RowRun>());
+      const uint64_t stream = salt_ != 0 ? mix64(ins.stream ^ salt_) >> 1 : ins.stream;
+      ins.args.noise = NoiseStream(key_, stream, ins.batch_draw ? std::span<const RowRun>(placement_)
+                                                                : std::span<const RowRun>());
     }
     if (ins.probe) {
       ins.probe->run(*this, ins.args.out, ins.args.noise);
@@ -671,17 +703,40 @@ void Tape<T>::backward() {
 }
 
 template <class T>
-void Tape<T>::backward_from(std::string_view node, std::span<const T> seed) {
-  const Slot& s = slots_[slot_of(node)];
-  if (static_cast<int64_t>(seed.size()) != s.info.shape.numel()) {
-    fail("seed for '", node, "' has ", seed.size(), " elements, the node has ",
-         s.info.shape.numel());
+void Tape<T>::backward_from(std::span<const Seed> seeds) {
+  // When no instruction adds to a seeded gradient (a graph's outputs), the gradient region
+  // is zeroed as backward() zeroes it, part by part when first written; otherwise whole.
+  const auto unwritten = [&](const Slot& s) {
+    const T* end = s.grad + s.info.shape.numel();
+    return std::any_of(zero_first_.begin(), zero_first_.end(),
+                       [&](const Range& r) { return r.data <= s.grad && end <= r.data + r.size; });
+  };
+  bool part_by_part = true;
+  for (const Seed& seed : seeds) {
+    const Slot& s = slots_[slot_of(seed.node)];
+    part_by_part = part_by_part && (!s.grad || unwritten(s));
   }
-  const Range region{grad_begin_, grad_end_ - grad_begin_};
-  zero({&region, 1});
-  if (!s.grad) return;  // nothing upstream needs a gradient
-  for (size_t i = 0; i < seed.size(); ++i) s.grad[i] += seed[i];
-  run_backward(false);
+  if (part_by_part) {
+    zero(zero_first_);
+  } else {
+    const Range region{grad_begin_, grad_end_ - grad_begin_};
+    zero({&region, 1});
+  }
+  for (const Seed& seed : seeds) {
+    const Slot& s = slots_[slot_of(seed.node)];
+    if (static_cast<int64_t>(seed.values.size()) != s.info.shape.numel()) {
+      fail("seed for '", seed.node, "' has ", seed.values.size(), " elements, the node has ", s.info.shape.numel());
+    }
+    if (!s.grad) continue;  // nothing upstream needs a gradient
+    for (size_t i = 0; i < seed.values.size(); ++i) s.grad[i] += seed.values[i];
+  }
+  run_backward(part_by_part);
+}
+
+template <class T>
+void Tape<T>::backward_from(std::string_view node, std::span<const T> seed) {
+  const Seed one{node, seed};
+  backward_from({&one, 1});
 }
 
 template <class T>

@@ -38,6 +38,9 @@ struct CompileOptions {
   // one kernel call reads and writes every member's memory in place. The same values as
   // separate products up to the order of float sums; false computes each node alone.
   bool stack = true;
+  // Inputs that take no arena memory: bind_input must give their value (and gradient)
+  // before the first forward(). For a tape that reads a large value another tape keeps.
+  std::vector<std::string> external_inputs = {};
 };
 
 // The stacks a tape of g compiled with `options` runs (CompileOptions::stack): each one's
@@ -57,6 +60,11 @@ class Tape {
   // every mask and every Gaussian draw exactly. Each op draws at its own site (its
   // `stream` attribute, or its name), so one key serves the whole graph.
   void set_noise_key(NoiseKey key) { key_ = key; }
+  // Stochastic ops draw from mix64(stream ^ salt) >> 1 instead of their own stream (0:
+  // their own): what unroll_tree gives the copy of a cell's stochastic node in an
+  // instance whose suffix hashes to `salt`, so a tape of the cell's subgraph, run for one
+  // level of a tree, draws what that level draws in the unrolled tree.
+  void set_stream_salt(uint64_t salt) { salt_ = salt; }
   // Places this tape's batch rows in a global batch, for the draws over batch rows: a
   // process of a data-parallel run computing a shard draws what a one-process run draws
   // for those rows. It applies to the row-wise stochastic ops (kRowWise: dropout,
@@ -77,6 +85,11 @@ class Tape {
 
   // Write an input here before forward(). Index inputs hold integers as T.
   TensorView<T> input(std::string_view name);
+  // The input's value is read from `value`, and its gradient (with grad_inputs) added into
+  // `grad`, caller memory of the input's size that must outlive the tape's use, instead of
+  // the arena: another tape's output read in place, one gradient summed over several
+  // tapes. backward() and backward_from() do not zero `grad`.
+  void bind_input(std::string_view name, T* value, T* grad);
   // Any node's value after forward().
   TensorView<const T> value(std::string_view name) const;
   // A node's gradient after backward(): d objective / d node. Null when the node needs
@@ -105,6 +118,12 @@ class Tape {
   void backward();
   // Gradients of <seed, node's value> instead: one row of a Jacobian per call.
   void backward_from(std::string_view node, std::span<const T> seed);
+  // Gradients of the sum of <seed, node's value> over several nodes, in one pass.
+  struct Seed {
+    std::string_view node;
+    std::span<const T> values;
+  };
+  void backward_from(std::span<const Seed> seeds);
   // Moves each moving average of the graph (graph/graph.h, MovingAverage) toward its
   // source: param = decay · param + (1 − decay) · source, the source as the last forward()
   // left it (a batch statistic) or as the store holds it now (a parameter, after the
@@ -164,6 +183,7 @@ class Tape {
 
   CompileOptions options_;
   NoiseKey key_;
+  uint64_t salt_ = 0;
   std::vector<Slot> slots_;
   std::unordered_map<std::string, size_t> by_name_;
   std::vector<Instr> program_;  // non-leaf nodes, topological order
@@ -180,6 +200,10 @@ class Tape {
   std::vector<Average> averages_;
   GradientReady gradient_ready_;
   std::span<T> param_grads_;  // where parameter gradients are added: the store's, or add_param_gradients_to's
+  // CompileOptions::external_inputs: a value and a gradient stand-in for each until
+  // bind_input replaces them (never read: forward() refuses while one is unbound).
+  std::vector<T> stand_ins_;
+  std::vector<size_t> unbound_;  // their slots, until bound
   MemoryCharge memory_;  // the arena against pens' memory limit (ops/ir/memory.h)
   std::vector<T, Eigen::aligned_allocator<T>> arena_;
   // The arena's gradient region. backward() zeroes each part of it when it is needed:

@@ -10,14 +10,6 @@ namespace pens {
 
 namespace {
 
-// "the objective is nan; loss/c1/loss = 0.51; pen/logits/tanh = nan"
-std::string describe_objective(const Tape<float>& tape) {
-  std::string out = cat("the objective is ", tape.objective());
-  for (size_t i = 0; i < tape.loss_count(); ++i) out += cat("; ", tape.loss_name(i), " = ", tape.loss_value(i));
-  if (const std::string node = tape.first_non_finite(); !node.empty()) out += "; the first non-finite value is at " + node;
-  return out;
-}
-
 // Adds `g` into a sum taken in the order of a complete binary tree over the vectors
 // pushed: ((g0 + g1) + (g2 + g3)) + ... `levels` holds the pending partial sums (reused
 // from step to step), `level_of` the tree level of each; after 2^k pushes the sum is
@@ -39,6 +31,13 @@ void push_pairwise(std::vector<std::vector<float>>& levels, std::vector<int>& le
 }
 
 }  // namespace
+
+std::string describe_objective(const Tape<float>& tape) {
+  std::string out = cat("the objective is ", tape.objective());
+  for (size_t i = 0; i < tape.loss_count(); ++i) out += cat("; ", tape.loss_name(i), " = ", tape.loss_value(i));
+  if (const std::string node = tape.first_non_finite(); !node.empty()) out += "; the first non-finite value is at " + node;
+  return out;
+}
 
 Step::Step(ParamStore<float>& params, Optimizer& optimizer, std::vector<std::unique_ptr<Constraint>> constraints,
            uint64_t seed)
@@ -159,9 +158,9 @@ StepResult Step::run(const OptimizerStep& update, Tape<float>& tape, const Feed&
   return run(update, {&one, 1}, feed);
 }
 
-StepResult Step::run_groups(const OptimizerStep& update, size_t groups, const Prepare& prepare,
-                            const GroupFeed& feed) {
+StepResult Step::run_groups(const OptimizerStep& update, Groups& work) {
   if (communicator_) fail("a data-parallel step runs one graph per process, not groups of graphs");
+  const size_t groups = work.count();
   const size_t n = params_.grads().size();
   if (group_grads_.size() + 1 < groups) group_grads_.resize(groups - 1);
   for (size_t g = 1; g < groups; ++g) group_grads_[g - 1].resize(n);
@@ -196,7 +195,7 @@ StepResult Step::run_groups(const OptimizerStep& update, size_t groups, const Pr
     return ranges;
   };
   struct Outcome {
-    Group group;
+    std::span<const SparseRows> sparse;
     double objective = 0;
     std::string problem, error;
   };
@@ -206,24 +205,19 @@ StepResult Step::run_groups(const OptimizerStep& update, size_t groups, const Pr
     Outcome& o = outcomes[g];
     const std::span<float> grads = grads_of(g);
     try {
-      o.group = prepare(g);
+      o.sparse = work.prepare(g);
       std::vector<const ParamEntry*> kept;
-      if (g > 0 && sparse_clear && params_of(o.group.sparse) == sparse_params_) kept = sparse_params_;
+      if (g > 0 && sparse_clear && params_of(o.sparse) == sparse_params_) kept = sparse_params_;
       for (const auto& [begin, end] : outside(kept)) std::fill(grads.begin() + begin, grads.begin() + end, 0.0f);
-      for (size_t i = 0; i < o.group.graphs.size(); ++i) {
-        Tape<float>& tape = *o.group.graphs[i].tape;
-        tape.add_param_gradients_to(grads);
-        feed(tape, g, i);
-        tape.set_noise_key({seed_, static_cast<uint64_t>(update.step), o.group.graphs[i].example});
-        tape.forward();
-        const double objective = tape.objective();
+      for (size_t i = 0; i < work.graphs(g); ++i) {
+        const double objective =
+            work.forward(g, i, {seed_, static_cast<uint64_t>(update.step), work.example(g, i)}, grads);
         if (!std::isfinite(objective)) {
-          o.problem = cat(describe_objective(tape), " (group ", g, ", graph ", i, ", example ",
-                          o.group.graphs[i].example, ")");
+          o.problem = cat(work.describe(g, i), " (group ", g, ", graph ", i, ", example ", work.example(g, i), ")");
           return;
         }
         o.objective += objective;
-        tape.backward();
+        work.backward(g, i);
       }
     } catch (const Error& e) {
       o.error = e.what();
@@ -243,9 +237,9 @@ StepResult Step::run_groups(const OptimizerStep& update, size_t groups, const Pr
   }
   // The sum in group order, ((g0 + g1) + g2) + ...: the dense parts by element blocks on
   // the pool, then each sparse row (its groups in the same order).
-  sparse_params_ = groups > 1 ? params_of(outcomes[1].group.sparse) : std::vector<const ParamEntry*>{};
+  sparse_params_ = groups > 1 ? params_of(outcomes[1].sparse) : std::vector<const ParamEntry*>{};
   for (size_t g = 2; g < groups; ++g) {
-    if (params_of(outcomes[g].group.sparse) != sparse_params_) {
+    if (params_of(outcomes[g].sparse) != sparse_params_) {
       fail("a grouped step's groups name different sparse parameters (group 1 and group ", g, ")");
     }
   }
@@ -264,7 +258,7 @@ StepResult Step::run_groups(const OptimizerStep& update, size_t groups, const Pr
     }
   });
   for (size_t g = 1; g < groups; ++g) {
-    for (const SparseRows& s : outcomes[g].group.sparse) {
+    for (const SparseRows& s : outcomes[g].sparse) {
       for (int64_t row : s.rows) {
         const std::span<float> from = row_span(grads_of(g), s, row), to = row_span(params_.grads(), s, row);
         for (size_t i = 0; i < from.size(); ++i) to[i] += from[i];
@@ -273,9 +267,8 @@ StepResult Step::run_groups(const OptimizerStep& update, size_t groups, const Pr
     }
   }
   group_grads_zero_ = true;
-  std::vector<StepGraph> graphs;
-  for (const Outcome& o : outcomes) graphs.insert(graphs.end(), o.group.graphs.begin(), o.group.graphs.end());
-  apply_update(update, graphs);
+  apply_update(update, {});
+  work.update_averages();
   return result;
 }
 

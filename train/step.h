@@ -46,6 +46,10 @@ struct StepResult {
   std::span<const double> losses;
 };
 
+// "the objective is nan; loss/c1/loss = 0.51; pen/logits/tanh = nan": what a step that
+// stopped at a non-finite objective reports.
+std::string describe_objective(const Tape<float>& tape);
+
 class Step {
  public:
   // Writes the inputs of graph `index` of the step (its rows of the batch, its tree).
@@ -77,12 +81,12 @@ class Step {
   // The same for a step of one graph (example 0).
   StepResult run(const OptimizerStep& update, Tape<float>& tape, const Feed& feed);
 
-  // One update over graphs computed in `groups` groups side by side on the pool's threads
-  // (a step of sentence trees). Group g's work runs on one thread: prepare(g) returns its
-  // graphs (it may build them there), which are fed (feed(tape, g, i)), keyed and run in
-  // order, their parameter gradients added into the group's own array. The groups'
-  // gradients are then summed in group order, ((g0 + g1) + g2) + ..., so the update
-  // depends on the grouping, never on the thread count. An error in a group is
+  // One update over graphs computed in groups side by side on the pool's threads (a
+  // step of sentence trees). Group g's work runs on one thread: prepare(g) (which may
+  // build its graphs there), then its graphs forward and backward in order, keyed
+  // {seed, step, example}, their parameter gradients added into the group's own array.
+  // The groups' gradients are then summed in group order, ((g0 + g1) + g2) + ..., so the
+  // update depends on the grouping, never on the thread count. An error in a group is
   // thrown (the first group's in order) once every group has finished.
   //
   // A group may say that its graphs write some parameters' gradients at a few rows only
@@ -92,13 +96,25 @@ class Step {
     const ParamEntry* param = nullptr;
     std::span<const int64_t> rows;  // sorted, each once
   };
-  struct Group {
-    std::span<const StepGraph> graphs;
-    std::span<const SparseRows> sparse;
+  class Groups {
+   public:
+    virtual ~Groups() = default;
+    virtual size_t count() const = 0;
+    // Readies group g on the thread that will run it; returns the sparse parameters'
+    // rows its gradients may touch (every group names the same parameters).
+    virtual std::span<const SparseRows> prepare(size_t g) = 0;
+    virtual size_t graphs(size_t g) const = 0;
+    virtual uint64_t example(size_t g, size_t i) const = 0;
+    // Graph i of group g forward under `key`, its parameter gradients to go to `grads`
+    // (a zeroed array laid out as the store's); returns its objective.
+    virtual double forward(size_t g, size_t i, NoiseKey key, std::span<float> grads) = 0;
+    virtual void backward(size_t g, size_t i) = 0;
+    // After a forward pass whose objective is not finite: the objective and its terms.
+    virtual std::string describe(size_t g, size_t i) const = 0;
+    // After the update: the graphs' moving averages (Tape::update_averages).
+    virtual void update_averages() = 0;
   };
-  using Prepare = std::function<Group(size_t group)>;
-  using GroupFeed = std::function<void(Tape<float>& tape, size_t group, size_t index)>;
-  StepResult run_groups(const OptimizerStep& update, size_t groups, const Prepare& prepare, const GroupFeed& feed);
+  StepResult run_groups(const OptimizerStep& update, Groups& groups);
 
   // One update over a global batch computed as `shards` equal shards (a power of two),
   // this process computing shards first .. first + count - 1 on `tape` (feed(tape, k)

@@ -145,6 +145,22 @@ UnrolledTree TreeModel::training_tree(const SentimentTree& tree) const {
   return t;
 }
 
+std::unique_ptr<TreeTape> TreeModel::tree_tape(ParamStore<float>& params) const {
+  if (!training_cell_) fail("the model trains no lone child of a perturbed cell: its trees need graphs of their own");
+  return std::make_unique<TreeTape>(*training_cell_, training_ports_, params, loss_scale_);
+}
+
+void TreeModel::set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels) const {
+  labels.resize(tree.label.size());
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = task_label(task_, tree.label[i]);
+  for (int64_t i = 0; i < tree.size(); ++i) {
+    if (tree.is_leaf(i) && tree.word_id[static_cast<size_t>(i)] < 0) {
+      fail("tree at line ", tree.line, ": words have no vocabulary ids (Vocabulary::assign_ids)");
+    }
+  }
+  tape.set_tree(TreeShape{tree.left, tree.right}, tree.word_id, labels);
+}
+
 void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels) const {
   TensorView<float> words = tape.input(unrolled.words);
   for (size_t i = 0; i < unrolled.leaves.size(); ++i) {
@@ -282,21 +298,25 @@ void TreeStepGraphs::assign(const TreeModel& model, ParamStore<float>& params,
   }
 }
 
-Step::Group TreeStepGraphs::build(size_t g) {
+std::span<const Step::SparseRows> TreeStepGraphs::prepare(size_t g) {
   Group& group = groups_.at(g);
-  group.forests.clear(), group.unrolled.clear(), group.tapes.clear(), group.graphs.clear();
+  group.forests.clear(), group.unrolled.clear(), group.tapes.clear(), group.examples.clear();
   group.words.clear(), group.sparse.clear();
-  std::vector<const SentimentTree*> members;
   const size_t end = group.first + group.count;
-  for (size_t i = group.first; i < end; ++i) {
-    members.push_back(trees_[i]);
-    if (!model_->per_tree_parameters() && i + 1 < end) continue;
-    group.forests.push_back(make_forest(members));
-    group.unrolled.push_back(model_->training_tree(group.forests.back().nodes));
-    group.tapes.push_back(std::make_unique<Tape<float>>(group.unrolled.back().graph, *params_));
-    set_penalty_weights(*group.tapes.back(), group.unrolled.back().penalties, lambda_scale_);
-    group.graphs.push_back({group.tapes.back().get(), examples_[i]});
-    members.clear();
+  if (model_->runs_tree_tapes()) {
+    if (!group.trees) group.trees = model_->tree_tape(*params_);
+  } else {
+    std::vector<const SentimentTree*> members;
+    for (size_t i = group.first; i < end; ++i) {
+      members.push_back(trees_[i]);
+      if (!model_->per_tree_parameters() && i + 1 < end) continue;
+      group.forests.push_back(make_forest(members));
+      group.unrolled.push_back(model_->training_tree(group.forests.back().nodes));
+      group.tapes.push_back(std::make_unique<Tape<float>>(group.unrolled.back().graph, *params_));
+      set_penalty_weights(*group.tapes.back(), group.unrolled.back().penalties, lambda_scale_);
+      group.examples.push_back(examples_[i]);
+      members.clear();
+    }
   }
   for (size_t i = group.first; i < end; ++i) {
     const SentimentTree& tree = *trees_[i];
@@ -307,18 +327,55 @@ Step::Group TreeStepGraphs::build(size_t g) {
   std::sort(group.words.begin(), group.words.end());
   group.words.erase(std::unique(group.words.begin(), group.words.end()), group.words.end());
   for (const std::string& table : model_->word_tables()) group.sparse.push_back({&params_->at(table), group.words});
-  return {group.graphs, group.sparse};
+  return group.sparse;
 }
 
-void TreeStepGraphs::feed(Tape<float>& tape, size_t g, size_t i) const {
+size_t TreeStepGraphs::graphs(size_t g) const {
   const Group& group = groups_.at(g);
-  model_->feed(tape, group.unrolled.at(i), group.forests.at(i).nodes);
+  return group.trees ? group.count : group.tapes.size();
 }
 
-StepResult TreeStepGraphs::run(Step& step, const OptimizerStep& update) {
-  return step.run_groups(
-      update, groups_.size(), [this](size_t g) { return build(g); },
-      [this](Tape<float>& tape, size_t g, size_t i) { feed(tape, g, i); });
+uint64_t TreeStepGraphs::example(size_t g, size_t i) const {
+  const Group& group = groups_.at(g);
+  return group.trees ? examples_.at(group.first + i) : group.examples.at(i);
+}
+
+double TreeStepGraphs::forward(size_t g, size_t i, NoiseKey key, std::span<float> grads) {
+  Group& group = groups_.at(g);
+  if (group.trees) {
+    TreeTape& t = *group.trees;
+    t.add_param_gradients_to(grads);
+    model_->set_tree_of(t, *trees_.at(group.first + i), group.labels);
+    t.set_noise_key(key);
+    t.forward();
+    return t.objective();
+  }
+  Tape<float>& tape = *group.tapes.at(i);
+  tape.add_param_gradients_to(grads);
+  model_->feed(tape, group.unrolled.at(i), group.forests.at(i).nodes);
+  tape.set_noise_key(key);
+  tape.forward();
+  return tape.objective();
+}
+
+void TreeStepGraphs::backward(size_t g, size_t i) {
+  Group& group = groups_.at(g);
+  if (group.trees) {
+    group.trees->backward();
+  } else {
+    group.tapes.at(i)->backward();
+  }
+}
+
+std::string TreeStepGraphs::describe(size_t g, size_t i) const {
+  const Group& group = groups_.at(g);
+  return group.trees ? group.trees->describe() : describe_objective(*group.tapes.at(i));
+}
+
+void TreeStepGraphs::update_averages() {
+  for (Group& group : groups_) {
+    for (const auto& tape : group.tapes) tape->update_averages();
+  }
 }
 
 }  // namespace pens

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pens/autodiff/tape.h"
+#include "pens/autodiff/tree_tape.h"
 #include "pens/graph/tree.h"
 #include "pens/models/sst.h"
 #include "pens/serialization/model.h"
@@ -62,6 +63,15 @@ class TreeModel {
   UnrolledTree training_tree(const SentimentTree& tree) const;
   // Whether training_tree unrolls the perturbed cell.
   bool perturbs_cell() const { return training_cell_.has_value(); }
+  // Whether training steps run each tree on a TreeTape of the perturbed cell (a model
+  // perturbing parameters per tree with perturbs_cell()) rather than on its own graph:
+  // the same objective and gradients, without a graph built per tree per step.
+  bool runs_tree_tapes() const { return per_tree_parameters_ && training_cell_.has_value(); }
+  // A TreeTape of the perturbed cell (word vectors looked up before their noise), whose
+  // trees set_tree_of() gives.
+  std::unique_ptr<TreeTape> tree_tape(ParamStore<float>& params) const;
+  // Sets a tree on a TreeTape: its shape, words and classes for the task (`labels`: scratch).
+  void set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels) const;
   // Writes a tree's words, level gathers and (with `labels`, for graphs that keep the
   // loss) labels into a tape of one of its graphs.
   void feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels = true) const;
@@ -99,26 +109,33 @@ class TreeModel {
 
 // The graphs one training step runs over some trees, in groups computed side by side on
 // the pool's threads (Step::run_groups): the step's trees are cut into `groups`
-// consecutive runs of about equal node counts, and each group's graphs are built and run
-// on one thread, so building costs no more wall time than computing. A group has a graph
-// per tree (keyed by its example) when the model perturbs parameters per tree, else one
-// forest graph for its trees (keyed by its last tree's example). The update depends on
-// the grouping (the order of the gradient sums), never on the thread count. The trainer
-// and the benchmark both run steps with it; each step compiles its tapes anew.
-class TreeStepGraphs {
+// consecutive runs of about equal node counts, and each group's work runs on one thread.
+// The update depends on the grouping (the order of the gradient sums), never on the
+// thread count. A group runs
+//   - each tree on its TreeTape, when the model trains a lone child of a perturbed cell
+//     (TreeModel::runs_tree_tapes: Table 2's noisy models): nothing is built per step;
+//   - else a graph per tree, built and compiled in the step, when the model perturbs
+//     parameters per tree (keyed by its example);
+//   - else one forest graph for its trees (keyed by its last tree's example).
+class TreeStepGraphs : public Step::Groups {
  public:
   // `examples[i]` keys tree i's noise. `lambda_scale`: the λ schedule's scale now (the
   // penalties it schedules get λ times it). `groups` >= 1 (fewer when there are fewer trees).
   void assign(const TreeModel& model, ParamStore<float>& params, const std::vector<const SentimentTree*>& trees,
               const std::vector<uint64_t>& examples, double lambda_scale, size_t groups);
-  size_t groups() const { return groups_.size(); }
-  // Builds group g's graphs and compiles their tapes (on the calling thread), and names
-  // the rows of the word tables its trees' words pick.
-  Step::Group build(size_t group);
-  // Writes the words, labels and gathers of graph i of group g (a Step::GroupFeed).
-  void feed(Tape<float>& tape, size_t group, size_t i) const;
   // One training step over the assigned trees.
-  StepResult run(Step& step, const OptimizerStep& update);
+  StepResult run(Step& step, const OptimizerStep& update) { return step.run_groups(update, *this); }
+
+  // Step::Groups: prepare() builds a group's graphs (or readies its TreeTape) and names
+  // the rows of the word tables its trees' words pick.
+  size_t count() const override { return groups_.size(); }
+  std::span<const Step::SparseRows> prepare(size_t g) override;
+  size_t graphs(size_t g) const override;
+  uint64_t example(size_t g, size_t i) const override;
+  double forward(size_t g, size_t i, NoiseKey key, std::span<float> grads) override;
+  void backward(size_t g, size_t i) override;
+  std::string describe(size_t g, size_t i) const override;
+  void update_averages() override;
 
  private:
   struct Group {
@@ -126,7 +143,9 @@ class TreeStepGraphs {
     std::vector<Forest> forests;
     std::vector<UnrolledTree> unrolled;
     std::vector<std::unique_ptr<Tape<float>>> tapes;
-    std::vector<StepGraph> graphs;
+    std::vector<uint64_t> examples;    // by graph
+    std::unique_ptr<TreeTape> trees;   // kept from step to step: its tapes are compiled once
+    std::vector<int32_t> labels;       // a tree's classes for the task, for the TreeTape
     std::vector<int64_t> words;  // the word ids of its trees' leaves, sorted, each once
     std::vector<Step::SparseRows> sparse;
   };
