@@ -102,8 +102,15 @@ int main(int argc, char** argv) {
 
     auto optimizer = make_optimizer("adagrad", params, {});
     Step step(params, *optimizer, {}, 1);
-    step.set_gradient_hook([&](ParamStore<float>& p) {
-      for (const auto& [name, lambda] : kL2) p.grad(name).arr() += static_cast<float>(lambda) * p.value(name).arr();
+    step.set_gradient_hook([&](ParamStore<float>& p) {  // as the trainer's: in ranges on the threads
+      for (const auto& [name, lambda] : kL2) {
+        float* g = p.grad(name).data;
+        const float* v = p.value(name).data;
+        const auto l = static_cast<float>(lambda);
+        parallel_ranges(p.at(name).shape.numel(), [&](int64_t begin, int64_t count) {
+          for (int64_t i = begin; i < begin + count; ++i) g[i] += l * v[i];
+        });
+      }
     });
     // The trainer's steps: a graph per tree when parameters are perturbed per tree, else
     // one forest graph per step.

@@ -200,15 +200,23 @@ StepResult Step::run_groups(const OptimizerStep& update, Groups& work) {
     std::string problem, error;
   };
   std::vector<Outcome> outcomes(groups);
+  // The store's array, group 0's, is cleared here on every thread rather than by group 0
+  // alone, which would then finish last.
+  const std::span<float> store = params_.grads();
+  parallel_ranges(static_cast<int64_t>(n), [&](int64_t begin, int64_t count) {
+    std::fill_n(store.begin() + begin, count, 0.0f);
+  });
   parallel_for(static_cast<int64_t>(groups), [&](int64_t chunk) {
     const auto g = static_cast<size_t>(chunk);
     Outcome& o = outcomes[g];
     const std::span<float> grads = grads_of(g);
     try {
       o.sparse = work.prepare(g);
-      std::vector<const ParamEntry*> kept;
-      if (g > 0 && sparse_clear && params_of(o.sparse) == sparse_params_) kept = sparse_params_;
-      for (const auto& [begin, end] : outside(kept)) std::fill(grads.begin() + begin, grads.begin() + end, 0.0f);
+      if (g > 0) {
+        std::vector<const ParamEntry*> kept;
+        if (sparse_clear && params_of(o.sparse) == sparse_params_) kept = sparse_params_;
+        for (const auto& [begin, end] : outside(kept)) std::fill(grads.begin() + begin, grads.begin() + end, 0.0f);
+      }
       for (size_t i = 0; i < work.graphs(g); ++i) {
         const double objective =
             work.forward(g, i, {seed_, static_cast<uint64_t>(update.step), work.example(g, i)}, grads);

@@ -146,8 +146,9 @@ UnrolledTree TreeModel::training_tree(const SentimentTree& tree) const {
 }
 
 std::unique_ptr<TreeTape> TreeModel::tree_tape(ParamStore<float>& params) const {
-  if (!training_cell_) fail("the model trains no lone child of a perturbed cell: its trees need graphs of their own");
-  return std::make_unique<TreeTape>(*training_cell_, training_ports_, params, loss_scale_);
+  if (!runs_tree_tapes()) fail("the model's pseudo-ensemble needs a graph per tree: it has no TreeTape");
+  if (training_cell_) return std::make_unique<TreeTape>(*training_cell_, training_ports_, params, loss_scale_);
+  return std::make_unique<TreeTape>(model_.graph, *model_.tree, params, loss_scale_);
 }
 
 void TreeModel::set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels) const {
@@ -305,6 +306,11 @@ std::span<const Step::SparseRows> TreeStepGraphs::prepare(size_t g) {
   const size_t end = group.first + group.count;
   if (model_->runs_tree_tapes()) {
     if (!group.trees) group.trees = model_->tree_tape(*params_);
+    if (!model_->per_tree_parameters()) {
+      group.forests.push_back(make_forest({trees_.begin() + static_cast<long>(group.first),
+                                           trees_.begin() + static_cast<long>(end)}));
+      group.examples.push_back(examples_[end - 1]);
+    }
   } else {
     std::vector<const SentimentTree*> members;
     for (size_t i = group.first; i < end; ++i) {
@@ -330,14 +336,15 @@ std::span<const Step::SparseRows> TreeStepGraphs::prepare(size_t g) {
   return group.sparse;
 }
 
+// A group on its TreeTape runs its trees one by one, or their forest (forests not empty).
 size_t TreeStepGraphs::graphs(size_t g) const {
   const Group& group = groups_.at(g);
-  return group.trees ? group.count : group.tapes.size();
+  return group.trees && group.forests.empty() ? group.count : group.examples.size();
 }
 
 uint64_t TreeStepGraphs::example(size_t g, size_t i) const {
   const Group& group = groups_.at(g);
-  return group.trees ? examples_.at(group.first + i) : group.examples.at(i);
+  return group.trees && group.forests.empty() ? examples_.at(group.first + i) : group.examples.at(i);
 }
 
 double TreeStepGraphs::forward(size_t g, size_t i, NoiseKey key, std::span<float> grads) {
@@ -345,7 +352,8 @@ double TreeStepGraphs::forward(size_t g, size_t i, NoiseKey key, std::span<float
   if (group.trees) {
     TreeTape& t = *group.trees;
     t.add_param_gradients_to(grads);
-    model_->set_tree_of(t, *trees_.at(group.first + i), group.labels);
+    model_->set_tree_of(t, group.forests.empty() ? *trees_.at(group.first + i) : group.forests.at(i).nodes,
+                        group.labels);
     t.set_noise_key(key);
     t.forward();
     return t.objective();

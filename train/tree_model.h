@@ -63,12 +63,12 @@ class TreeModel {
   UnrolledTree training_tree(const SentimentTree& tree) const;
   // Whether training_tree unrolls the perturbed cell.
   bool perturbs_cell() const { return training_cell_.has_value(); }
-  // Whether training steps run each tree on a TreeTape of the perturbed cell (a model
-  // perturbing parameters per tree with perturbs_cell()) rather than on its own graph:
-  // the same objective and gradients, without a graph built per tree per step.
-  bool runs_tree_tapes() const { return per_tree_parameters_ && training_cell_.has_value(); }
-  // A TreeTape of the perturbed cell (word vectors looked up before their noise), whose
-  // trees set_tree_of() gives.
+  // Whether training steps run trees on a TreeTape (a model without a pseudo-ensemble,
+  // or one whose lone child perturbs_cell()) rather than on graphs built per step: the
+  // same objective and gradients, without building.
+  bool runs_tree_tapes() const { return training_cell_.has_value() || !model_.ensemble; }
+  // A TreeTape of the training cell (the perturbed one, or the model's), whose trees
+  // set_tree_of() gives.
   std::unique_ptr<TreeTape> tree_tape(ParamStore<float>& params) const;
   // Sets a tree on a TreeTape: its shape, words and classes for the task (`labels`: scratch).
   void set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels) const;
@@ -112,11 +112,12 @@ class TreeModel {
 // consecutive runs of about equal node counts, and each group's work runs on one thread.
 // The update depends on the grouping (the order of the gradient sums), never on the
 // thread count. A group runs
-//   - each tree on its TreeTape, when the model trains a lone child of a perturbed cell
-//     (TreeModel::runs_tree_tapes: Table 2's noisy models): nothing is built per step;
-//   - else a graph per tree, built and compiled in the step, when the model perturbs
-//     parameters per tree (keyed by its example);
-//   - else one forest graph for its trees (keyed by its last tree's example).
+//   - a tree, or a forest of its trees when parameters are not perturbed per tree, at a
+//     time on its TreeTape, when TreeModel::runs_tree_tapes (Table 2's four models):
+//     nothing is built per step;
+//   - else (penalties between children, a teacher, noise found from gradients) a graph
+//     per tree, or a forest graph, built and compiled in the step.
+// A tree is keyed by its example, a forest by its last tree's.
 class TreeStepGraphs : public Step::Groups {
  public:
   // `examples[i]` keys tree i's noise. `lambda_scale`: the λ schedule's scale now (the

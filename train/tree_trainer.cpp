@@ -122,7 +122,13 @@ TreeRun::TreeRun(const TreeConfig& config, const TreeData& data, const std::stri
 
 void TreeRun::regularize(ParamStore<float>& params) {
   for (const auto& [name, lambda] : config_.l2) {
-    if (lambda > 0) params.grad(name).arr() += static_cast<float>(lambda) * params.value(name).arr();
+    if (lambda <= 0) continue;
+    float* g = params.grad(name).data;
+    const float* v = params.value(name).data;
+    const auto l = static_cast<float>(lambda);
+    parallel_ranges(params.at(name).shape.numel(), [&](int64_t begin, int64_t count) {
+      for (int64_t i = begin; i < begin + count; ++i) g[i] += l * v[i];
+    });
   }
   if (epoch_of(step_count_) < config_.freeze_words_epochs && params.find("E")) params.grad("E").arr().setZero();
 }

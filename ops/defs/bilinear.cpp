@@ -1,18 +1,29 @@
 // The compact bilinear form of the paper's tensor network (section 5): for each output
 // unit k, t_k = v1ᵀ T_k v2 with T_k an n×m slice of the tensor T (k×n×m).
 #include "pens/ops/check_case.h"
+#include "pens/ops/gemm.h"
 #include "pens/ops/registry.h"
 
 namespace pens {
 
-// bilinear: y[b,k] = Σ_ij v1[b,i] T[k,i,j] v2[b,j].
-//   dv1[b,:] += Σ_k dy[b,k] T_k v2[b,:]ᵀ
-//   dv2[b,:] += Σ_k dy[b,k] v1[b,:] T_k
-//   dT_k     += v1ᵀ diag(dy[:,k]) v2
-// One small GEMM per slice; the scratch holds one [B, max(n, m)] product at a time.
+// bilinear: y[b,k] = Σ_ij v1[b,i] T[k,i,j] v2[b,j], T of shape [k, n, m]. Two forms,
+// chosen by the batch's row count B alone (so a shape always computes the same way):
+//
+// Up to kOuterRows rows, one product over the rows' outer products: X[b, i·m + j] =
+// v1[b,i] v2[b,j] (B × nm), T read as a k × nm matrix, y = X Tᵀ; backward dT += dyᵀ X
+// and dX = dy T (one product each), then dv1[b,i] += Σ_j dX[b, i·m + j] v2[b,j] and
+// dv2[b,j] += Σ_i dX[b, i·m + j] v1[b,i]. The scratch holds X (kept from forward for
+// backward) and dX. A tree's levels are a few rows wide, and there one product per
+// slice T_k packs its operands for little work.
+//
+// Above it, one product per slice: u = v1 T_k, y[:,k] = rowsum(u ⊙ v2); backward
+// dv1 += diag(dy[:,k]) v2 T_kᵀ, dv2 += diag(dy[:,k]) v1 T_k, dT_k += v1ᵀ diag(dy[:,k]) v2.
+// The scratch holds one [B, max(n, m)] product at a time: a forest of 64 trees has
+// levels of hundreds of rows, whose X would be megabytes per level.
 struct Bilinear {
   static constexpr const char* kName = "bilinear";
   static constexpr const char* kSummary = "t_k = v1ᵀ T_k v2 per row, T of shape [k, n, m]";
+  static constexpr int64_t kOuterRows = 32;
   static std::vector<InputSlot> inputs() { return {{"v1"}, {"T"}, {"v2"}}; }
   static ValueInfo infer(const InferCtx& ctx) {
     infer::expect(ctx, 0, 2);
@@ -28,9 +39,12 @@ struct Bilinear {
     return {Shape{v1[0], t[0]}, DType::Real};
   }
   static int64_t scratch(const InferCtx& ctx, const ValueInfo&) {
+    const int64_t rows = ctx.in[0].shape[0];
     const Shape& t = ctx.in[1].shape;
-    return ctx.in[0].shape[0] * std::max(t[1], t[2]);
+    return rows <= kOuterRows ? 2 * rows * t[1] * t[2] : rows * std::max(t[1], t[2]);
   }
+  template <class T>
+  using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   template <class T>
   static auto slice(const TensorView<const T>& t, int64_t k) {
     return t.mat(t.shape[1] * t.shape[0], t.shape[2]).block(k * t.shape[1], 0, t.shape[1], t.shape[2]);
@@ -40,7 +54,15 @@ struct Bilinear {
     auto v1 = args.in[0].mat();
     auto v2 = args.in[2].mat();
     auto y = args.out.mat();
-    const int64_t rows = v1.rows(), m = v2.cols();
+    const int64_t rows = v1.rows(), n = v1.cols(), m = v2.cols();
+    if (rows <= kOuterRows) {
+      auto x = args.scratch.mat(rows, n * m);
+      for (int64_t b = 0; b < rows; ++b) {
+        Eigen::Map<RowMajor<T>>(x.row(b).data(), n, m).noalias() = v1.row(b).transpose() * v2.row(b);
+      }
+      gemm(y, x, args.in[1].mat(args.in[1].shape[0], n * m).transpose(), false);
+      return;
+    }
     auto u = args.scratch.mat(rows, m);
     for (int64_t k = 0; k < y.cols(); ++k) {
       u.noalias() = v1 * slice(args.in[1], k);
@@ -53,6 +75,19 @@ struct Bilinear {
     auto v2 = args.in[2].mat();
     auto gy = args.gout.mat();
     const int64_t rows = v1.rows(), n = v1.cols(), m = v2.cols();
+    if (rows <= kOuterRows) {
+      const auto x = args.scratch.mat(rows, n * m);
+      if (args.gin[1]) gemm(args.gin[1].mat(args.in[1].shape[0], n * m), gy.transpose(), x, true);
+      if (!args.gin[0] && !args.gin[2]) return;
+      auto dx = TensorView<T>{args.scratch.data + rows * n * m, Shape{rows, n * m}}.mat();
+      gemm(dx, gy, args.in[1].mat(args.in[1].shape[0], n * m), false);
+      for (int64_t b = 0; b < rows; ++b) {
+        const Eigen::Map<const RowMajor<T>> db(dx.row(b).data(), n, m);
+        if (args.gin[0]) args.gin[0].mat().row(b).noalias() += (db * v2.row(b).transpose()).transpose();
+        if (args.gin[2]) args.gin[2].mat().row(b).noalias() += v1.row(b) * db;
+      }
+      return;
+    }
     for (int64_t k = 0; k < gy.cols(); ++k) {
       auto tk = slice(args.in[1], k);
       if (args.gin[0]) {
@@ -76,6 +111,8 @@ struct Bilinear {
   static void check(CheckBuilder& b) {
     b.check({b.real({3, 4}), b.real({2, 4, 5}), b.real({3, 5})}, {}, "rectangular");
     b.check({b.real({1, 3}), b.real({3, 3, 3}), b.real({1, 3})}, {}, "one row, cube");
+    // Past kOuterRows: the form with a product per slice.
+    b.check({b.real({33, 2}), b.real({2, 2, 3}), b.real({33, 3})}, {}, "33 rows, a product per slice");
   }
 };
 
