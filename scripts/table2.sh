@@ -26,7 +26,7 @@
 #                       docs/results.md: authors for CTN+S and CTN+F+S, plain for the rest
 #   --lowercase         words that differ only in case are one word (data.lowercase),
 #                       as in the authors' code; default: words matched exactly
-#   --jobs J            runs at once, one thread each (default 2)
+#   --jobs J            runs at once, each on nproc / J threads, at least 1 (default 2)
 #   --data-dir DIR      the treebank (default ../shared/data/sst)
 #   --runs DIR          where runs live (default runs/table2); a run that finished all
 #                       --epochs is not run again, one its budget stopped is resumed
@@ -75,6 +75,7 @@ adagrad=""
   adagrad=', "epsilon": 1e-3, "initial_accumulator": 1e-3, "restart_every_epochs": 9, "restart_before_epoch": 250'
 if [[ $report_only == 0 ]]; then
   scripts/check-sst.sh "$data"
+  threads=$(( $(nproc) / jobs > 1 ? $(nproc) / jobs : 1 ))
   [[ -x $pens ]] || scripts/setup.sh
   mkdir -p "$runs"
   # One model file and config per cell: the paper's settings (its section 5 and the authors' code).
@@ -98,7 +99,7 @@ if [[ $report_only == 0 ]]; then
   "batch": {"trees": 27},
   "optimizer": {"kind": "adagrad", "learning_rate": $lr$adagrad},
   "l2": {"T": $l2w, "Ml": $l2w, "Mr": $l2w, "m": $l2w, "C": 2e-4, "c": 2e-4, "E": 2e-4},
-  "run": {"epochs": $epochs, "budget_minutes": $budget, "threads": 1},
+  "run": {"epochs": $epochs, "budget_minutes": $budget, "threads": $threads},
   "eval": {"samples": $samples, "train_trees": 500}
 }
 JSON

@@ -299,10 +299,23 @@ struct GatherAxes {
     };
     const Shape& y = args.out.shape;
     if (y.numel() == 0) return;
+    // The innermost axis's source offsets, found once rather than per element (a
+    // subspace's slice of T reads 35 of them 1,225 times).
+    constexpr int64_t kInner = 512;
+    std::array<int64_t, kInner> inner{};
+    const int64_t width = y[rank - 1];
+    const bool listed = width <= kInner;
+    if (listed) {
+      for (int64_t j = 0; j < width; ++j) inner[static_cast<size_t>(j)] = source(rank - 1, j);
+    }
     for (int64_t o = 0;;) {
       int64_t base = 0;
       for (int d = 0; d + 1 < rank; ++d) base += source(d, at[static_cast<size_t>(d)]);
-      for (int64_t j = 0; j < y[rank - 1]; ++j) visit(base + source(rank - 1, j), o++);
+      if (listed) {
+        for (int64_t j = 0; j < width; ++j) visit(base + inner[static_cast<size_t>(j)], o++);
+      } else {
+        for (int64_t j = 0; j < width; ++j) visit(base + source(rank - 1, j), o++);
+      }
       int d = rank - 2;
       for (; d >= 0; --d) {
         if (++at[static_cast<size_t>(d)] < y[d]) break;
@@ -335,6 +348,8 @@ struct GatherAxes {
     b.check({b.real({3, 2, 3}), b.index_values({1, 0})}, {{"axes", std::vector<int64_t>{0, -1}}},
             "first and last of rank 3");
     b.check({b.real({2, 3, 3, 2}), b.index_values({2})}, {{"axes", std::vector<int64_t>{1, 2}}}, "rank 4");
+    b.check({b.real({2, 520}), b.index_values({1})}, {{"axes", std::vector<int64_t>{0}}},
+            "an innermost axis wider than the offsets listed once");
   }
 };
 

@@ -133,24 +133,51 @@ TEST_CASE("gather_axes picks the same entries along every listed axis, in one pa
   // Index 2 fits axis 1 (3) but not axis 0 (2).
   CHECK_THROWS_WITH(evaluate(small, {{"a", {1, 2, 3, 4, 5, 6}}, {"i", {0, 2}}}, "picked"),
                     doctest::Contains("index 2 is out of range [0, 2)"));
+
+  // An innermost axis wider than the offsets the kernel lists once (512), not gathered
+  // ("row": row 1, 600 times) and gathered ("columns": each row's columns reversed).
+  Graph wide;
+  const NodeId rows = wide.input("rows", {2, 600});
+  wide.add("gather_axes", {rows, wide.input("row_ids", {600}, DType::Index)}, {{"axes", std::vector<int64_t>{0}}},
+           "row");
+  wide.add("gather_axes", {rows, wide.input("column_ids", {600}, DType::Index)},
+           {{"axes", std::vector<int64_t>{1}}}, "columns");
+  std::vector<double> values2(1200), reversed, repeated, flipped;
+  for (size_t i = 0; i < values2.size(); ++i) values2[i] = static_cast<double>(i);
+  for (size_t j = 0; j < 600; ++j) reversed.push_back(static_cast<double>(599 - j));
+  for (size_t k = 0; k < 600; ++k) repeated.insert(repeated.end(), values2.begin() + 600, values2.end());
+  for (size_t r = 0; r < 2; ++r) {
+    for (size_t j = 0; j < 600; ++j) flipped.push_back(values2[r * 600 + 599 - j]);
+  }
+  const testing::Values in{{"rows", values2}, {"row_ids", std::vector<double>(600, 1)}, {"column_ids", reversed}};
+  check_close(evaluate(wide, in, "row"), repeated);
+  check_close(evaluate(wide, in, "columns"), flipped);
 }
 
-TEST_CASE("bilinear matches the sum it stands for") {
-  Graph g;
-  g.add("bilinear", {g.input("v1", {2, 2}), g.input("T", {3, 2, 2}), g.input("v2", {2, 2})}, {}, "t");
-  std::vector<double> v1{1, 2, -1, 0.5}, v2{3, -1, 2, 2}, t(12);
-  for (size_t i = 0; i < t.size(); ++i) t[i] = 0.1 * static_cast<double>(i) - 0.4;
-  std::vector<double> want;
-  for (int b = 0; b < 2; ++b) {
-    for (int k = 0; k < 3; ++k) {
-      double s = 0;
-      for (int i = 0; i < 2; ++i) {
-        for (int j = 0; j < 2; ++j) s += v1[b * 2 + i] * t[k * 4 + i * 2 + j] * v2[b * 2 + j];
-      }
-      want.push_back(s);
+TEST_CASE("bilinear matches the sum it stands for, in both of its forms") {
+  // 2 rows: the product over outer products; 40 rows (past 32): a product per slice.
+  for (const int rows : {2, 40}) {
+    CAPTURE(rows);
+    Graph g;
+    g.add("bilinear", {g.input("v1", {rows, 2}), g.input("T", {3, 2, 2}), g.input("v2", {rows, 2})}, {}, "t");
+    std::vector<double> v1, v2, t(12);
+    for (int i = 0; i < 2 * rows; ++i) {
+      v1.push_back(std::sin(1.0 + i));
+      v2.push_back(std::cos(2.0 * i));
     }
+    for (size_t i = 0; i < t.size(); ++i) t[i] = 0.1 * static_cast<double>(i) - 0.4;
+    std::vector<double> want;
+    for (int b = 0; b < rows; ++b) {
+      for (int k = 0; k < 3; ++k) {
+        double s = 0;
+        for (int i = 0; i < 2; ++i) {
+          for (int j = 0; j < 2; ++j) s += v1[b * 2 + i] * t[k * 4 + i * 2 + j] * v2[b * 2 + j];
+        }
+        want.push_back(s);
+      }
+    }
+    check_close(evaluate(g, {{"v1", v1}, {"T", t}, {"v2", v2}}, "t"), want);
   }
-  check_close(evaluate(g, {{"v1", v1}, {"T", t}, {"v2", v2}}, "t"), want);
 }
 
 TEST_CASE("attributes outside their range are refused when the node is added, naming node and range") {
