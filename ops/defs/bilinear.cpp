@@ -14,7 +14,10 @@ namespace pens {
 // and dX = dy T (one product each), then dv1[b,i] += Σ_j dX[b, i·m + j] v2[b,j] and
 // dv2[b,j] += Σ_i dX[b, i·m + j] v1[b,i]. The scratch holds X (kept from forward for
 // backward) and dX. A tree's levels are a few rows wide, and there one product per
-// slice T_k packs its operands for little work.
+// slice T_k packs its operands for little work. Up to kStreamRows rows the three
+// products are not packed at all but run output by output (y[:,k] = X T_kᵀ,
+// dT_k += dy[:,k]ᵀ X, dX += dy[:,k] T_k), so T and dT pass through the cache once:
+// packing T, a new matrix for every fuzzed tree, cost more than a one-row level's product.
 //
 // Above it, one product per slice: u = v1 T_k, y[:,k] = rowsum(u ⊙ v2); backward
 // dv1 += diag(dy[:,k]) v2 T_kᵀ, dv2 += diag(dy[:,k]) v1 T_k, dT_k += v1ᵀ diag(dy[:,k]) v2.
@@ -24,6 +27,7 @@ struct Bilinear {
   static constexpr const char* kName = "bilinear";
   static constexpr const char* kSummary = "t_k = v1ᵀ T_k v2 per row, T of shape [k, n, m]";
   static constexpr int64_t kOuterRows = 32;
+  static constexpr int64_t kStreamRows = 8;
   static std::vector<InputSlot> inputs() { return {{"v1"}, {"T"}, {"v2"}}; }
   static ValueInfo infer(const InferCtx& ctx) {
     infer::expect(ctx, 0, 2);
@@ -60,7 +64,12 @@ struct Bilinear {
       for (int64_t b = 0; b < rows; ++b) {
         Eigen::Map<RowMajor<T>>(x.row(b).data(), n, m).noalias() = v1.row(b).transpose() * v2.row(b);
       }
-      gemm(y, x, args.in[1].mat(args.in[1].shape[0], n * m).transpose(), false);
+      const auto t = args.in[1].mat(args.in[1].shape[0], n * m);
+      if (rows <= kStreamRows) {
+        for (int64_t k = 0; k < t.rows(); ++k) y.col(k).noalias() = x * t.row(k).transpose();
+      } else {
+        gemm(y, x, t.transpose(), false);
+      }
       return;
     }
     auto u = args.scratch.mat(rows, m);
@@ -77,10 +86,24 @@ struct Bilinear {
     const int64_t rows = v1.rows(), n = v1.cols(), m = v2.cols();
     if (rows <= kOuterRows) {
       const auto x = args.scratch.mat(rows, n * m);
-      if (args.gin[1]) gemm(args.gin[1].mat(args.in[1].shape[0], n * m), gy.transpose(), x, true);
+      const auto t = args.in[1].mat(args.in[1].shape[0], n * m);
+      const bool stream = rows <= kStreamRows;
+      if (args.gin[1]) {
+        auto gt = args.gin[1].mat(t.rows(), n * m);
+        if (stream) {
+          for (int64_t k = 0; k < t.rows(); ++k) gt.row(k).noalias() += gy.col(k).transpose() * x;
+        } else {
+          gemm(gt, gy.transpose(), x, true);
+        }
+      }
       if (!args.gin[0] && !args.gin[2]) return;
       auto dx = TensorView<T>{args.scratch.data + rows * n * m, Shape{rows, n * m}}.mat();
-      gemm(dx, gy, args.in[1].mat(args.in[1].shape[0], n * m), false);
+      if (stream) {
+        dx.setZero();
+        for (int64_t k = 0; k < t.rows(); ++k) dx.noalias() += gy.col(k) * t.row(k);
+      } else {
+        gemm(dx, gy, t, false);
+      }
       for (int64_t b = 0; b < rows; ++b) {
         const Eigen::Map<const RowMajor<T>> db(dx.row(b).data(), n, m);
         if (args.gin[0]) args.gin[0].mat().row(b).noalias() += (db * v2.row(b).transpose()).transpose();
@@ -111,7 +134,8 @@ struct Bilinear {
   static void check(CheckBuilder& b) {
     b.check({b.real({3, 4}), b.real({2, 4, 5}), b.real({3, 5})}, {}, "rectangular");
     b.check({b.real({1, 3}), b.real({3, 3, 3}), b.real({1, 3})}, {}, "one row, cube");
-    // Past kOuterRows: the form with a product per slice.
+    // Past kStreamRows: the outer products' packed products; past kOuterRows: a product per slice.
+    b.check({b.real({12, 2}), b.real({2, 2, 3}), b.real({12, 3})}, {}, "12 rows, packed products");
     b.check({b.real({33, 2}), b.real({2, 2, 3}), b.real({33, 3})}, {}, "33 rows, a product per slice");
   }
 };

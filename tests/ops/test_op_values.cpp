@@ -155,8 +155,9 @@ TEST_CASE("gather_axes picks the same entries along every listed axis, in one pa
 }
 
 TEST_CASE("bilinear matches the sum it stands for, in both of its forms") {
-  // 2 rows: the product over outer products; 40 rows (past 32): a product per slice.
-  for (const int rows : {2, 40}) {
+  // Over the rows' outer products, unpacked (2 rows) and packed (12); a product per
+  // slice (40).
+  for (const int rows : {2, 12, 40}) {
     CAPTURE(rows);
     Graph g;
     g.add("bilinear", {g.input("v1", {rows, 2}), g.input("T", {3, 2, 2}), g.input("v2", {rows, 2})}, {}, "t");
