@@ -12,8 +12,9 @@ written as a careful PyTorch user would, two ways:
              form in which each tree can have its own noise (per tree, as the paper and
              pens draw it).
 
-(F.bilinear, which the earlier level peer used, is 4-6 times slower than the one product
-at every batch size from 1 to 300 on these machines.) Models: ctn, ctn+f (weight fuzzing,
+(F.bilinear, which the earlier level peer used, is slower than the one product, tensor
+and affine terms together: forward, one thread, n = 70, 16x at 1 row, 5.6x at 8, 2.7x at
+32, 1.4x at 128 and 1.2x at 300 rows, measured 2026-11-29.) Models: ctn, ctn+f (weight fuzzing,
 sigma 0.02, on W, C, c and the step's word vectors), ctn+s (n/2 latent dimensions kept,
 the weights really sliced to them, activation noise sigma 0.05 on leaf and node vectors),
 ctn+f+s (slice, then fuzz what is kept), as bench/trees.cpp builds them. All train with
@@ -281,7 +282,9 @@ def time_peer(args):
         if step >= 0:
             train_seconds += time.perf_counter() - t0
             train_nodes += sum(len(t) for t in members)
-    eval_batches = [batch_at(args.steps + 2 + s) for s in range(args.steps)]
+    # Evaluation batches 64 trees at a time, as pens' evaluation does its forests.
+    eval_trees = [t for s in range(args.steps) for t in batch_at(args.steps + 2 + s)]
+    eval_batches = [eval_trees[i:i + 64] for i in range(0, len(eval_trees), 64)]
     t0 = time.perf_counter()
     with torch.no_grad():
         for members in eval_batches:

@@ -5,8 +5,9 @@
 // its parameter gradients into an array of its own.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
-#include <map>
 #include <random>
 #include <string>
 #include <vector>
