@@ -210,30 +210,13 @@ void TreeTape::use(Tape<float>& tape, uint64_t salt) {
 
 void TreeTape::set_tree(const TreeShape& shape, std::span<const int32_t> words, std::span<const int32_t> labels) {
   const int64_t size = shape.size();
-  if (size == 0) fail("TreeTape: an empty tree");
   if (static_cast<int64_t>(words.size()) != size || static_cast<int64_t>(labels.size()) != size) {
     fail("TreeTape: ", size, " nodes but ", words.size(), " word ids and ", labels.size(), " labels");
   }
+  TreeLevels layout = tree_levels(shape, "TreeTape");
+  levels_ = std::move(layout.levels);
+  row_of_ = std::move(layout.row_of);
   shape_ = shape;
-  // Heights and rows, as unroll_tree numbers them: leaves, then height 1, 2, ...
-  std::vector<int32_t> height(static_cast<size_t>(size), 0);
-  int32_t top = 0;
-  for (int64_t i = 0; i < size; ++i) {
-    const auto k = static_cast<size_t>(i);
-    const int32_t l = shape.left[k], r = shape.right[k];
-    if ((l < 0) != (r < 0) || l >= i || r >= i) {
-      fail("TreeTape: node ", i, " has children ", l, " and ", r, " (children come before their parent)");
-    }
-    if (l >= 0) height[k] = 1 + std::max(height[static_cast<size_t>(l)], height[static_cast<size_t>(r)]);
-    top = std::max(top, height[k]);
-  }
-  levels_.assign(static_cast<size_t>(top) + 1, {});
-  for (int64_t i = 0; i < size; ++i) levels_[static_cast<size_t>(height[static_cast<size_t>(i)])].push_back(static_cast<int32_t>(i));
-  row_of_.assign(static_cast<size_t>(size), -1);
-  int32_t next = 0;
-  for (const std::vector<int32_t>& level : levels_) {
-    for (int32_t node : level) row_of_[static_cast<size_t>(node)] = next++;
-  }
   words_.clear();
   for (int32_t node : levels_[0]) words_.push_back(static_cast<float>(words[static_cast<size_t>(node)]));
   labels_.clear(), labeled_rows_.clear();

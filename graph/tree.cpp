@@ -145,30 +145,38 @@ void check_tree_cell(const Graph& cell, const TreePorts& ports) {
   u.instance(scores, {{node, x}}, "scores");
 }
 
-UnrolledTree unroll_tree(const Graph& cell, const TreePorts& ports, const TreeShape& shape, const TreeLoss& loss) {
+TreeLevels tree_levels(const TreeShape& shape, const char* who) {
   const int64_t size = shape.size();
-  if (size == 0) fail("unroll_tree: an empty tree");
-  // Heights, and the rows of each level: leaves first, then height 1, 2, ...
+  if (size == 0) fail(who, ": an empty tree");
   std::vector<int32_t> height(static_cast<size_t>(size), 0);
   int32_t top = 0;
   for (int64_t i = 0; i < size; ++i) {
     const auto k = static_cast<size_t>(i);
     const int32_t l = shape.left[k], r = shape.right[k];
     if ((l < 0) != (r < 0) || l >= i || r >= i) {
-      fail("unroll_tree: node ", i, " has children ", l, " and ", r, " (children come before their parent)");
+      fail(who, ": node ", i, " has children ", l, " and ", r, " (children come before their parent)");
     }
     if (l >= 0) height[k] = 1 + std::max(height[static_cast<size_t>(l)], height[static_cast<size_t>(r)]);
     top = std::max(top, height[k]);
   }
-  std::vector<std::vector<int32_t>> levels(static_cast<size_t>(top) + 1);
-  for (int64_t i = 0; i < size; ++i) levels[static_cast<size_t>(height[static_cast<size_t>(i)])].push_back(static_cast<int32_t>(i));
-
-  UnrolledTree t;
+  TreeLevels t;
+  t.levels.resize(static_cast<size_t>(top) + 1);
+  for (int64_t i = 0; i < size; ++i) t.levels[static_cast<size_t>(height[static_cast<size_t>(i)])].push_back(static_cast<int32_t>(i));
   t.row_of.assign(static_cast<size_t>(size), -1);
   int32_t next_row = 0;
-  for (const std::vector<int32_t>& level : levels) {
+  for (const std::vector<int32_t>& level : t.levels) {
     for (int32_t node : level) t.row_of[static_cast<size_t>(node)] = next_row++;
   }
+  return t;
+}
+
+UnrolledTree unroll_tree(const Graph& cell, const TreePorts& ports, const TreeShape& shape, const TreeLoss& loss) {
+  const int64_t size = shape.size();
+  // The rows of each level: leaves first, then height 1, 2, ...
+  TreeLevels layout = tree_levels(shape, "unroll_tree");
+  const std::vector<std::vector<int32_t>>& levels = layout.levels;
+  UnrolledTree t;
+  t.row_of = std::move(layout.row_of);
   t.leaves = levels[0];
 
   Graph& g = t.graph;

@@ -77,6 +77,16 @@ struct UnrolledTree {
   int64_t root_row() const { return row_of.back(); }  // of a single tree (its last node)
 };
 
+// A tree's nodes by height (leaves 0, a node one above its higher child), each level in
+// node order, and each node's row when the levels are stacked in that order: how
+// unroll_tree and TreeTape lay out a tree. Throws an Error (naming `who`) when a node's
+// children do not come before it or only one of them exists.
+struct TreeLevels {
+  std::vector<std::vector<int32_t>> levels;
+  std::vector<int32_t> row_of;
+};
+TreeLevels tree_levels(const TreeShape& shape, const char* who);
+
 // Builds the graph of one tree (verified).
 UnrolledTree unroll_tree(const Graph& cell, const TreePorts& ports, const TreeShape& shape, const TreeLoss& loss = {});
 

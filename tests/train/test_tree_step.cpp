@@ -197,4 +197,18 @@ TEST_CASE("a tape adds its parameter gradients into the array it is given, and o
   CHECK_THROWS_WITH_AS(tape.add_param_gradients_to(wrong), doctest::Contains("an array of 3 values"), Error);
 }
 
+TEST_CASE("a TreeTape refuses a tree it cannot run, naming what is wrong") {
+  const Model model = build_ctn(spec_of("ctn+f+s", 6));
+  ParamStore<float> params(model.graph);
+  params.initialize(model.graph, 1);
+  const TreeModel tm(model, SentimentTask::Fine);
+  const std::unique_ptr<TreeTape> tape = tm.tree_tape(params);
+  CHECK_THROWS_WITH_AS(tape->forward(), doctest::Contains("forward() before set_tree()"), Error);
+  const std::vector<int32_t> words{1, 2, -1}, labels{0, 1, 2};
+  CHECK_THROWS_WITH_AS(tape->set_tree(TreeShape{{-1, -1, 0}, {-1, -1, 1}}, std::span(words).first(2), labels),
+                       doctest::Contains("3 nodes but 2 word ids and 3 labels"), Error);
+  CHECK_THROWS_WITH_AS(tape->set_tree(TreeShape{{-1, 2, -1}, {-1, 0, -1}}, words, labels),
+                       doctest::Contains("node 1 has children 2 and 0"), Error);
+}
+
 }  // namespace test_tree_step
