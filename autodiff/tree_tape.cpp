@@ -1,7 +1,7 @@
 #include "pens/autodiff/tree_tape.h"
 
 #include <algorithm>
-#include <cmath>
+#include <utility>
 
 #include "pens/graph/infer.h"
 #include "pens/graph/pass.h"

@@ -8,7 +8,9 @@
 //   - the shared part: what depends on no port (a parameter's noise, a subspace's slice
 //     of a parameter), one tape, run once per tree, as the unrolled graph computes it once;
 //   - one subgraph per port (leaf, compose, scores), compiled for each row count it meets
-//     (the port's input dimension kBatch bound to a level's width) and kept;
+//     (the port's input dimension kBatch bound to a level's width) and kept; the leaf
+//     port, run once per tree, computes what it reads itself, and looks the word vectors
+//     up before their noise (LookupFirst), so that a fuzzed table costs the tree's rows;
 //   - the loss over the labeled nodes' scores, compiled per labeled count and kept;
 // and runs a tree's levels on them in order: the leaves, the internal nodes of height 1,
 // 2, ... (children gathered from the rows below), the scores of every node. The shared
