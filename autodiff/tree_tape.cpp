@@ -5,6 +5,7 @@
 
 #include "pens/graph/infer.h"
 #include "pens/graph/pass.h"
+#include "pens/ops/bilinear.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/op.h"
 #include "pens/ops/random.h"
@@ -18,8 +19,18 @@ struct TreeTape::Port {
   Graph graph;
   std::string out;                  // the port's node
   std::vector<std::string> inputs;  // the port's real inputs (left, right; node)
-  std::vector<std::string> shared;  // the shared values it reads
+  std::vector<std::string> shared;  // the shared values it reads and sends gradients to
   std::map<int64_t, std::vector<std::unique_ptr<Tape<float>>>> tapes;
+  // Bilinear nodes whose weight (a parameter, or a shared value nothing else in the port
+  // reads) gets its gradient once per tree, from all levels' rows in one product
+  // (add_bilinear_weight_gradient), rather than from each level's tape: each of those
+  // products read and wrote all of dT for the few rows of a level.
+  struct Deferred {
+    std::string node, v1, v2;  // the bilinear node and its two vector inputs
+    std::string weight;        // the parameter or shared value
+    bool param = false;        // a parameter: read in place as input `weight + "@value"`
+  };
+  std::vector<Deferred> deferred;
 };
 
 namespace {
@@ -129,6 +140,7 @@ TreeTape::TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>&
       }
     }
     g.set_flag(g.at(port->out), kOutput);
+    if (p == 1) defer_weight_gradients(*port);
     if (leaf) {
       // The leaf port draws its noise once per tree, so its streams are set here, as
       // unroll_tree sets them for its "leaves" instance; then, as a tree's graph does, it
@@ -155,6 +167,30 @@ TreeTape::TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>&
 
 TreeTape::~TreeTape() = default;
 
+void TreeTape::defer_weight_gradients(Port& port) {
+  Graph& g = port.graph;
+  bool replaced = false;
+  for (NodeId b : g.nodes()) {
+    if (g[b].op->name != "bilinear") continue;
+    const std::vector<NodeId> in = g.inputs(b);
+    const NodeId t = in[1];
+    const Node& weight = g[t];
+    const auto shared = std::find(port.shared.begin(), port.shared.end(), weight.name);
+    const bool param = is_param(weight) && !weight.has(kFrozen);
+    if (g.consumers(t).size() != 1 || (!param && shared == port.shared.end())) continue;
+    port.deferred.push_back({g[b].name, g[in[0]].name, g[in[2]].name, weight.name, param});
+    if (param) {
+      // The port's tapes read the parameter in place and compute no gradient for it.
+      const NodeId value = g.input(cat(weight.name, "@value"), params_.at(weight.name).shape);
+      g.replace_uses(t, value);
+      replaced = true;
+    } else {
+      port.shared.erase(shared);  // no gradient from the port's tapes
+    }
+  }
+  if (replaced) g = PruneDeadNodes().run(g);
+}
+
 size_t TreeTape::compiled() const {
   size_t n = (shared_ ? 1 : 0) + losses_.size();
   for (const Port* p : {leaf_.get(), compose_.get(), scores_port_.get()}) {
@@ -172,6 +208,9 @@ Tape<float>& TreeTape::port_tape(Port& port, int64_t rows, size_t use) {
     for (const std::string& name : shared_names_) {
       if (port.graph.find(name)) external.push_back(name);
     }
+    for (const Port::Deferred& d : port.deferred) {
+      if (d.param) external.push_back(cat(d.weight, "@value"));
+    }
     auto tape = std::make_unique<Tape<float>>(
         port.graph, params_,
         CompileOptions{.batch = rows, .grad_inputs_named = grads, .stack = false, .external_inputs = external});
@@ -181,6 +220,9 @@ Tape<float>& TreeTape::port_tape(Port& port, int64_t rows, size_t use) {
       if (!port.graph.find(shared_names_[k])) continue;
       float* value = const_cast<float*>(shared_->value(shared_names_[k]).data);  // read only
       tape->bind_input(shared_names_[k], value, shared_grads_[k].data());
+    }
+    for (const Port::Deferred& d : port.deferred) {
+      if (d.param) tape->bind_input(cat(d.weight, "@value"), params_.value(d.weight).data, nullptr);
     }
     tapes.push_back(std::move(tape));
   }
@@ -328,11 +370,45 @@ void TreeTape::backward() {
     }
     end = begin;
   }
+  add_deferred_weight_gradients();
   level_tapes_[0]->backward_from(leaf_->out, std::span<const float>(vector_grads_).first(static_cast<size_t>(end * dim_)));
   if (!shared_) return;
   std::vector<Tape<float>::Seed> seeds;
   for (size_t k = 0; k < shared_names_.size(); ++k) seeds.push_back({shared_names_[k], shared_grads_[k]});
   shared_->backward_from(seeds);
+}
+
+void TreeTape::add_deferred_weight_gradients() {
+  const int64_t internal = shape_.size() - static_cast<int64_t>(levels_[0].size());
+  if (internal == 0) return;
+  for (const Port::Deferred& d : compose_->deferred) {
+    // The levels' rows one after another: both vector inputs and the output's gradient.
+    const Tape<float>& first = *level_tapes_[1];
+    const int64_t n = first.info(d.v1).shape[1], m = first.info(d.v2).shape[1];
+    const int64_t k = first.info(d.node).shape[1];
+    v1_rows_.resize(static_cast<size_t>(internal * n));
+    v2_rows_.resize(static_cast<size_t>(internal * m));
+    dy_rows_.resize(static_cast<size_t>(internal * k));
+    int64_t row = 0;
+    for (size_t h = 1; h < levels_.size(); ++h) {
+      const Tape<float>& tape = *level_tapes_[h];
+      const auto width = static_cast<int64_t>(levels_[h].size());
+      std::copy_n(tape.value(d.v1).data, width * n, v1_rows_.begin() + row * n);
+      std::copy_n(tape.value(d.v2).data, width * m, v2_rows_.begin() + row * m);
+      std::copy_n(tape.grad(d.node).data, width * k, dy_rows_.begin() + row * k);
+      row += width;
+    }
+    float* dt = nullptr;
+    if (d.param) {
+      const ParamEntry& e = params_.at(d.weight);
+      dt = (grads_.empty() ? params_.grads() : grads_).data() + e.offset;
+    } else {
+      const auto at = std::find(shared_names_.begin(), shared_names_.end(), d.weight) - shared_names_.begin();
+      dt = shared_grads_[static_cast<size_t>(at)].data();
+    }
+    add_bilinear_weight_gradient({v1_rows_.data(), Shape{internal, n}}, {v2_rows_.data(), Shape{internal, m}},
+                                 {dy_rows_.data(), Shape{internal, k}}, {dt, Shape{k, n, m}}, outer_rows_);
+  }
 }
 
 std::string TreeTape::describe() const {

@@ -71,6 +71,9 @@ class TreeTape {
   Tape<float>& port_tape(Port& port, int64_t rows, size_t use);
   Tape<float>& loss_tape(int64_t labeled);
   void use(Tape<float>& tape, uint64_t salt);
+  // Port::Deferred: found when the compose port is built, added after its levels' backward.
+  void defer_weight_gradients(Port& port);
+  void add_deferred_weight_gradients();
 
   ParamStore<float>& params_;
   double loss_scale_;
@@ -93,6 +96,7 @@ class TreeTape {
   // Values and gradients of every node's vector, [nodes, n], rows as row_of_.
   std::vector<float> vectors_, vector_grads_, scores_, score_grads_;
   std::vector<Tape<float>*> level_tapes_;  // the tapes forward() ran, by height
+  std::vector<float> v1_rows_, v2_rows_, dy_rows_, outer_rows_;  // add_deferred_weight_gradients' scratch
   Tape<float>* scores_tape_ = nullptr;
   Tape<float>* loss_ = nullptr;
   double objective_ = 0;

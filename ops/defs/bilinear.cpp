@@ -1,5 +1,7 @@
 // The compact bilinear form of the paper's tensor network (section 5): for each output
 // unit k, t_k = v1ᵀ T_k v2 with T_k an n×m slice of the tensor T (k×n×m).
+#include "pens/ops/bilinear.h"
+
 #include "pens/ops/check_case.h"
 #include "pens/ops/gemm.h"
 #include "pens/ops/registry.h"
@@ -141,5 +143,21 @@ struct Bilinear {
 };
 
 void register_bilinear_ops(OpRegistry& r) { r.add<Bilinear>(); }
+
+void add_bilinear_weight_gradient(TensorView<const float> v1, TensorView<const float> v2,
+                                  TensorView<const float> dy, TensorView<float> dt, std::vector<float>& outer) {
+  const int64_t rows = v1.shape[0], n = v1.shape[1], m = v2.shape[1], k = dy.shape[1];
+  if (v2.shape[0] != rows || dy.shape[0] != rows || dt.shape.numel() != k * n * m) {
+    fail("bilinear weight gradient: v1 ", v1.shape.str(), ", v2 ", v2.shape.str(), ", dy ", dy.shape.str(),
+         " and dT ", dt.shape.str(), " do not agree");
+  }
+  outer.resize(static_cast<size_t>(rows * n * m));
+  const TensorView<float> x{outer.data(), Shape{rows, n * m}};
+  for (int64_t b = 0; b < rows; ++b) {
+    Eigen::Map<Bilinear::RowMajor<float>>(x.mat().row(b).data(), n, m).noalias() =
+        v1.mat().row(b).transpose() * v2.mat().row(b);
+  }
+  gemm(dt.mat(k, n * m), dy.mat().transpose(), x.mat(), true);
+}
 
 }  // namespace pens
