@@ -35,20 +35,6 @@ struct TreeTape::Port {
 
 namespace {
 
-std::vector<char> ancestors(const Graph& cell, NodeId out) {
-  std::vector<char> seen(cell.size(), 0);
-  std::vector<NodeId> stack{out};
-  seen[out] = 1;
-  while (!stack.empty()) {
-    const NodeId v = stack.back();
-    stack.pop_back();
-    for (NodeId u : cell.inputs(v)) {
-      if (!seen[u]) seen[u] = 1, stack.push_back(u);
-    }
-  }
-  return seen;
-}
-
 bool is_leaf_node(const Node& n) { return is_input(n) || is_param(n) || is_constant(n); }
 
 }  // namespace

@@ -234,6 +234,23 @@ struct IsKept {
 };
 }  // namespace
 
+std::vector<char> ancestors(const Graph& g, NodeId out) {
+  std::vector<char> seen(g.size(), 0);
+  std::vector<NodeId> stack{out};
+  seen[out] = 1;
+  while (!stack.empty()) {
+    const NodeId v = stack.back();
+    stack.pop_back();
+    for (NodeId u : g.inputs(v)) {
+      if (!seen[u]) {
+        seen[u] = 1;
+        stack.push_back(u);
+      }
+    }
+  }
+  return seen;
+}
+
 Graph copy_subgraph(const Graph& g, const std::vector<char>& keep, std::vector<NodeId>* old_to_new) {
   using Impl = Graph::Topology::Impl;
   const Impl& in = g.topology().impl;

@@ -142,6 +142,9 @@ class Graph {
 
 using NodeId = Graph::NodeId;
 
+// Marks, by NodeId, `out` and every node it depends on.
+std::vector<char> ancestors(const Graph& g, NodeId out);
+
 // The subgraph of the nodes marked in `keep` (indexed by NodeId), with the edges among
 // them, as a new graph. `old_to_new`, when given, receives each kept node's new id.
 Graph copy_subgraph(const Graph& g, const std::vector<char>& keep,

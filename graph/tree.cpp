@@ -13,20 +13,8 @@ namespace pens {
 namespace {
 
 // The cell's nodes `out` depends on, in the order `topological` lists them.
-std::vector<NodeId> ancestors(const Graph& cell, const std::vector<NodeId>& topological, NodeId out) {
-  std::vector<char> seen(cell.size(), 0);
-  std::vector<NodeId> stack{out};
-  seen[out] = 1;
-  while (!stack.empty()) {
-    const NodeId v = stack.back();
-    stack.pop_back();
-    for (NodeId u : cell.inputs(v)) {
-      if (!seen[u]) {
-        seen[u] = 1;
-        stack.push_back(u);
-      }
-    }
-  }
+std::vector<NodeId> ancestors_in_order(const Graph& cell, const std::vector<NodeId>& topological, NodeId out) {
+  const std::vector<char> seen = ancestors(cell, out);
   std::vector<NodeId> order;
   for (NodeId v : topological) {
     if (seen[v]) order.push_back(v);
@@ -55,7 +43,7 @@ class Unroller {
     std::map<NodeId, NodeId> copy = given;
     // A port's subgraph is the same at every level: found once per tree.
     auto [found, added] = subgraphs_.try_emplace(out);
-    if (added) found->second = ancestors(cell_, topological_, out);
+    if (added) found->second = ancestors_in_order(cell_, topological_, out);
     for (NodeId v : found->second) {
       if (copy.count(v)) continue;
       const Node& n = cell_[v];
