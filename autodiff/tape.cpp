@@ -562,6 +562,7 @@ void Tape<T>::add_param_gradients_to(std::span<T> grads) {
   if (grads.size() != param_grads_.size()) {
     fail("add_param_gradients_to: an array of ", grads.size(), " values for a store of ", param_grads_.size());
   }
+  if (grads.data() == param_grads_.data()) return;  // already there (a tape reused step after step)
   // Every pointer into the current array moves to the same offset in the new one; slots
   // and instructions are the only holders (first_writes cover the arena alone).
   const auto rebase = [&](T* p) {

@@ -221,10 +221,7 @@ Tape<float>& TreeTape::loss_tape(int64_t labeled) {
     Graph g;
     const NodeId scores = g.input("scores", Shape{labeled, classes_});
     const NodeId labels = g.input("labels", Shape{labeled}, DType::Index);
-    const NodeId xent = g.add("softmax_xent", {scores, labels}, {}, "tree/xent");
-    const NodeId sum = g.add("sum", {xent}, {}, "tree/xent_sum");
-    const NodeId total = g.add("scale", {sum}, {{"factor", loss_scale_}}, "tree/loss");
-    g.set_flag(total, kLoss);
+    add_tree_loss(g, scores, labels, loss_scale_);
     tape = std::make_unique<Tape<float>>(g, params_, CompileOptions{.grad_inputs_named = {"scores"}});
   }
   return *tape;

@@ -102,16 +102,7 @@ int main(int argc, char** argv) {
 
     auto optimizer = make_optimizer("adagrad", params, {});
     Step step(params, *optimizer, {}, 1);
-    step.set_gradient_hook([&](ParamStore<float>& p) {  // as the trainer's: in ranges on the threads
-      for (const auto& [name, lambda] : kL2) {
-        float* g = p.grad(name).data;
-        const float* v = p.value(name).data;
-        const auto l = static_cast<float>(lambda);
-        parallel_ranges(p.at(name).shape.numel(), [&](int64_t begin, int64_t count) {
-          for (int64_t i = begin; i < begin + count; ++i) g[i] += l * v[i];
-        });
-      }
-    });
+    step.set_gradient_hook([&](ParamStore<float>& p) { add_l2_gradients(p, kL2); });
     // The trainer's steps: a graph per tree when parameters are perturbed per tree, else
     // one forest graph per step.
     TreeStepGraphs step_graphs;

@@ -158,6 +158,15 @@ TreeLevels tree_levels(const TreeShape& shape, const char* who) {
   return t;
 }
 
+NodeId add_tree_loss(Graph& g, NodeId scores, NodeId labels, double scale) {
+  const NodeId xent = g.add("softmax_xent", {scores, labels}, {}, "tree/xent");
+  const NodeId sum = g.add("sum", {xent}, {}, "tree/xent_sum");
+  const NodeId total = g.add("scale", {sum}, {{"factor", scale}}, "tree/loss");
+  for (NodeId v : {xent, sum, total}) g.node(v).layer = "loss";
+  g.set_flag(total, kLoss);
+  return total;
+}
+
 UnrolledTree unroll_tree(const Graph& cell, const TreePorts& ports, const TreeShape& shape, const TreeLoss& loss) {
   const int64_t size = shape.size();
   // The rows of each level: leaves first, then height 1, 2, ...
@@ -210,12 +219,7 @@ UnrolledTree unroll_tree(const Graph& cell, const TreePorts& ports, const TreeSh
       t.label_rows = {g[idx].name, std::move(rows)};
       read = g.add("gather", {scores, idx}, {{"axis", int64_t{0}}}, "tree/labeled_scores");
     }
-    const NodeId xent = g.add("softmax_xent", {read, labels}, {}, "tree/xent");
-    const NodeId sum = g.add("sum", {xent}, {}, "tree/xent_sum");
-    const NodeId total = g.add("scale", {sum}, {{"factor", loss.scale}}, "tree/loss");
-    for (NodeId v : {xent, sum, total}) g.node(v).layer = "loss";
-    g.set_flag(total, kLoss);
-    t.loss = g[total].name;
+    t.loss = g[add_tree_loss(g, read, labels, loss.scale)].name;
   }
   verify(g);
   return t;

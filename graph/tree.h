@@ -87,6 +87,10 @@ struct TreeLevels {
 };
 TreeLevels tree_levels(const TreeShape& shape, const char* who);
 
+// The loss of a tree's graph: scale · Σ softmax cross-entropy of `scores` rows [rows,
+// classes] against `labels` [rows], as node "tree/loss" (flagged kLoss), layer "loss".
+NodeId add_tree_loss(Graph& g, NodeId scores, NodeId labels, double scale);
+
 // Builds the graph of one tree (verified).
 UnrolledTree unroll_tree(const Graph& cell, const TreePorts& ports, const TreeShape& shape, const TreeLoss& loss = {});
 

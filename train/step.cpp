@@ -202,10 +202,7 @@ StepResult Step::run_groups(const OptimizerStep& update, Groups& work) {
   std::vector<Outcome> outcomes(groups);
   // The store's array, group 0's, is cleared here on every thread rather than by group 0
   // alone, which would then finish last.
-  const std::span<float> store = params_.grads();
-  parallel_ranges(static_cast<int64_t>(n), [&](int64_t begin, int64_t count) {
-    std::fill_n(store.begin() + begin, count, 0.0f);
-  });
+  params_.zero_grad();
   parallel_for(static_cast<int64_t>(groups), [&](int64_t chunk) {
     const auto g = static_cast<size_t>(chunk);
     Outcome& o = outcomes[g];

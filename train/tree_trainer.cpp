@@ -38,6 +38,22 @@ std::vector<int64_t> trainable(const std::vector<SentimentTree>& trees, Sentimen
   return out;
 }
 
+}  // namespace
+
+void add_l2_gradients(ParamStore<float>& params, const std::map<std::string, double>& l2) {
+  for (const auto& [name, lambda] : l2) {
+    if (lambda <= 0) continue;
+    float* g = params.grad(name).data;
+    const float* v = params.value(name).data;
+    const auto l = static_cast<float>(lambda);
+    parallel_ranges(params.at(name).shape.numel(), [&](int64_t begin, int64_t count) {
+      for (int64_t i = begin; i < begin + count; ++i) g[i] += l * v[i];
+    });
+  }
+}
+
+namespace {
+
 class TreeRun {
  public:
   TreeRun(const TreeConfig& config, const TreeData& data, const std::string& out_dir, TrainObserver& observer);
@@ -121,15 +137,7 @@ TreeRun::TreeRun(const TreeConfig& config, const TreeData& data, const std::stri
 }
 
 void TreeRun::regularize(ParamStore<float>& params) {
-  for (const auto& [name, lambda] : config_.l2) {
-    if (lambda <= 0) continue;
-    float* g = params.grad(name).data;
-    const float* v = params.value(name).data;
-    const auto l = static_cast<float>(lambda);
-    parallel_ranges(params.at(name).shape.numel(), [&](int64_t begin, int64_t count) {
-      for (int64_t i = begin; i < begin + count; ++i) g[i] += l * v[i];
-    });
-  }
+  add_l2_gradients(params, config_.l2);
   if (epoch_of(step_count_) < config_.freeze_words_epochs && params.find("E")) params.grad("E").arr().setZero();
 }
 

@@ -1,13 +1,15 @@
-// Training a tree model on the Stanford Sentiment Treebank: minibatches of trees, one
-// graph per tree in each step (keyed by the tree's index), ℓ2 per parameter, word vectors
+// Training a tree model on the Stanford Sentiment Treebank: minibatches of trees, run in
+// groups on the threads (TreeStepGraphs; each tree's noise keyed by its index), ℓ2 per parameter, word vectors
 // optionally frozen for the first epochs, root accuracy on dev after every epoch and the
 // test figure at the best dev epoch. The same run folder as pens train on MNIST
 // (train/run_folder.h): config.json, metrics.jsonl, checkpoint.pens, summary.json,
 // model.json, best.model.json, learning-curve.png.
 #pragma once
 
+#include <map>
 #include <string>
 
+#include "pens/autodiff/param_store.h"
 #include "pens/models/sst.h"
 #include "pens/train/observer.h"
 #include "pens/train/run_folder.h"
@@ -21,6 +23,10 @@ struct TreeData {
   Vocabulary vocabulary;
 };
 TreeData load_tree_data(const std::string& dir, const VocabularyPolicy& vocabulary);
+
+// The gradient of Σ_p (λ_p / 2) ||θ_p||² for the parameters `l2` names: λ_p θ_p added to
+// each one's gradient, in ranges on the kernels' threads (a tree config's ℓ2).
+void add_l2_gradients(ParamStore<float>& params, const std::map<std::string, double>& l2);
 
 // Trains into out_dir; with `resume`, continues from its checkpoint (or the one it names)
 // exactly as an unbroken run would (tree order and noise are functions of seed and step).

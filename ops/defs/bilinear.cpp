@@ -2,6 +2,8 @@
 // unit k, t_k = v1ᵀ T_k v2 with T_k an n×m slice of the tensor T (k×n×m).
 #include "pens/ops/bilinear.h"
 
+#include <type_traits>
+
 #include "pens/ops/check_case.h"
 #include "pens/ops/gemm.h"
 #include "pens/ops/registry.h"
@@ -55,6 +57,14 @@ struct Bilinear {
   static auto slice(const TensorView<const T>& t, int64_t k) {
     return t.mat(t.shape[1] * t.shape[0], t.shape[2]).block(k * t.shape[1], 0, t.shape[1], t.shape[2]);
   }
+  // Row b of x (B × n·m) = vec(v1[b]ᵀ v2[b]).
+  template <class V, class X>
+  static void outer_products(const V& v1, const V& v2, X&& x) {
+    using T = typename std::remove_cvref_t<X>::Scalar;
+    for (int64_t b = 0; b < v1.rows(); ++b) {
+      Eigen::Map<RowMajor<T>>(x.row(b).data(), v1.cols(), v2.cols()).noalias() = v1.row(b).transpose() * v2.row(b);
+    }
+  }
   template <class T>
   static void forward(const KernelArgs<T>& args) {
     auto v1 = args.in[0].mat();
@@ -63,9 +73,7 @@ struct Bilinear {
     const int64_t rows = v1.rows(), n = v1.cols(), m = v2.cols();
     if (rows <= kOuterRows) {
       auto x = args.scratch.mat(rows, n * m);
-      for (int64_t b = 0; b < rows; ++b) {
-        Eigen::Map<RowMajor<T>>(x.row(b).data(), n, m).noalias() = v1.row(b).transpose() * v2.row(b);
-      }
+      outer_products(v1, v2, x);
       const auto t = args.in[1].mat(args.in[1].shape[0], n * m);
       if (rows <= kStreamRows) {
         for (int64_t k = 0; k < t.rows(); ++k) y.col(k).noalias() = x * t.row(k).transpose();
@@ -152,12 +160,9 @@ void add_bilinear_weight_gradient(TensorView<const float> v1, TensorView<const f
          " and dT ", dt.shape.str(), " do not agree");
   }
   outer.resize(static_cast<size_t>(rows * n * m));
-  const TensorView<float> x{outer.data(), Shape{rows, n * m}};
-  for (int64_t b = 0; b < rows; ++b) {
-    Eigen::Map<Bilinear::RowMajor<float>>(x.mat().row(b).data(), n, m).noalias() =
-        v1.mat().row(b).transpose() * v2.mat().row(b);
-  }
-  gemm(dt.mat(k, n * m), dy.mat().transpose(), x.mat(), true);
+  auto x = TensorView<float>{outer.data(), Shape{rows, n * m}}.mat();
+  Bilinear::outer_products(v1.mat(), v2.mat(), x);
+  gemm(dt.mat(k, n * m), dy.mat().transpose(), x, true);
 }
 
 }  // namespace pens

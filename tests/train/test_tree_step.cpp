@@ -52,6 +52,22 @@ std::vector<SentimentTree> random_trees(int count, int64_t vocabulary, uint64_t 
   return out;
 }
 
+// Step s's trees: `per` consecutive trees of the bank from s · per, each keyed by its
+// index + 1, as the trainer keys them.
+struct StepTrees {
+  std::vector<const SentimentTree*> trees;
+  std::vector<uint64_t> examples;
+};
+StepTrees step_trees(const std::vector<SentimentTree>& bank, int64_t s, size_t per) {
+  StepTrees out;
+  for (size_t i = 0; i < per; ++i) {
+    const size_t index = static_cast<size_t>(s) * per + i;
+    out.trees.push_back(&bank[index]);
+    out.examples.push_back(index + 1);
+  }
+  return out;
+}
+
 struct Reference {
   double objective = 0;
   std::vector<float> grads;
@@ -106,14 +122,9 @@ TEST_CASE("a grouped tree step's gradient is the sum of its trees', whatever the
         Step step(params, *sgd, {}, 11);
         TreeStepGraphs graphs;
         for (int64_t s = 0; s < 2; ++s) {
-          std::vector<const SentimentTree*> trees;
-          std::vector<uint64_t> examples;
-          for (size_t i = 0; i < 7; ++i) {
-            trees.push_back(&bank[static_cast<size_t>(s) * 7 + i]);
-            examples.push_back(static_cast<uint64_t>(s) * 7 + i + 1);
-          }
-          const Reference expected = tree_by_tree(tm, params, trees, examples, 11, s);
-          graphs.assign(tm, params, trees, examples, 1.0, groups);
+          const StepTrees step_of = step_trees(bank, s, 7);
+          const Reference expected = tree_by_tree(tm, params, step_of.trees, step_of.examples, 11, s);
+          graphs.assign(tm, params, step_of.trees, step_of.examples, 1.0, groups);
           CHECK(graphs.count() == groups);
           const StepResult r = graphs.run(step, {.step = s, .learning_rate = 0.0, .momentum = 0});
           REQUIRE(r.finite);
@@ -148,13 +159,8 @@ TEST_CASE("a grouped tree step updates with the same bits on 1, 2 and 3 threads"
       Step step(params, *adagrad, {}, 2);
       TreeStepGraphs graphs;
       for (int64_t s = 0; s < 3; ++s) {
-        std::vector<const SentimentTree*> trees;
-        std::vector<uint64_t> examples;
-        for (size_t i = 0; i < 8; ++i) {
-          trees.push_back(&bank[static_cast<size_t>(s) * 8 + i]);
-          examples.push_back(static_cast<uint64_t>(s) * 8 + i + 1);
-        }
-        graphs.assign(tm, params, trees, examples, 1.0, 4);
+        const StepTrees step_of = step_trees(bank, s, 8);
+        graphs.assign(tm, params, step_of.trees, step_of.examples, 1.0, 4);
         REQUIRE(graphs.run(step, {.step = s, .learning_rate = 0.1, .momentum = 0}).finite);
       }
       finals.emplace_back(params.values().begin(), params.values().end());
