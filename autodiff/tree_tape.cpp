@@ -177,14 +177,6 @@ void TreeTape::defer_weight_gradients(Port& port) {
   if (replaced) g = PruneDeadNodes().run(g);
 }
 
-size_t TreeTape::compiled() const {
-  size_t n = (shared_ ? 1 : 0) + losses_.size();
-  for (const Port* p : {leaf_.get(), compose_.get(), scores_port_.get()}) {
-    for (const auto& item : p->tapes) n += item.second.size();
-  }
-  return n;
-}
-
 Tape<float>& TreeTape::port_tape(Port& port, int64_t rows, size_t use) {
   std::vector<std::unique_ptr<Tape<float>>>& tapes = port.tapes[rows];
   while (tapes.size() <= use) {

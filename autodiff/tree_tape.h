@@ -63,9 +63,6 @@ class TreeTape {
   // After a non-finite objective: the objective and the first non-finite value's place.
   std::string describe() const;
 
-  // Tapes compiled so far (for tests and memory reports).
-  size_t compiled() const;
-
  private:
   struct Port;
   Tape<float>& port_tape(Port& port, int64_t rows, size_t use);
