@@ -30,7 +30,7 @@ constexpr int64_t kNone = -1;
 // Arenas of destroyed tapes, kept for the next tapes this thread compiles. A model with a
 // graph per example (a tree each) compiles tens of tapes a step; a fresh arena of that
 // size comes from the kernel as new pages, faulted in on first touch, and that cost more
-// than the step's arithmetic (docs/performance.md, trees). At most kCachedArenaBytes stay
+// than the step's arithmetic (docs/performance-history.md, trees). At most kCachedArenaBytes stay
 // cached per thread, the oldest given back first.
 constexpr size_t kCachedArenaBytes = size_t{64} << 20;
 thread_local bool arena_cache_gone = false;  // trivially destructible: readable during thread exit

@@ -210,7 +210,7 @@ class Tape {
   // the parts no instruction adds to (the loss seeds among them) first, the others just
   // before the backward of the first instruction that adds to them, so a stretch is
   // still in cache when its kernel adds to it (one sweep over the whole region ahead of
-  // the pass measured slower: docs/performance.md).
+  // the pass measured slower: docs/performance-history.md).
   T* grad_begin_ = nullptr;
   T* grad_end_ = nullptr;
   std::vector<Range> zero_first_;

@@ -2,7 +2,8 @@
 # The cost of a Table 2 run: `pens train` for a few epochs of each model (CTN, CTN+F,
 # CTN+S, CTN+F+S; the fine task, the authors' cell, the paper's ℓ2, AdaGrad) and one line
 # per model with each epoch's seconds, training nodes per second and evaluation nodes per
-# second, from the run's metrics.jsonl, and the time 400 such epochs would take.
+# second, from the run's metrics.jsonl, the time 400 such epochs would take, and the run's
+# peak resident memory.
 #
 #   bench/tree-epochs.sh [--epochs 3] [--threads 2] [--eval-samples 5] [--models "ctn ..."]
 #                        [--data DIR]
@@ -20,7 +21,7 @@ while [[ $# -gt 0 ]]; do
     --eval-samples) samples="$2"; shift 2 ;;
     --models) models="$2"; shift 2 ;;
     --data) data="$2"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "tree-epochs: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -44,8 +45,12 @@ for m in $models; do
  "run": {"epochs": $epochs, "threads": $threads},
  "eval": {"samples": $samples, "final_samples": $samples, "train_trees": 500}}
 JSON
-  build/pens train "$work/$m.json" --out "$work/run-$m" > "$work/$m.log" 2>&1 || { cat "$work/$m.log" >&2; exit 1; }
-  python3 - "$work/run-$m/metrics.jsonl" "$m" "$threads" "$samples" <<'PY'
+  # The run's peak resident memory (kB), as the kernel counts it for a waited-for child.
+  python3 -c 'import resource, subprocess, sys
+status = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1] + ".log", "w"), stderr=subprocess.STDOUT).returncode
+open(sys.argv[1] + ".rss", "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(status)' "$work/$m" build/pens train "$work/$m.json" --out "$work/run-$m" || { cat "$work/$m.log" >&2; exit 1; }
+  python3 - "$work/run-$m/metrics.jsonl" "$m" "$threads" "$samples" "$(cat "$work/$m.rss")" <<'PY'
 import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 ends = [r["elapsed_seconds"] for r in rows]
@@ -54,6 +59,7 @@ print(json.dumps({"model": sys.argv[2], "threads": int(sys.argv[3]), "eval_sampl
                   "epoch_seconds": epochs,
                   "train_nodes_per_s": [round(r["train_nodes_per_second"]) for r in rows],
                   "eval_nodes_per_s": [round(r["eval_nodes_per_second"]) for r in rows],
-                  "minutes_for_400_epochs": round(400 * statistics.median(epochs) / 60)}))
+                  "minutes_for_400_epochs": round(400 * statistics.median(epochs) / 60),
+                  "peak_rss_mb": round(int(sys.argv[5]) / 1024, 1)}))
 PY
 done

@@ -25,14 +25,14 @@ thread_local int t_worker_index = 0;
 // waiting thread sleeps, so it never holds a core that another process needs for long.
 // Polling that yields the core at every turn (sched_yield) measured worse under
 // contention than this short spin: a yielding thread loses its place to the busy process
-// and comes back late (docs/performance.md).
+// and comes back late (docs/performance-history.md).
 constexpr auto kPoll = std::chrono::microseconds(50);
 // A worker waiting for the next job then goes on polling for this long, yielding its
 // core at every turn, before it sleeps. A step's kernels are often further apart than
 // kPoll (one-thread work between them: small ops, the optimizer's bookkeeping), and a
 // worker asleep by then joins the next job late; a yielding worker gives its core to any
 // other process that wants it. The caller never yields: a job's end waits on it.
-// docs/performance.md has the figures, alone and beside a busy core.
+// docs/performance-history.md has the figures, alone and beside a busy core.
 constexpr auto kWorkerYield = std::chrono::microseconds(1000);
 
 inline void cpu_relax() {

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Collects the finished runs of scripts/table1.sh into docs/results.md and docs/results.json.
+"""Collects the finished runs of scripts/table1.sh into docs/results.json and the list of
+every recipe in docs/results-history.md (the tables of docs/results.md are drawn from the
+JSON by scripts/results_tables.py).
 
-usage: scripts/results.py RUNS_DIR RESULTS.md RESULTS.json
+usage: scripts/results.py RUNS_DIR HISTORY.md RESULTS.json
 
 A run is a folder RUNS_DIR/<method>-<labels>/split<k>/ holding summary.json (written by
 pens train) and command.txt. Cells group the runs of one method and label count, by split
 seed k; the splits of a cell already in RESULTS.json whose runs are not under RUNS_DIR
-stay as recorded, so a cell can grow over sittings whose runs folders are gone.
+stay as recorded, so a cell can grow over campaigns whose runs folders are gone.
 """
 import json
 import re
@@ -142,14 +144,16 @@ def consistency_table(records):
 
 def markdown(rows, consistency):
     lines = [
-        "# Results: the paper's Tables 1 and 2 on this machine",
+        "# Results: every recipe, every run",
         "",
-        "Table 2 (sentiment trees) is further down. Table 1 is written by `scripts/results.py` from",
-        "the runs of `scripts/table1.sh`; every figure is",
-        "MNIST test error (%) at the epoch of best validation error (10,000 validation images",
-        "held out of the training set), mean ± standard deviation over the labeled-set splits.",
-        "The paper's figure stands beside each cell (for VAT and ladder networks, their own papers'); \"gap\" is",
-        "ours minus it.",
+        "The tables in the papers' layouts, with pens' best recipe per method, are in",
+        "[results.md](results.md); this page holds every recipe that was run, split by split,",
+        "and what was measured about them. Table 2's records (sentiment trees) are further down.",
+        "The table below is written by `scripts/results.py` from the runs of `scripts/table1.sh`;",
+        "every figure is MNIST test error (%) at the epoch of best validation error (10,000",
+        "validation images held out of the training set), mean ± standard deviation over the",
+        "labeled-set splits. The paper's figure stands beside each cell (for VAT and ladder",
+        "networks, their own papers'); \"gap\" is ours minus it.",
         "",
         "| method | labels | splits | test error (%) | paper | gap | epochs per run | minutes per run |",
         "|---|---|---|---|---|---|---|---|",
@@ -179,7 +183,7 @@ def main():
     json_path = Path(sys.argv[3])
     records = json.loads(json_path.read_text()) if json_path.exists() else []
     # Records of other kinds (tree cells, data-parallel runs) are kept, and so are the
-    # splits whose runs are not in this runs folder (measured in an earlier sitting whose
+    # splits whose runs are not in this runs folder (measured by an earlier campaign whose
     # folder is gone, or on another machine): the record accumulates, a campaign only adds
     # splits or updates them. A cell with no new split stays exactly as it was recorded.
     others = [r for r in records if "task" in r or "kind" in r]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Collects the finished runs of scripts/table2.sh into docs/results.md (its Table 2
+"""Collects the finished runs of scripts/table2.sh into docs/results-history.md (its Table 2
 section) and docs/results.json (records of Table 2's cells; other records are kept, and so is
 the record of a cell that has no finished run under RUNS_DIR; a cell's record that new
 runs replace is kept in the new record's "superseded" list: results accumulate). Draws
@@ -7,7 +7,7 @@ the cells' learning curves into the img folder beside the markdown file (docs/im
 table2-curves.png with gnuplot, from table2-curves.tsv): root accuracy on dev and on the
 training sample by epoch, mean over the cell's finished runs.
 
-usage: results_trees.py RUNS_DIR RESULTS.md RESULTS.json [COMMAND]
+usage: results_trees.py RUNS_DIR HISTORY.md RESULTS.json [COMMAND]
 
 COMMAND is the scripts/table2.sh invocation that made the runs (recorded with them).
 """

@@ -11,11 +11,12 @@ cd "$(dirname "$0")/.."
 # (/usr/bin/python3); matplotlib draws the curve of examples/python/train_pea.py.
 # Open MPI runs data-parallel training (mpirun -np P pens train; docs/distributed.md).
 # ccache makes a second build of the same sources fast, in this folder or another clone
-# (scripts/ccache-env.sh).
+# (scripts/ccache-env.sh). mkdocs builds the documentation site (scripts/docs.sh), which
+# the tests build too.
 scripts/ensure-packages.sh g++ meson ninja-build pkg-config libeigen3-dev libboost-graph-dev \
   nlohmann-json3-dev libssl-dev libpng-dev doctest-dev gnuplot-nox \
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-matplotlib \
-  libopenmpi-dev openmpi-bin ccache
+  libopenmpi-dev openmpi-bin ccache mkdocs
 
 source scripts/ccache-env.sh
 if [ ! -f build/build.ninja ]; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces the cells of the paper's Table 1 (MNIST test error by number of labels,
-# SDE, PEA and PEA+) and the fully supervised figures, then writes docs/results.md and
-# docs/results.json from every finished run under the runs folder.
+# SDE, PEA and PEA+) and the fully supervised figures, then writes docs/results.json,
+# docs/results.md and docs/results-history.md from every finished run under the runs folder.
 #
 #   scripts/table1.sh [--splits N] [--labels LIST] [--methods LIST] [--budget-minutes M]
 #                     [--supervised] [--supervised-methods LIST] [--supervised-epochs E]
@@ -44,12 +44,13 @@
 #   --configs DIR       the configs' folder (default examples/mnist; same file names)
 #   --data-dir DIR      MNIST's IDX files (default data/mnist, fetched when missing)
 #   --pens BINARY       the pens to run (default: a copy of build/pens, set up and built)
-#   --report DIR        where results.md and results.json go (default docs)
+#   --report DIR        where results.json, results.md (the tables) and
+#                       results-history.md (every recipe) go (default docs)
 #   --jobs J            runs at once (default 1), each on nproc / J threads (at least 1):
 #                       on a few cores, two one-thread runs side by side finish more runs
-#                       an hour than one two-thread run at a time (docs/results.md)
+#                       an hour than one two-thread run at a time (docs/results-history.md)
 #
-# A campaign can span sittings: run the same command again. A run whose summary.json
+# A campaign can be stopped and taken up again: run the same command again. A run whose summary.json
 # says it finished (or diverged) is not run again; a run that was interrupted resumes
 # from its checkpoint.pens (pens train --resume), or starts over if it wrote none.
 # The report is rewritten after every run, so finished cells are recorded as they
@@ -99,7 +100,11 @@ fi
 
 report() {
   mkdir -p "$report"
-  python3 scripts/results.py "$runs" "$report/results.md" "$report/results.json"
+  python3 scripts/results.py "$runs" "$report/results-history.md" "$report/results.json"
+  # The README's headline table is drawn from the repository's record only.
+  local readme=()
+  [[ $report -ef docs ]] && readme=(README.md)
+  /usr/bin/python3 scripts/results_tables.py "$report/results.json" "$report/results.md" "${readme[@]}"
 }
 
 # The state of run folder $1: finished, diverged, resume (a checkpoint to go on from) or new.
@@ -217,7 +222,7 @@ run() {
   local cmd=("$runs/pens" train "$config" --out "$out" "$@" "${data_args[@]}")
   [[ -n "$budget" ]] && cmd+=(--budget-minutes "$budget")
   mkdir -p "$out"
-  # The run's command as it would be typed afresh; --resume is how this sitting goes on.
+  # The run's command as it would be typed afresh; --resume is how an interrupted run goes on.
   printf '%s\n' "${cmd[*]}" > "$out/command.txt"
   [[ $state == resume ]] && cmd+=(--resume)
   echo "table1: ${cmd[*]}"
@@ -242,6 +247,6 @@ if [[ $report_only == 0 ]]; then
 fi
 
 report
-echo "table1: wrote $report/results.md and $report/results.json"
+echo "table1: wrote $report/results.json, $report/results.md and $report/results-history.md"
 exit
 }

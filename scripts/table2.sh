@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the cells of the paper's Table 2 (root accuracy on the Stanford Sentiment Treebank:
-# CTN, CTN+F, CTN+S, CTN+F+S on the fine-grained and binary tasks) and writes the Table 2
-# section of docs/results.md and the tree records of docs/results.json from every
-# finished run under the runs folder.
+# CTN, CTN+F, CTN+S, CTN+F+S on the fine-grained and binary tasks) and writes the tree
+# records of docs/results.json, the Table 2 section of docs/results-history.md and the
+# tables of docs/results.md from every finished run under the runs folder.
 #
 #   scripts/table2.sh [--seeds LIST] [--tasks LIST] [--methods LIST] [--epochs E]
 #                     [--budget-minutes M] [--cell C] [--optimizer O] [--lowercase]
@@ -23,7 +23,7 @@
 #   --optimizer O       plain (default): AdaGrad with its defaults; authors: the authors'
 #                       AdaGrad (epsilon 1e-3 added to the root, sums of squares started
 #                       at 1e-3 and reset every 9 epochs before epoch 250); the table in
-#                       docs/results.md: authors for CTN+S and CTN+F+S, plain for the rest
+#                       docs/results-history.md: authors for CTN+S and CTN+F+S, plain for the rest
 #   --lowercase         words that differ only in case are one word (data.lowercase),
 #                       as in the authors' code; default: words matched exactly
 #   --jobs J            runs at once, each on nproc / J threads, at least 1 (default 2)
@@ -128,6 +128,7 @@ sys.exit(0 if s.get("status") == "finished" and s.get("epochs", 0) >= float(sys.
   done
   wait
 fi
-python3 scripts/results_trees.py "$runs" docs/results.md docs/results.json "$invocation"
+python3 scripts/results_trees.py "$runs" docs/results-history.md docs/results.json "$invocation"
+/usr/bin/python3 scripts/results_tables.py docs/results.json docs/results.md README.md
 exit
 }

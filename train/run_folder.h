@@ -60,7 +60,7 @@ class RunFolder {
   // The run's wall-clock seconds: those since this folder was opened, plus those the run
   // had trained before the checkpoint it resumed from (load_checkpoint reads them,
   // save_checkpoint records them), so budgets, minutes and examples per second are the
-  // whole run's over all its sittings.
+  // whole run's over all its invocations.
   double seconds() const;
 
   std::string checkpoint_path() const { return path("checkpoint.pens"); }

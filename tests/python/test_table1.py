@@ -1,4 +1,4 @@
-"""scripts/table1.sh as a campaign over several sittings: killed in the middle of a run
+"""scripts/table1.sh as a campaign in several parts: killed in the middle of a run
 and started again, it does not repeat the finished run, resumes the interrupted one from
 its checkpoint, runs the rest, and records each cell as its runs finish, keeping the
 records it did not measure."""
@@ -42,7 +42,7 @@ def test_an_interrupted_campaign_resumes_without_repeating_finished_runs(tmp_pat
                {"task": "fine", "method": "ctn", "mean": 40.31}]
     (tmp_path / "report" / "results.json").write_text(json.dumps(earlier))
 
-    # First sitting: killed, script and pens at once, once split 2 has a checkpoint.
+    # First part: killed, script and pens at once, once split 2 has a checkpoint.
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True)
     deadline = time.monotonic() + 300
@@ -60,7 +60,7 @@ def test_an_interrupted_campaign_resumes_without_repeating_finished_runs(tmp_pat
     cells = [r for r in json.loads((tmp_path / "report" / "results.json").read_text()) if r.get("method") == "pea"]
     assert [(c["labels"], c["splits"]) for c in cells] == [(20, 1)]
 
-    # Second sitting: the same command.
+    # Second part: the same command.
     second = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stdout + second.stderr
     out = second.stdout
@@ -72,7 +72,7 @@ def test_an_interrupted_campaign_resumes_without_repeating_finished_runs(tmp_pat
     assert "resuming from" in (runs / "split2" / "train.log").read_text()
     assert "table1: 3 of 3 runs done; remaining: none" in out
 
-    # Split 2's evaluations: each epoch once, in order, across the two sittings.
+    # Split 2's evaluations: each epoch once, in order, across the two parts.
     steps = [json.loads(line)["step"] for line in (runs / "split2" / "metrics.jsonl").read_text().splitlines()]
     assert steps == [10 * e for e in range(1, 201)]
     for split in (2, 3):
@@ -82,12 +82,14 @@ def test_an_interrupted_campaign_resumes_without_repeating_finished_runs(tmp_pat
     cells = [r for r in record if r.get("method") == "pea"]
     assert [(c["labels"], c["splits"]) for c in cells] == [(20, 3)]
     assert earlier[0] in record and earlier[1] in record
-    # The recorded command is the one to type afresh, without the sitting's --resume.
+    # The recorded command is the one to type afresh, without the second part's --resume.
     assert "--resume" not in cells[0]["command"]
-    assert "| pea | 20 | 3 |" in (tmp_path / "report" / "results.md").read_text()
+    assert "| pea | 20 | 3 |" in (tmp_path / "report" / "results-history.md").read_text()
+    # The tables page is drawn from the record (no Table 1 column has 20 labels: empty cells).
+    assert "## Table 1: semi-supervised MNIST" in (tmp_path / "report" / "results.md").read_text()
 
 
-def test_a_cell_grows_by_split_over_sittings_whose_runs_folders_are_gone(tmp_path):
+def test_a_cell_grows_by_split_over_campaigns_whose_runs_folders_are_gone(tmp_path):
     """results.py keeps a cell's recorded splits that the runs folder lacks, adds the splits
     it finds, and replaces a recorded split the folder holds again."""
     runs = tmp_path / "runs"
@@ -100,7 +102,7 @@ def test_a_cell_grows_by_split_over_sittings_whose_runs_folders_are_gone(tmp_pat
         (run / "command.txt").write_text(
             f"runs/table1/pens train examples/mnist/pea-authors.json --out runs/table1/pea-authors-600/split{seed} "
             f"--labels 600 --split-seed {seed} --threads 1\n")
-    # Split 1 from an earlier sitting (no runs folder left), and a split 3 the folder replaces.
+    # Split 1 from an earlier campaign (no runs folder left), and a split 3 the folder replaces.
     earlier = [{"method": "pea-authors", "labels": 600, "splits": 2, "split_seeds": [1, 3], "errors": [2.24, 9.0],
                 "mean": 5.62, "std": 4.78, "minutes": [80.89, 1.0], "epochs": [600.0, 600.0],
                 "best_validation_epochs": [592.0, 1.0], "paper": 2.44,

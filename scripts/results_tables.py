@@ -1,0 +1,360 @@
+#!/usr/bin/python3
+"""Writes the opening of docs/results.md from docs/results.json: the paper's Table 1, its
+successors and Table 2 in the papers' layouts (pens' best recipe per method, the published
+figure beside it), one figure per table (drawn with matplotlib into the img folder beside
+the markdown file), and which record each cell comes from. Everything between the markers
+below is rewritten; the rest of the page is left as it is.
+
+usage: results_tables.py RESULTS.json RESULTS.md [README.md]          write them
+       results_tables.py RESULTS.json RESULTS.md [README.md] --check  exit 1 if stale
+
+With README.md, its headline table (between the same markers) is written too.
+
+scripts/table1.sh and scripts/table2.sh run it after recording their runs; the test suite
+runs it with --check (tests/python/test_docs.py).
+"""
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+BEGIN = "<!-- tables: written by scripts/results_tables.py from docs/results.json -->"
+END = "<!-- /tables -->"
+HISTORY = "results-history.md"
+
+# Table 1 of the paper: MNIST test error (%) by labeled-set size; "all" is the fully
+# supervised figure of its section 5.1 (dropout 1.05, PEA 1.08). pens' records of each
+# method are the recipes listed (results.json "method"); the best of them stands for it.
+LABELS = [100, 600, 1000, 3000, 60000]
+TABLE1 = [
+    ("NN", ["raw"], {100: 25.81, 600: 11.44, 1000: 10.70, 3000: 6.04}),
+    ("SDE (dropout)", ["sde"], {100: 22.89, 600: 7.59, 1000: 5.80, 3000: 3.60, 60000: 1.05}),
+    ("SDE+", [], {100: 13.54, 600: 5.68, 1000: 4.71, 3000: 3.00}),
+    ("PEA", ["pea", "pea-authors"], {100: 10.79, 600: 2.44, 1000: 2.23, 3000: 1.91, 60000: 1.08}),
+    ("PEA+", ["pea+", "pea+-authors", "pea+-long"], {100: 5.21, 600: 2.87, 1000: 2.64, 3000: 2.30}),
+]
+# The methods that came after the paper, as pens declares them, with their own papers'
+# figures where those papers report permutation-invariant MNIST at these sizes (VAT:
+# Miyato et al. 2018; ladder networks: Rasmus et al. 2015). Recipes are results.json
+# methods; consistency records count whatever their variant.
+SUCCESSOR_LABELS = [100, 1000]
+SUCCESSORS = [
+    ("supervised, batch norm", ["supervised-bn"], {}),
+    ("Π-model", ["pi"], {}),
+    ("mean teacher", ["mean-teacher"], {}),
+    ("pseudo-label", ["pseudo-label"], {}),
+    ("VAT", ["vat", "vat-ema", "vat-ema-long"], {100: 1.36, 1000: 1.27}),
+    ("ladder network", ["ladder", "ladder-clean", "ladder-anneal", "ladder-anneal-long", "ladder-anneal-16",
+                        "ladder-anneal-24"], {100: 1.06, 1000: 0.84}),
+]
+# Table 2 of the paper: root accuracy (%) on the Stanford Sentiment Treebank's test set.
+# pens runs the compact tensor network's four columns (scripts/table2.sh's cells); the
+# other three are other papers' models, shown as the paper shows them.
+TABLE2 = [
+    ("RNTN", None, {"fine": 45.7, "binary": 85.4}),
+    ("PV", None, {"fine": 48.7, "binary": 87.8}),
+    ("DCNN", None, {"fine": 48.5, "binary": 86.8}),
+    ("CTN", "ctn", {"fine": 43.1, "binary": 83.4}),
+    ("CTN+F", "ctn+f", {"fine": 46.1, "binary": 85.3}),
+    ("CTN+S", "ctn+s", {"fine": 47.5, "binary": 87.8}),
+    ("CTN+F+S", "ctn+f+s", {"fine": 48.4, "binary": 88.9}),
+]
+TASKS = [("fine", "Fine-grained"), ("binary", "Binary")]
+# The README's headline: (what, which table, row, column).
+HEADLINE = [
+    ("PEA, MNIST, 100 labels", "table1", "PEA", 100),
+    ("PEA, MNIST, 600 labels", "table1", "PEA", 600),
+    ("PEA+, MNIST, 100 labels", "table1", "PEA+", 100),
+    ("PEA, MNIST, all labels", "table1", "PEA", 60000),
+    ("ladder network, MNIST, 100 labels", "successors", "ladder network", 100),
+    ("CTN+F+S, SST fine-grained (accuracy)", "table2", "CTN+F+S", "fine"),
+    ("CTN+F+S, SST binary (accuracy)", "table2", "CTN+F+S", "binary"),
+]
+
+
+def label_name(labels):
+    return "all" if labels == 60000 else f"{labels:,}"
+
+
+def mnist_records(records):
+    """Records of MNIST cells that stand in the tables: table1.sh's and the consistency
+    family's (not the demo's, nor the data-parallel checks)."""
+    return [r for r in records if "labels" in r and r.get("kind") in (None, "consistency")]
+
+
+def best(candidates):
+    """The recipe that stands for a method: the most splits (the protocol's 5 at 100 labels,
+    3 above; a one-split trial does not outrank them), then the lowest mean."""
+    return min(candidates, key=lambda r: (-r["splits"], r["mean"])) if candidates else None
+
+
+def mnist_cells(records, families, label_list):
+    cells = {}
+    for name, methods, _ in families:
+        for labels in label_list:
+            found = best([r for r in records if r["method"] in methods and r["labels"] == labels])
+            if found:
+                cells[(name, labels)] = found
+    return cells
+
+
+def config_of(command):
+    """The config file a record's command trains, when it names one."""
+    m = re.search(r"\b(examples/\S+\.json)", command or "")
+    return m.group(1) if m else None
+
+
+def recipe(record):
+    """How a cell's recipe is named in the tables: its record, with its variant if any."""
+    variant = record.get("variant")
+    return record["method"] + (f" ({variant})" if variant else "")
+
+
+def spread(mean, std, n):
+    """A cell's figure: mean ± std (n), or the one run's figure (1)."""
+    return f"{mean:.2f} ({n})" if n == 1 else f"{mean:.2f} ± {std:.2f} ({n})"
+
+
+def error_cell(record):
+    return spread(record["mean"], record["std"], record["splits"])
+
+
+def mnist_table(families, label_list, cells, published_name):
+    lines = ["| method | | " + " | ".join(label_name(n) for n in label_list) + " |",
+             "|---|---|" + "---|" * len(label_list)]
+    for name, _, published in families:
+        ours = [error_cell(cells[(name, n)]) if (name, n) in cells else "—" for n in label_list]
+        theirs = [f"{published[n]:.2f}" if n in published else "—" for n in label_list]
+        lines.append(f"| {name} | pens | " + " | ".join(ours) + " |")
+        lines.append(f"| | {published_name} | " + " | ".join(theirs) + " |")
+    return lines
+
+
+def recipe_table(families, label_list, cells):
+    lines = ["| method | labels | recipe | config | epochs | minutes per run |", "|---|---|---|---|---|---|"]
+    for name, _, _ in families:
+        for n in label_list:
+            r = cells.get((name, n))
+            if not r:
+                continue
+            config = config_of(r.get("command"))
+            config_link = f"[{Path(config).name}](../{config})" if config else "—"
+            epochs = f"{statistics.fmean(r['epochs']):.0f}" if r.get("epochs") else "—"
+            lines.append(f"| {name} | {label_name(n)} | {recipe(r)} | {config_link} | {epochs} "
+                         f"| {statistics.fmean(r['minutes']):.1f} |")
+    return lines
+
+
+def tree_cells(records):
+    """Table 2's cells: the records scripts/table2.sh keeps (task and one of the four
+    methods); the variants measured beside them are in the history page."""
+    names = {method for _, method, _ in TABLE2 if method}
+    return {(r["task"], r["method"]): r for r in records if r.get("task") and r["method"] in names}
+
+
+def table2(cells):
+    lines = ["| task | | " + " | ".join(name for name, _, _ in TABLE2) + " |",
+             "|---|---|" + "---|" * len(TABLE2)]
+    for task, title in TASKS:
+        ours = []
+        for _, method, _ in TABLE2:
+            r = cells.get((task, method))
+            ours.append(spread(r["mean"], r.get("std", 0.0), r.get("runs", 1)) if r else "—")
+        lines.append(f"| {title} | pens | " + " | ".join(ours) + " |")
+        lines.append(f"| | paper | " + " | ".join(f"{paper[task]:.1f}" for _, _, paper in TABLE2) + " |")
+    return lines
+
+
+def table2_runs(cells):
+    def mean_of(values):
+        return f"{statistics.fmean(values):.1f}" if values else "—"
+
+    lines = ["| task | method | seeds | epochs | minutes per run | test draws |", "|---|---|---|---|---|---|"]
+    for task, title in TASKS:
+        for name, method, _ in TABLE2:
+            r = cells.get((task, method))
+            if not r:
+                continue
+            draws = sorted(set(r.get("test_draws", [])))
+            draws_text = "clean parent" if draws == [0] else ", ".join(map(str, draws)) or "—"
+            epochs = f"{statistics.fmean(r['epochs']):.0f}" if r.get("epochs") else "—"
+            lines.append(f"| {title} | {name} | {', '.join(map(str, r.get('seeds', []))) or '—'} | {epochs} "
+                         f"| {mean_of(r.get('minutes'))} | {draws_text} |")
+    return lines
+
+
+def markdown(records):
+    mnist = mnist_records(records)
+    t1 = mnist_cells(mnist, TABLE1, LABELS)
+    successors = mnist_cells(mnist, SUCCESSORS, SUCCESSOR_LABELS)
+    t2 = tree_cells(records)
+    return "\n".join([
+        BEGIN,
+        "## Table 1: semi-supervised MNIST",
+        "",
+        "Test error (%) on MNIST's 10,000 test images at the epoch of best validation error,",
+        "mean ± standard deviation over labeled-set splits (their number in brackets; 5 at 100",
+        "labels, 3 above), the paper's figure below each. A method's cell is its best recipe",
+        "in docs/results.json (the most splits, then the lowest mean); the recipes are listed",
+        "after the figure, every recipe and split in [the history](" + HISTORY + "). The paper's",
+        "other columns (TSVM, CNN, EmbedNN, MTC+, PL+) are other papers' methods; its NN and",
+        "SDE+ rows are shown for the layout, pens ran NN fully supervised only and SDE+ not at all.",
+        "",
+        *mnist_table(TABLE1, LABELS, t1, "paper"),
+        "",
+        "![Table 1: pens against the paper, by labeled-set size](img/results-table1.png)",
+        "",
+        *recipe_table(TABLE1, LABELS, t1),
+        "",
+        "## The paper's successors on MNIST",
+        "",
+        "The same measure for the methods that came after the paper, declared on the same",
+        "graph ([pseudo-ensembles.md](pseudo-ensembles.md)), beside their own papers' figures",
+        "where those report permutation-invariant MNIST at these sizes.",
+        "",
+        *mnist_table(SUCCESSORS, SUCCESSOR_LABELS, successors, "published"),
+        "",
+        "![The successors: pens against the published figures](img/results-successors.png)",
+        "",
+        *recipe_table(SUCCESSORS, SUCCESSOR_LABELS, successors),
+        "",
+        "## Table 2: Stanford Sentiment Treebank",
+        "",
+        "Root accuracy (%) on the test set, mean ± standard deviation over seeds (their number",
+        "in brackets), each run's model taken at its best dev epoch; the paper's figure below.",
+        "pens runs the compact tensor network's four columns; RNTN, PV and DCNN are other",
+        "papers' models, as the paper lists them.",
+        "",
+        *table2(t2),
+        "",
+        "![Table 2: pens against the paper](img/results-table2.png)",
+        "",
+        *table2_runs(t2),
+        END,
+    ]) + "\n"
+
+
+def headline(records):
+    """The README's table: a few cells of the three tables, pens beside the published figure."""
+    mnist = mnist_records(records)
+    cells = {"table1": mnist_cells(mnist, TABLE1, LABELS), "successors": mnist_cells(mnist, SUCCESSORS,
+                                                                                        SUCCESSOR_LABELS)}
+    published = {"table1": {n: p for n, _, p in TABLE1}, "successors": {n: p for n, _, p in SUCCESSORS},
+                 "table2": {n: p for n, _, p in TABLE2}}
+    method_of = {name: method for name, method, _ in TABLE2}
+    trees = tree_cells(records)
+    lines = [BEGIN, "| result | pens | published |", "|---|---|---|"]
+    for what, table, row, column in HEADLINE:
+        if table == "table2":
+            r = trees.get((column, method_of[row]))
+            ours = spread(r["mean"], r.get("std", 0.0), r.get("runs", 1)) if r else "—"
+            theirs = f"{published[table][row][column]:.1f}"
+        else:
+            r = cells[table].get((row, column))
+            ours = error_cell(r) if r else "—"
+            theirs = f"{published[table][row][column]:.2f}"
+        lines.append(f"| {what} | {ours} | {theirs} |")
+    return "\n".join(lines + [END]) + "\n"
+
+
+def replace_section(page, section):
+    """The page with its section between the markers replaced (appended where absent)."""
+    if BEGIN in page and END in page:
+        before, rest = page.split(BEGIN, 1)
+        after = rest.split(END, 1)[1].lstrip("\n")
+        return before + section + ("\n" + after if after else "")
+    return page + ("\n" if page else "") + section
+
+
+def draw(records, img_dir):
+    """One figure per table: pens' mean with its standard deviation beside the published
+    figure, a panel per column of the table."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    def panels(title, columns, rows, value, published, published_name, ylabel, path, log):
+        fig, axes = plt.subplots(1, len(columns), figsize=(2.6 * len(columns) + 0.6, 3.4), squeeze=False)
+        for ax, (column, column_title) in zip(axes[0], columns):
+            names = [name for name in rows if value(name, column) or published(name, column)]
+            for i, name in enumerate(names):
+                ours = value(name, column)
+                if ours:
+                    ax.errorbar(i - 0.12, ours[0], yerr=ours[1], fmt="o", color="tab:blue", capsize=3,
+                                label="pens, mean ± std")
+                theirs = published(name, column)
+                if theirs is not None:
+                    ax.plot(i + 0.12, theirs, "D", mfc="none", color="tab:red", label=published_name)
+            ax.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=8)
+            ax.set_xlim(-0.6, len(names) - 0.4)
+            ax.set_title(column_title, fontsize=9)
+            if log:
+                ax.set_yscale("log")
+                ax.set_yticks([1, 2, 5, 10, 20, 30])
+                ax.yaxis.set_major_formatter(ScalarFormatter())
+                ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.grid(axis="y", alpha=0.3, which="both")
+        axes[0][0].set_ylabel(ylabel)
+        handles = {}
+        for ax in axes[0]:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(label, handle)
+        fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=2, fontsize=8)
+        fig.suptitle(title, fontsize=10)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        fig.savefig(path, dpi=110, metadata={"Software": None})
+        plt.close(fig)
+
+    mnist = mnist_records(records)
+    # Table 1's panels each span a few points; the successors' span 1 % to 30 % (log scale).
+    for families, label_list, name, title, published_name, log in (
+            (TABLE1, LABELS, "results-table1.png", "Table 1: MNIST test error by labeled-set size", "paper", False),
+            (SUCCESSORS, SUCCESSOR_LABELS, "results-successors.png", "The successors: MNIST test error",
+             "published", True)):
+        cells = mnist_cells(mnist, families, label_list)
+        published = {n: p for n, _, p in families}
+        panels(title, [(n, f"{label_name(n)} labels") for n in label_list], [n for n, _, _ in families],
+               lambda m, n: (cells[(m, n)]["mean"], cells[(m, n)]["std"]) if (m, n) in cells else None,
+               lambda m, n: published[m].get(n), published_name, "test error (%)", img_dir / name, log)
+    t2 = tree_cells(records)
+    method_of = {name: method for name, method, _ in TABLE2}
+    paper = {name: p for name, _, p in TABLE2}
+    panels("Table 2: SST root accuracy", TASKS, [n for n, _, _ in TABLE2],
+           lambda m, task: (t2[(task, method_of[m])]["mean"], t2[(task, method_of[m])].get("std", 0.0))
+           if (task, method_of[m]) in t2 else None,
+           lambda m, task: paper[m][task], "paper", "test accuracy (%)", img_dir / "results-table2.png", False)
+
+
+def main():
+    args = sys.argv[1:]
+    check = "--check" in args
+    args = [a for a in args if a != "--check"]
+    if len(args) not in (2, 3):
+        sys.exit(__doc__)
+    records = json.loads(Path(args[0]).read_text())
+    pages = [(Path(args[1]), markdown(records))]
+    if len(args) == 3:
+        pages.append((Path(args[2]), headline(records)))
+    stale = []
+    for path, section in pages:
+        page = path.read_text() if path.exists() else ""
+        updated = replace_section(page, section)
+        if updated != page:
+            stale.append(path)
+            if not check:
+                path.write_text(updated)
+    if check:
+        if stale:
+            sys.exit(f"{', '.join(map(str, stale))}: the tables differ from what scripts/results_tables.py "
+                     f"writes from {args[0]}; run it to update them")
+        return
+    img_dir = pages[0][0].parent / "img"
+    img_dir.mkdir(exist_ok=True)
+    draw(records, img_dir)
+    print(f"results_tables: wrote the tables of {', '.join(str(p) for p, _ in pages)} and their figures in {img_dir}")
+
+
+if __name__ == "__main__":
+    main()
