@@ -3,12 +3,13 @@
 successors and Table 2 in the papers' layouts (pens' best recipe per method, the published
 figure beside it), one figure per table (drawn with matplotlib into the img folder beside
 the markdown file), and which record each cell comes from. Everything between the markers
-below is rewritten; the rest of the page is left as it is.
+below is rewritten (a page without them gets them at its end); the rest of the page is
+left as it is.
 
-usage: results_tables.py RESULTS.json RESULTS.md [README.md]          write them
-       results_tables.py RESULTS.json RESULTS.md [README.md] --check  exit 1 if stale
+usage: results_tables.py RESULTS.json RESULTS.md [README.md] [--check]
 
-With README.md, its headline table (between the same markers) is written too.
+With README.md, its headline table (between the same markers) is written too. --check
+writes nothing and exits 1 if a page differs from what would be written.
 
 scripts/table1.sh and scripts/table2.sh run it after recording their runs; the test suite
 runs it with --check (tests/python/test_docs.py).
