@@ -12,6 +12,7 @@
 #include "pens/graph/noise.h"
 #include "pens/ops/parallel.h"
 #include "pens/ops/ir/error.h"
+#include "pens/ops/ir/suggest.h"
 
 namespace pens {
 
@@ -523,7 +524,12 @@ Tape<T>::~Tape() {
 template <class T>
 size_t Tape<T>::slot_of(std::string_view name) const {
   auto it = by_name_.find(std::string(name));
-  if (it == by_name_.end()) fail("the compiled graph has no node named '", name, "'");
+  if (it == by_name_.end()) {
+    std::vector<std::string> names;
+    for (const auto& [known, slot] : by_name_) names.push_back(known);
+    std::sort(names.begin(), names.end());
+    fail("the compiled graph has no node named '", name, "'", unknown_name_hint(name, names, "nodes", 12));
+  }
   return it->second;
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "pens/ops/ir/error.h"
+#include "pens/ops/ir/suggest.h"
 
 namespace pens::cli {
 
@@ -51,7 +52,13 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>&
       }
       values_[name].push_back(value);
     } else {
-      fail("unknown option --", name, " (see --help)");
+      std::vector<std::string> all;
+      for (const auto* list : {&flags, &options}) {
+        for (const std::string& o : *list) all.push_back("--" + o);
+      }
+      // The command's options are listed by --help: here only the nearest ones.
+      const std::string hint = unknown_name_hint("--" + name, all, "", 0);
+      fail("unknown option --", name, hint.empty() ? " (see --help)" : hint.substr(0, hint.size() - 1) + " See --help.)");
     }
   }
 }

@@ -66,7 +66,7 @@ int check_model(const Args& args) {
                                               " per tensor; --sample all checks every one)")
                                         : std::string())
             << ", " << (built.ensemble ? cat(built.ensemble->spec.children, " children, ") : std::string())
-            << "batch " << built.batch << "\n";
+            << (built.graph.declares_batch() ? cat("batch ", built.batch) : std::string("one tree")) << "\n";
   char line[200];
   std::snprintf(line, sizeof line, "max rel error %.2e (tolerance %.0e): %s", r.max_error, options.tolerance,
                 r.passed ? "ok" : "FAIL");

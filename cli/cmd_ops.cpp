@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -84,13 +85,19 @@ int run_ops(const std::vector<std::string>& argv) {
     std::cout << format_json(out) << "\n";
     return 0;
   }
-  std::cout << std::left << std::setw(16) << "op" << std::setw(7) << "arity" << std::setw(20)
-            << "differentiable" << std::setw(11) << "stochastic"
+  // Columns as wide as their longest entry, and two spaces between them.
+  size_t name_width = std::string("op").size(), inputs_width = std::string("differentiable").size();
+  for (const OpDef* op : ops) {
+    name_width = std::max(name_width, op->name.size());
+    inputs_width = std::max(inputs_width, differentiable_inputs(*op).size());
+  }
+  const int name_column = static_cast<int>(name_width + 2), inputs_column = static_cast<int>(inputs_width + 2);
+  std::cout << std::left << std::setw(name_column) << "op" << std::setw(7) << "arity" << std::setw(inputs_column)
+            << "differentiable" << std::setw(12) << "stochastic"
             << "summary\n";
   for (const OpDef* op : ops) {
-    std::cout << std::setw(16) << op->name << std::setw(7) << op->arity_str() << std::setw(20)
-              << differentiable_inputs(*op) << std::setw(11) << (op->stochastic ? "yes" : "no")
-              << op->summary << "\n";
+    std::cout << std::setw(name_column) << op->name << std::setw(7) << op->arity_str() << std::setw(inputs_column)
+              << differentiable_inputs(*op) << std::setw(12) << (op->stochastic ? "yes" : "no") << op->summary << "\n";
   }
   std::cout << ops.size() << " ops\n";
   return 0;

@@ -105,7 +105,7 @@ int run_pretrain(const std::vector<std::string>& argv) {
   const Dataset images = load_mnist(config.data_dir, "train");
   RunFolder(out_dir).write_config(to_json(config));
   std::cerr << "pens pretrain: " << config.model << ", " << config.layers.size() << " layers on " << images.size
-            << " images (labels unused), " << resolve_threads(config.threads) << " threads; writing " << out_dir << "\n";
+            << " images (labels unused), " << threads_text(config.threads) << "; writing " << out_dir << "\n";
   PretrainProgress progress;
   const TrainSummary summary = pretrain(config, images, out_dir, progress);
   if (summary.diverged) {

@@ -10,7 +10,8 @@ namespace pens::cli {
 inline const std::vector<std::string> kEnsembleOptions = {"children", "labeled", "batch", "pairing", "kind", "tree"};
 inline constexpr const char* kEnsembleHelp =
     "  --children K   children in the pseudo-ensemble (default: the model's spec)\n"
-    "  --batch B      batch size shapes are shown for (default 8)\n"
+    "  --batch B      rows of the batch the graph is built for: the shapes inspect\n"
+    "                 shows, the rows gradcheck checks (default 8)\n"
     "  --labeled L    rows 0..L-1 of a batch carry labels (default: half the batch\n"
     "                 when a penalty asks for labeled or unlabeled rows, else all)\n"
     "  --pairing P    override the spec's pairing (child-child or parent-child)\n"

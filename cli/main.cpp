@@ -1,4 +1,5 @@
 // pens: the command-line tool. One subcommand per task; `pens CMD --help` for each.
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <string>
@@ -8,6 +9,7 @@
 #include "cli/ensemble_args.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/ir/memory.h"
+#include "pens/ops/ir/suggest.h"
 
 namespace {
 
@@ -248,6 +250,18 @@ void take_memory_limit(std::vector<std::string>& args) {
   }
 }
 
+// "runs/x: File exists (cannot create directories)" from the library's "filesystem error:
+// cannot create directories: File exists [runs/x]".
+std::string filesystem_problem(const std::filesystem::filesystem_error& e) {
+  std::string operation = e.what();
+  const std::string prefix = "filesystem error: ", reason = ": " + e.code().message();
+  if (operation.rfind(prefix, 0) == 0) operation.erase(0, prefix.size());
+  if (const size_t at = operation.find(reason); at != std::string::npos) operation.erase(at);
+  std::string paths = e.path1().string();
+  if (!e.path2().empty()) paths += " -> " + e.path2().string();
+  return pens::cat(paths.empty() ? "" : paths + ": ", e.code().message(), " (", operation, ")");
+}
+
 void print_help() {
   std::cout << "pens: pseudo-ensembles on a static computation graph\n\n"
                "usage: pens COMMAND [options]\n\ncommands:\n";
@@ -291,6 +305,11 @@ int main(int argc, char** argv) {
     } catch (const pens::Error& e) {
       std::cerr << "pens " << c.name << ": error: " << e.what() << "\n";
       return 1;
+    } catch (const std::filesystem::filesystem_error& e) {
+      // A path the user gave that cannot be used (an --out that is a file or lies under
+      // one, a folder not writable, a symbolic-link loop): their mistake, told in a line.
+      std::cerr << "pens " << c.name << ": error: " << filesystem_problem(e) << "\n";
+      return 1;
     } catch (const std::bad_alloc&) {
       std::cerr << "pens " << c.name << ": internal error: out of memory in an allocation pens' memory limit ("
                 << pens::format_bytes(pens::memory_limit()) << ") does not cover; please report it\n";
@@ -300,7 +319,9 @@ int main(int argc, char** argv) {
       return 3;
     }
   }
-  std::cerr << "pens: unknown command '" << args[0] << "'\n\n";
+  std::vector<std::string> names;
+  for (const Command& c : commands()) names.push_back(c.name);
+  std::cerr << "pens: unknown command '" << args[0] << "'" << pens::unknown_name_hint(args[0], names, "", 0) << "\n\n";
   print_help();
   return 2;
 }

@@ -7,6 +7,7 @@
 
 #include "pens/graph/topology.h"
 #include "pens/ops/ir/error.h"
+#include "pens/ops/ir/suggest.h"
 #include "pens/ops/registry.h"
 
 namespace pens {
@@ -150,8 +151,24 @@ std::optional<NodeId> Graph::find(std::string_view name) const {
 
 NodeId Graph::at(std::string_view name) const {
   auto v = find(name);
-  if (!v) fail("no node named '", name, "'");
+  if (!v) fail(no_node_named(name));
   return *v;
+}
+
+bool Graph::declares_batch() const {
+  for (const Node& node : nodes_) {
+    if (!node.attrs.has("shape")) continue;
+    for (int64_t d : node.attrs.get_ints("shape")) {
+      if (d == kBatch) return true;
+    }
+  }
+  return false;
+}
+
+std::string Graph::no_node_named(std::string_view name) const {
+  std::vector<std::string> names;
+  for (const Node& node : nodes_) names.push_back(node.name);
+  return cat("no node named '", name, "'", unknown_name_hint(name, names, "nodes", 12));
 }
 
 void Graph::rename(NodeId v, std::string name) {

@@ -99,6 +99,12 @@ class Graph {
 
   std::optional<NodeId> find(std::string_view name) const;
   NodeId at(std::string_view name) const;  // throws an Error naming the missing node
+  // "no node named 'logit' (did you mean 'logits'?)": the error of a failed lookup, with
+  // the nearest names (and every name, in a graph of a dozen nodes or fewer).
+  std::string no_node_named(std::string_view name) const;
+  // Whether a leaf declares the batch dimension (kBatch) in its shape: a tree's graph,
+  // whose sizes all come from the tree, does not.
+  bool declares_batch() const;
   void set_flag(NodeId v, NodeFlag f) { nodes_[v].flags |= f; }
   void rename(NodeId v, std::string name);
 

@@ -33,8 +33,8 @@ void verify_averages(const Graph& g, const std::vector<ValueInfo>& values, int64
   for (const MovingAverage& a : g.averages()) {
     const std::string what = cat("moving average of '", a.source, "' into '", a.param, "'");
     const std::optional<NodeId> source = g.find(a.source), param = g.find(a.param);
-    if (!source) fail_at(a.source, what, ": no node named '", a.source, "'");
-    if (!param) fail_at(a.param, what, ": no node named '", a.param, "'");
+    if (!source) fail_at(a.source, what, ": ", g.no_node_named(a.source));
+    if (!param) fail_at(a.param, what, ": ", g.no_node_named(a.param));
     if (!is_param(g[*param]) || !g[*param].has(kFrozen)) {
       fail_at(a.param, what, ": '", a.param, "' must be a parameter marked frozen (the optimizer must not move it)");
     }

@@ -132,7 +132,11 @@ std::vector<NoiseKind> builtin_kinds<NoiseKind>() {
 
 void normalize_noise(const Node& node, NoiseAnnotation& annotation) {
   const NoiseKind* kind = NoiseRegistry::global().find(annotation.kind);
-  if (!kind) fail_at(node.name, "node '", node.name, "': unknown noise kind '", annotation.kind, "'");
+  if (!kind) {
+    // Dropout is the commonest noise of all, and its kind is named for what it draws.
+    const std::string dropout = annotation.kind == "dropout" ? " (dropout is the kind 'mask', with its drop probability p)" : "";
+    fail_at(node.name, "node '", node.name, "': ", NoiseRegistry::global().unknown(annotation.kind), dropout);
+  }
   if (kind->parameters_only && !is_param(node)) {
     fail_at(node.name, "node '", node.name, "': noise kind '", kind->name, "' applies to parameters only");
   }

@@ -67,7 +67,7 @@ std::string to_text(const Graph& g, int64_t batch) {
     error = e.what();
   }
   std::ostringstream out;
-  out << "graph: " << g.size() << " nodes, batch " << batch << "\n";
+  out << "graph: " << g.size() << " nodes" << (g.declares_batch() ? cat(", batch ", batch) : "") << "\n";
   if (!error.empty()) out << "  (shape inference failed: " << error << ")\n";
   size_t width = 0;
   for (NodeId v : order) width = std::max(width, g[v].name.size());

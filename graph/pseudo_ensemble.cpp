@@ -66,8 +66,7 @@ void PseudoEnsembleSpec::validate() const {
     if (p.node.empty()) fail_spec(field + "node", where, ".node is empty");
     const PenaltyKind* kind = PenaltyRegistry::global().find(p.kind);
     if (!kind) {
-      fail_spec(field + "kind", where, ".kind must be a registered penalty kind (", PenaltyRegistry::global().names(),
-                "), got '", p.kind, "'");
+      fail_spec(field + "kind", where, ".kind: ", PenaltyRegistry::global().unknown(p.kind));
     }
     for (const auto& [name, value] : p.params) {
       if (!kind->params.contains(name)) {

@@ -168,7 +168,9 @@ class LineParser {
 
 std::vector<SentimentTree> parse_trees(const std::string& text, const std::string& source) {
   std::vector<SentimentTree> trees;
-  size_t start = 0;
+  // A UTF-8 byte-order mark, which some editors write at the start of a text file, is
+  // not part of the first tree.
+  size_t start = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
   int64_t line_no = 0;
   while (start < text.size()) {
     size_t end = text.find('\n', start);

@@ -181,6 +181,11 @@ int usable_cpus() {
 
 int resolve_threads(int n) { return n > 0 ? n : usable_cpus(); }
 
+std::string threads_text(int n) {
+  const int threads = resolve_threads(n);
+  return std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+}
+
 void set_threads(int n) { pool().resize(resolve_threads(n)); }
 
 int threads() { return pool().size(); }

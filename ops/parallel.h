@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 namespace pens {
@@ -28,6 +29,8 @@ void set_threads(int n);
 int threads();
 // The count set_threads(n) would give.
 int resolve_threads(int n);
+// "1 thread", "2 threads": resolve_threads(n) in words, for progress lines.
+std::string threads_text(int n);
 
 // Which of the pool's threads runs the caller: 1 .. threads() - 1 on a pool worker, 0 on
 // any other thread (among them the one that calls parallel_for).

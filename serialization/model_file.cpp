@@ -9,6 +9,7 @@
 #include "pens/graph/infer.h"
 #include "pens/graph/noise.h"
 #include "pens/ops/ir/error.h"
+#include "pens/ops/ir/suggest.h"
 #include "pens/ops/op.h"
 #include "pens/serialization/files.h"
 #include "pens/serialization/json_text.h"
@@ -47,9 +48,8 @@ class Reader {
       bool known = false;
       for (const char* a : allowed) known = known || key == a;
       if (!known) {
-        std::string list;
-        for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        fail(path + "/" + key, "unknown field '", key, "' (expected one of: ", list, ")");
+        fail(path + "/" + key, "unknown field '", key, "'",
+             unknown_name_hint(key, std::vector<std::string>(allowed.begin(), allowed.end()), "expected one of"));
       }
     }
   }
@@ -246,10 +246,10 @@ PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::stri
       r.only(e, p, {"node", "target", "kind", "lambda", "rows", "fixed_target", "scheduled", "params"});
       PenaltyTerm t;
       t.node = r.name(r.required(e, p, "node"), p + "/node");
-      if (!g.find(t.node)) r.fail(p + "/node", "no node named '", t.node, "'");
+      if (!g.find(t.node)) r.fail(p + "/node", g.no_node_named(t.node));
       if (const json* target = r.optional(e, "target")) {
         t.target = r.name(*target, p + "/target");
-        if (!g.find(t.target)) r.fail(p + "/target", "no node named '", t.target, "'");
+        if (!g.find(t.target)) r.fail(p + "/target", g.no_node_named(t.target));
       }
       t.kind = r.string(r.required(e, p, "kind"), p + "/kind");
       t.lambda = r.number(r.required(e, p, "lambda"), p + "/lambda");
@@ -424,7 +424,7 @@ Model parse_model(const std::string& text, const std::string& source, const std:
         const std::string ip = p + "/inputs/" + std::to_string(j);
         const std::string name = r.string((*list)[j], ip);
         const auto u = g.find(name);
-        if (!u) r.fail(ip, "no node named '", name, "'");
+        if (!u) r.fail(ip, g.no_node_named(name));
         in.push_back(*u);
       }
     }
@@ -437,7 +437,7 @@ Model parse_model(const std::string& text, const std::string& source, const std:
     const std::string p = "/outputs/" + std::to_string(i);
     const std::string name = r.string(outputs[i], p);
     const auto v = g.find(name);
-    if (!v) r.fail(p, "no node named '", name, "'");
+    if (!v) r.fail(p, g.no_node_named(name));
     if (g[*v].has(kOutput)) r.fail(p, "'", name, "' is listed twice");
     g.set_flag(*v, kOutput);
   }

@@ -14,6 +14,7 @@
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/ops/ir/attributes.h"
 #include "pens/ops/ir/error.h"
+#include "pens/ops/ir/suggest.h"
 #include "pens/train/constraints.h"
 #include "pens/train/optimizer.h"
 #include "pens/train/schedule.h"
@@ -35,7 +36,7 @@ class ConfigSection {
   ~ConfigSection() noexcept(false) {
     if (std::uncaught_exceptions() > 0) return;
     for (const auto& [key, value] : j_->items()) {
-      if (!used_.count(key)) fail(source_, ": unknown field ", where(key));
+      if (!used_.count(key)) fail(source_, ": unknown field ", where(key), unknown_name_hint(key, known_fields()));
     }
   }
   // Every number of every config goes through here: a field of type T (an integer type
@@ -80,16 +81,14 @@ class ConfigSection {
   // must be in `schema`, with its type; defaults are filled in.
   Attributes settings(const std::vector<AttrSpec>& schema, const std::string& owner) {
     Attributes out;
+    std::vector<std::string> fields = known_fields();
+    for (const AttrSpec& s : schema) fields.push_back(s.name);
     for (const auto& [key, value] : j_->items()) {
       if (used_.count(key)) continue;
       used_.insert(key);
       const AttrSpec* spec = nullptr;
       for (const AttrSpec& s : schema) spec = s.name == key ? &s : spec;
-      if (!spec) {
-        std::string known;
-        for (const AttrSpec& s : schema) known += (known.empty() ? "" : ", ") + s.name;
-        fail(source_, ": unknown field ", where(key), " (", owner, known.empty() ? " takes no settings" : " takes: " + known, ")");
-      }
+      if (!spec) fail(source_, ": unknown field ", where(key), unknown_name_hint(key, fields, "fields of " + owner));
       if (spec->type == AttrType::String) {
         if (!value.is_string()) fail(source_, ": ", where(key), " must be a string");
         out.set(key, value.get<std::string>());
@@ -122,6 +121,9 @@ class ConfigSection {
   const nlohmann::json* j_ = nullptr;
   std::string path_;
   const std::string& source_;
+  // The fields this section reads: every key a reader asked for, given or not.
+  std::vector<std::string> known_fields() const { return {used_.begin(), used_.end()}; }
+
   std::set<std::string> used_;
 };
 
@@ -130,7 +132,7 @@ class ConfigSection {
 inline const OptimizerKind& configured_optimizer(const std::string& kind, const std::string& source) {
   const OptimizerKind* found = OptimizerRegistry::global().find(kind);
   if (!found) {
-    fail(source, ": optimizer.kind '", kind, "' is not a registered optimizer (", OptimizerRegistry::global().names(), ")");
+    fail(source, ": optimizer.kind: ", OptimizerRegistry::global().unknown(kind));
   }
   return *found;
 }

@@ -87,7 +87,7 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
     run.tree_data = load_tree_data(run.tree.data_dir, run.tree.vocabulary);
     run.description = cat("pens train: ", run.tree.model, " on ", run.tree.data_dir, " (", run.tree.task, ") for ",
                           run.tree.epochs, " epochs", budget_text(run.budget_minutes()), ", ",
-                          resolve_threads(run.tree.threads), " threads; writing ", run.out_dir);
+                          threads_text(run.tree.threads), "; writing ", run.out_dir);
     return run;
   }
   run.mnist = parse_train_config(j, config_path);
@@ -102,7 +102,7 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
   run.mnist_data = TrainData{load_mnist(run.mnist.data_dir, "train"), load_mnist(run.mnist.data_dir, "test")};
   run.description = cat("pens train: ", run.mnist.model, " on ", run.mnist.data_dir, " for ", run.mnist.epochs,
                         " epochs of ", run.mnist.steps_per_epoch, " steps", budget_text(run.budget_minutes()), ", ",
-                        resolve_threads(run.mnist.threads), " threads; writing ", run.out_dir);
+                        threads_text(run.mnist.threads), "; writing ", run.out_dir);
   return run;
 }
 

@@ -50,8 +50,7 @@ Graph probe_body(const Graph& g, NodeId probe, const ProbeBody& body, NodeId tar
   const std::string kind_name = body.params.get_string("divergence");
   const PenaltyKind* kind = PenaltyRegistry::global().find(kind_name);
   if (!kind) {
-    fail("probe '", name, "': divergence '", kind_name, "' is not a penalty kind (",
-         PenaltyRegistry::global().names(), ")");
+    fail("probe '", name, "': divergence: ", PenaltyRegistry::global().unknown(kind_name));
   }
   PenaltyBuilder pb(b, "probe/" + name, g[target].layer, smoothing, values[target].shape.cols());
   const NodeId per_row = kind->per_row(pb, to_body[target], to_body[probed]);

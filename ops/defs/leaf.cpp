@@ -2,6 +2,7 @@
 // each step, parameters live in a ParamStore shared by every tape of a model,
 // constants are filled once at compile time.
 #include "pens/ops/check_case.h"
+#include "pens/ops/ir/suggest.h"
 #include "pens/ops/registry.h"
 
 namespace pens {
@@ -71,7 +72,7 @@ struct Parameter {
                         : init == "uniform" ? "limit"
                                             : nullptr;
     if (init != "zeros" && !needs) {
-      ctx.fail(cat("unknown init '", init, "' (zeros | constant | normal | uniform)"));
+      ctx.fail(cat("unknown init '", init, "'", unknown_name_hint(init, {"zeros", "constant", "normal", "uniform"})));
     }
     if (needs && !ctx.attrs().has(needs)) {
       ctx.fail(cat("init '", init, "' needs the attribute '", needs, "'"));

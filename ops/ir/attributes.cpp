@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "pens/ops/ir/error.h"
+#include "pens/ops/ir/suggest.h"
 
 namespace pens {
 
@@ -140,7 +141,9 @@ void normalize_attrs(const std::vector<AttrSpec>& schema, Attributes& attrs,
     auto spec = std::find_if(schema.begin(), schema.end(),
                              [&](const AttrSpec& s) { return s.name == key; });
     if (spec == schema.end()) {
-      fail(owner(), ": unknown attribute '", key, "'");
+      std::vector<std::string> names;
+      for (const AttrSpec& s : schema) names.push_back(s.name);
+      fail(owner(), ": unknown attribute '", key, "'", names.empty() ? " (takes none)" : unknown_name_hint(key, names, "takes"));
     }
     AttrType got = attr_type_of(value);
     bool ok = got == spec->type || (spec->type == AttrType::Float && got == AttrType::Int) ||

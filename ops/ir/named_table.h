@@ -10,13 +10,15 @@
 #include <vector>
 
 #include "pens/ops/ir/error.h"
+#include "pens/ops/ir/suggest.h"
 
 namespace pens {
 
 template <class T>
 class NamedTable {
  public:
-  // `what` names an entry in errors ("op", "noise kind"); `hint` follows an unknown name.
+  // `what` names an entry in errors ("op", "noise kind"); `hint` follows an unknown name
+  // in place of the list of registered names (a table too long to list).
   NamedTable(std::string what, std::string hint) : what_(std::move(what)), hint_(std::move(hint)) {}
 
   void add(T item) {
@@ -30,8 +32,17 @@ class NamedTable {
   }
   const T& at(std::string_view name) const {
     const T* item = find(name);
-    if (!item) fail("unknown ", what_, " '", name, "'", hint_.empty() ? cat(" (registered: ", names(), ")") : hint_);
+    if (!item) fail(unknown(name));
     return *item;
+  }
+  // "unknown noise kind 'gausian' (did you mean 'gaussian'? registered: ...)", for callers
+  // that look up with find() and word the error themselves.
+  std::string unknown(std::string_view name) const {
+    std::vector<std::string> keys;
+    for (const auto& [key, item] : items_) keys.push_back(key);
+    std::string hint = unknown_name_hint(name, keys, "registered", hint_.empty() ? keys.size() : 0);
+    if (!hint_.empty()) hint = hint.empty() ? hint_ : hint.substr(0, hint.size() - 1) + ";" + hint_.substr(1);
+    return cat("unknown ", what_, " '", name, "'", hint);
   }
   // Every entry, sorted by name. Entries never move once added.
   std::vector<const T*> all() const {

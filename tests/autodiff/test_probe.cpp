@@ -75,7 +75,7 @@ TEST_CASE("adversarial noise: a probe node with a body; the body is the parent's
   PseudoEnsembleSpec spec;
   spec.children = 1;
   spec.pairing = "parent-child";
-  CHECK_THROWS_WITH(build_pseudo_ensemble(wrong, spec), doctest::Contains("divergence 'kll' is not a penalty kind"));
+  CHECK_THROWS_WITH(build_pseudo_ensemble(wrong, spec), doctest::Contains("divergence: unknown penalty kind 'kll' (did you mean 'kl'? registered: "));
 }
 
 TEST_CASE("adversarial noise has length eps and points where the divergence grows fastest") {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -86,6 +87,75 @@ TEST_CASE("every subcommand has --help, and mistakes give a message and a non-ze
   const Run bad_op = pens_cli("gradcheck --op relux");
   CHECK(bad_op.status == 1);
   CHECK(bad_op.out.find("unknown op 'relux'") != std::string::npos);
+}
+
+// One line, exit status 1, and the text it must hold.
+void check_refused(const Run& r, std::initializer_list<std::string> parts) {
+  INFO(r.out);
+  CHECK(r.status == 1);
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  for (const std::string& part : parts) CHECK(r.out.find(part) != std::string::npos);
+}
+
+TEST_CASE("a misspelt name is answered with the nearest ones, by kind of name") {
+  pens::testing::TempDir dir;
+  // Commands and options.
+  CHECK(pens_cli("trian x").out.find("unknown command 'trian' (did you mean 'train'?)") != std::string::npos);
+  check_refused(pens_cli("ops --jsn"), {"unknown option --jsn (did you mean '--json'? See --help.)"});
+  // Ops.
+  check_refused(pens_cli("gradcheck --op relux"), {"unknown op 'relux' (did you mean 'relu'?", "`pens ops` lists them"});
+  // A model file's fields, nodes, noise kinds and attributes.
+  nlohmann::json model =
+      nlohmann::json::parse(std::ifstream(pens::testing::source_dir() + "/examples/models/mlp-pea.json"));
+  const auto refused_model = [&](const nlohmann::json& doc) {
+    std::ofstream(dir / "m.json") << doc.dump();
+    return pens_cli("fmt " + (dir / "m.json"));
+  };
+  nlohmann::json doc = model;
+  doc["outputs"] = {"logit"};
+  check_refused(refused_model(doc), {"/outputs/0: no node named 'logit' (did you mean 'logits'?)"});
+  doc = model;
+  doc["pseudo_ensemble"]["childrn"] = doc["pseudo_ensemble"]["children"];
+  doc["pseudo_ensemble"].erase("children");
+  check_refused(refused_model(doc), {"unknown field 'childrn' (did you mean 'children'? expected one of: "});
+  doc = model;
+  doc["inputs"][0]["noise"][0]["kind"] = "gausian";
+  check_refused(refused_model(doc), {"unknown noise kind 'gausian' (did you mean 'gaussian'? registered: "});
+  doc["inputs"][0]["noise"][0]["kind"] = "dropout";
+  check_refused(refused_model(doc), {"unknown noise kind 'dropout'", "dropout is the kind 'mask'"});
+  doc = model;
+  doc["inputs"][0]["noise"][0]["std"] = 0.1;
+  check_refused(refused_model(doc), {"unknown attribute 'std' (takes: "});
+  // A config's fields, its optimizer's settings and its optimizer kind.
+  std::ofstream(dir / "c.json") << R"({"model": "m.json", "evaluaton": {}})";
+  check_refused(pens_cli("train " + (dir / "c.json")), {"unknown field evaluaton (did you mean 'eval'? choices: "});
+  std::ofstream(dir / "c.json") << R"({"model": "m.json", "optimizer": {"kind": "sgd", "learning_rte": 0.1}})";
+  check_refused(pens_cli("train " + (dir / "c.json")),
+                {"unknown field optimizer.learning_rte (did you mean 'learning_rate'? fields of optimizer sgd: "});
+  std::ofstream(dir / "c.json") << R"({"model": "m.json", "optimizer": {"kind": "adagard"}})";
+  check_refused(pens_cli("train " + (dir / "c.json")),
+                {"optimizer.kind: unknown optimizer 'adagard' (did you mean 'adagrad'? registered: "});
+}
+
+TEST_CASE("a path that cannot be used is the user's mistake: one line, exit status 1") {
+  pens::testing::TempDir dir;
+  const std::string trees = "(3 (2 the) (4 (4 good) (2 film)))\n(1 (2 the) (0 (0 bad) (2 plot)))\n";
+  for (const char* part : {"train.txt", "dev.txt", "test.txt"}) std::ofstream(dir / part) << trees;
+  REQUIRE(pens_cli("new ctn --sst " + dir.path() + " --dim 4 --classes 2 --output " + (dir / "ctn.json")).status == 0);
+  std::ofstream(dir / "config.json") << R"({"model": "ctn.json", "task": "binary", "data": {"dir": ")" << dir.path()
+                                     << R"("}, "run": {"epochs": 1}})";
+  std::ofstream(dir / "a-file") << "not a folder";
+  const std::string train = "train " + (dir / "config.json") + " --out ";
+  check_refused(pens_cli(train + (dir / "a-file")), {dir / "a-file", "Not a directory"});
+  check_refused(pens_cli(train + (dir / "a-file/run")), {dir / "a-file/run", "Not a directory"});
+  check_refused(pens_cli(train + "/proc/pens-run"), {"/proc/pens-run", "No such file or directory"});
+  std::filesystem::create_symlink(dir / "loop-b", dir / "loop-a");
+  std::filesystem::create_symlink(dir / "loop-a", dir / "loop-b");
+  check_refused(pens_cli(train + (dir / "loop-a/run")), {dir / "loop-a", "Too many levels of symbolic links"});
+  // And the same config where it can write: one thread is "1 thread".
+  const Run ran = pens_cli(train + (dir / "run") + " --threads 1");
+  CHECK(ran.status == 0);
+  CHECK(ran.out.find(", 1 thread; writing " + (dir / "run")) != std::string::npos);
 }
 
 TEST_CASE("pens kinds lists the noise kinds, penalty kinds and optimizers, in text and JSON") {
@@ -281,7 +351,7 @@ TEST_CASE("every case of the bad-input corpus is refused with one line naming th
   CHECK(r.status == 0);
   int cases = 0, refused_well = 0;
   REQUIRE(scan_two_counts(r.out, "bad inputs: %d cases, %d refused well", cases, refused_well));
-  CHECK(cases >= 100);
+  CHECK(cases >= 150);
   CHECK(cases == refused_well);
 }
 
@@ -438,6 +508,11 @@ TEST_CASE("tree models from the command line: new, inspect one tree, train on a 
   REQUIRE(shown.status == 0);
   CHECK(shown.out.find("c1/tensor@h1") != std::string::npos);       // the child's composition at height 1
   CHECK(shown.out.find("c1/subspace:latent") != std::string::npos);  // one subspace draw
+  CHECK(shown.out.rfind("graph: ", 0) == 0);
+  CHECK(shown.out.find(", batch") == std::string::npos);  // a tree's sizes come from the tree
+  const Run checked = pens_cli("gradcheck " + (dir / "ctn.json") + " --tree '(3 (2 a) (4 b))'");
+  CHECK(checked.status == 0);
+  CHECK(checked.out.find("parameter elements, one tree\n") != std::string::npos);
   CHECK(pens_cli("inspect " + (dir / "ctn.json") + " --tree '(3 (2 a)'").out.find("--tree:1:9: unbalanced") !=
         std::string::npos);
   std::ofstream(dir / "config.json") << R"({"model": "ctn.json", "task": "binary", "data": {"dir": ")" << dir.path()

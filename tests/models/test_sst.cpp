@@ -38,6 +38,13 @@ TEST_CASE("trees are read in post-order with labels and words") {
   CHECK(trees[1].is_leaf(trees[1].root()));
 }
 
+TEST_CASE("a UTF-8 byte-order mark before the first tree is skipped, anywhere else it is an error") {
+  const std::vector<SentimentTree> trees = parse_trees("\xEF\xBB\xBF(3 (2 a) (4 b))\n(1 c)\n", "t.txt");
+  REQUIRE(trees.size() == 2);
+  CHECK(trees[0].word == std::vector<std::string>{"a", "b", ""});
+  CHECK(error_of("(2 a)\n\xEF\xBB\xBF(1 c)\n").rfind("t.txt:2:1: expected '(' at the start of a tree", 0) == 0);
+}
+
 TEST_CASE("every kind of bad line is an error naming file, line and column") {
   CHECK(error_of("(3 (2 a) (2 b)\n") == "t.txt:1:15: unbalanced parentheses: 1 '(' not closed at the end of the line");
   CHECK(error_of("(3 (2 a) (2 b)))\n") == "t.txt:1:16: text after the tree: a line holds exactly one tree");

@@ -215,7 +215,8 @@ TEST_CASE("what only the pseudo-ensemble's passes find is refused on reading, at
   CHECK_ERROR_MENTIONS(parse(doc), "test.json: /pseudo_ensemble/penalties/0/target:", "no node named 'nope'");
   doc = small_json();
   doc["pseudo_ensemble"]["penalties"][0]["kind"] = "klx";
-  CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/kind:", "registered penalty kind", "'klx'");
+  CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/kind:", "unknown penalty kind 'klx'",
+                       "(did you mean 'kl'? registered: ");
   doc = small_json();
   doc["pseudo_ensemble"]["penalties"][0]["lambda"] = -1;
   CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/lambda:", ">= 0");

@@ -470,9 +470,10 @@ TEST_CASE("AdaGrad trains the semi-supervised run from a config, and its state r
   CHECK(parse_train_config(to_json(config), "again").optimizer_settings == config.optimizer_settings);
   CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m", "optimizer": {"kind": "adagrad", "eps": 1}})"),
                                           "c.json"),
-                       "unknown field optimizer.eps", "adagrad takes: epsilon, initial_accumulator");
+                       "unknown field optimizer.eps (did you mean 'epsilon'?", "fields of optimizer adagrad: ",
+                       "initial_accumulator");
   CHECK_ERROR_MENTIONS(parse_train_config(json::parse(R"({"model": "m", "optimizer": {"kind": "lbfgs"}})"), "c.json"),
-                       "optimizer.kind 'lbfgs'", "registered optimizer (adagrad, ");
+                       "optimizer.kind: unknown optimizer 'lbfgs' (registered: adagrad, ");
 
   TrainConfig run = small_config(write_small_model(dir));
   run.optimizer = config.optimizer;

@@ -8,7 +8,7 @@ import copy, json, os, random, shutil, struct
 
 root = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.normpath(os.path.join(root, '..', '..', '..'))
-for d in ['models', 'configs', 'data', 'trees']:
+for d in ['models', 'configs', 'data', 'trees', 'paths']:
     shutil.rmtree(os.path.join(root, d), ignore_errors=True)
 for d in ['models','configs','data','trees']:
     os.makedirs(f'{root}/{d}', exist_ok=True)
@@ -168,6 +168,64 @@ for name, args, expect in [
     case(f'cli/{name}', expect, args)
 config('epochs-ok', None)
 cases.pop()  # epochs-ok is the good config the CLI cases use, not a case
+# Misspelt names: each answered with the name that was meant.
+def named(d, name):
+    for n in d['nodes']:
+        if n['name'] == name: return n
+    raise KeyError(name)
+def rename_key(obj, old, new):
+    obj[new] = obj.pop(old)
+for name, change, expect in [
+    ('op-misspelt', lambda d: named(d, 'a1').update(op='afine'), "did you mean 'affine'"),
+    ('op-capitalised', lambda d: named(d, 'h1').update(op='Relu'), "did you mean 'relu'"),
+    ('noise-kind-misspelt', lambda d: named(d, 'a1')['noise'][0].update(kind='gausian'), "did you mean 'gaussian'"),
+    ('noise-kind-dropout', lambda d: named(d, 'h1')['noise'][0].update(kind='dropout'), "dropout is the kind 'mask'"),
+    ('noise-attribute-std', lambda d: rename_key(named(d, 'a1')['noise'][0], 'sigma', 'std'), 'takes: sigma'),
+    ('noise-attribute-prob', lambda d: rename_key(named(d, 'h1')['noise'][0], 'p', 'prob'), 'takes: p, rescale'),
+    ('init-kind-misspelt', lambda d: node(d, 'W1')['init'].update(kind='norml'), "did you mean 'normal'"),
+    ('op-attribute-misspelt', lambda d: rename_key(named(d, 'loss')['attrs'], 'axes', 'axis'), "did you mean 'axes'"),
+    ('output-misspelt', lambda d: d.update(outputs=['logit']), "no node named 'logit' (did you mean 'logits'?"),
+    ('node-input-misspelt', lambda d: named(d, 'logits').update(inputs=['h1', 'W3', 'b2']), "did you mean 'W1' or 'W2'"),
+    ('penalty-node-misspelt', lambda d: d['pseudo_ensemble']['penalties'][0].update(node='h2'), "did you mean 'h1' or 'W2' or 'b2'"),
+    ('penalty-kind-misspelt', lambda d: d['pseudo_ensemble']['penalties'][1].update(kind='kll'), "did you mean 'kl'"),
+    ('penalty-kind-capitalised', lambda d: d['pseudo_ensemble']['penalties'][1].update(kind='KL'), "did you mean 'kl'"),
+    ('node-field-misspelt', lambda d: rename_key(named(d, 'h1'), 'inputs', 'imputs'), "did you mean 'inputs'"),
+    ('top-field-misspelt', lambda d: rename_key(d, 'outputs', 'output'), "did you mean 'outputs'"),
+    ('ensemble-field-misspelt', lambda d: rename_key(d['pseudo_ensemble'], 'children', 'childs'), "did you mean 'children'"),
+    ('parameter-field-misspelt', lambda d: rename_key(node(d, 'W2'), 'shape', 'shap'), "did you mean 'shape'"),
+    ]:
+    model(f'name-{name}', variant(change), expect=expect)
+for name, change, expect in [
+    ('section-misspelt', lambda c: c.update(evaluation={}), "did you mean 'eval'"),
+    ('optimizer-field-misspelt', lambda c: c.update(optimizer={'learning_rte': 0.1}), "did you mean 'learning_rate'"),
+    ('optimizer-kind-misspelt', lambda c: c.update(optimizer={'kind': 'adagard'}), "did you mean 'adagrad'"),
+    ('optimizer-momentum', lambda c: c.update(optimizer={'momentum': 0.5}), "did you mean 'momentum_"),
+    ('run-field-misspelt', lambda c: rename_key(c['run'], 'epochs', 'epoch'), "did you mean 'epochs'"),
+    ('batch-field-british', lambda c: rename_key(c['batch'], 'labeled', 'labelled'), "did you mean 'labeled'"),
+    ('data-field-long', lambda c: rename_key(c['data'], 'dir', 'directory'), "did you mean 'dir'"),
+    ]:
+    config(f'name-{name}', change, expect=expect)
+for name, args, expect in [
+    ('train-option-misspelt', 'train configs/epochs-ok.json --out {out} --epoch 3', "did you mean '--epochs'"),
+    ('inspect-option-misspelt', 'inspect configs/mlp.model.json --fromat dot', "did you mean '--format'"),
+    ('gradcheck-option-misspelt', 'gradcheck configs/mlp.model.json --tolerence 1e-3', "did you mean '--tolerance'"),
+    ('gradcheck-op-misspelt', 'gradcheck --op relux', "did you mean 'relu'"),
+    ('new-option-misspelt', 'new mlp --layer 784,10', "did you mean '--layers'"),
+    ]:
+    case(f'name/{name}', expect, args)
+# Paths that cannot be used: the user's mistake, in one line, not an internal error.
+os.makedirs(f'{root}/paths', exist_ok=True)
+open(f'{root}/paths/a-file', 'w').write('a file where a folder should be\n')
+for name, args, expect in [
+    ('out-is-a-file', 'train configs/epochs-ok.json --out paths/a-file', 'Not a directory'),
+    ('out-under-a-file', 'train configs/epochs-ok.json --out paths/a-file/run', 'Not a directory'),
+    ('out-under-proc', 'train configs/epochs-ok.json --out /proc/pens-run', '/proc/pens-run'),
+    ('data-dir-is-a-file', 'train configs/epochs-ok.json --out {out} --data-dir paths/a-file', 'paths/a-file'),
+    ('init-missing', 'train configs/epochs-ok.json --out {out} --init paths/none.model.json', 'paths/none.model.json'),
+    ('eval-missing-run', 'eval paths/no-run --data-dir data/good', 'paths/no-run'),
+    ('new-output-under-a-file', 'new mlp --layers 784,10 --output paths/a-file/m.json', 'paths/a-file'),
+    ]:
+    case(f'path/{name}', expect, args)
 # Trees.
 def trees(name, text, expect):
     d = f'{root}/trees/{name}'
