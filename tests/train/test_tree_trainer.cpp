@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "pens/models/ctn.h"
@@ -15,6 +17,7 @@
 #include "pens/train/tree_config.h"
 #include "pens/train/tree_model.h"
 #include "pens/train/tree_trainer.h"
+#include "tests/support/paths.h"
 #include "tests/support/temp_dir.h"
 
 namespace test_tree_trainer {
@@ -216,6 +219,82 @@ TEST_CASE("a tree config's data section sets the vocabulary policy, and a wrong 
   CHECK(again.vocabulary.lowercase);
   CHECK_FALSE(parse("{}").vocabulary.lowercase);
   CHECK_THROWS_WITH_AS(parse(R"({"lowercase": "yes"})"), doctest::Contains("data.lowercase"), Error);
+}
+
+// The table of docs/trees.md: "`a.b`, `.c`" names fields a.b and a.c.
+std::vector<std::pair<std::vector<std::string>, std::string>> documented_tree_fields() {
+  const std::string page = read_file(pens::testing::source_dir() + "/docs/trees.md", 1 << 20);
+  const size_t heading = page.find("### The config, field by field");
+  REQUIRE(heading != std::string::npos);
+  std::istringstream lines(page.substr(page.find("|---|", heading)));
+  std::vector<std::pair<std::vector<std::string>, std::string>> rows;
+  std::string line;
+  std::getline(lines, line);  // the rule under the header
+  while (std::getline(lines, line) && line.rfind("| `", 0) == 0) {
+    const size_t first_end = line.find(" | ", 2), second_end = line.find(" | ", first_end + 3);
+    std::vector<std::string> names;
+    std::string prefix;
+    const std::string column = line.substr(2, first_end - 2);
+    for (size_t at = column.find('`'); at != std::string::npos; at = column.find('`', column.find('`', at + 1) + 1)) {
+      std::string name = column.substr(at + 1, column.find('`', at + 1) - at - 1);
+      if (name.front() == '.') name = prefix + name;
+      prefix = name.find('.') == std::string::npos ? "" : name.substr(0, name.find('.'));
+      names.push_back(name);
+    }
+    rows.emplace_back(names, line.substr(first_end + 3, second_end - first_end - 3));
+  }
+  return rows;
+}
+
+// A config's fields as dotted paths, with their values.
+void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::string, nlohmann::json>& out) {
+  for (const auto& [key, value] : j.items()) {
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (value.is_object() && key != "l2") {
+      flatten(value, path, out);
+    } else {
+      out[path] = value;
+    }
+  }
+}
+
+TEST_CASE("docs/trees.md's config table names every field the parser reads, with its default") {
+  std::map<std::string, nlohmann::json> fields;
+  flatten(to_json(parse_tree_config(nlohmann::json{{"model", "m.json"}, {"task", "fine"}}, "c.json")), "", fields);
+  fields["lambda_schedule"] = nullptr;  // optional: written only when a config gives it
+  std::set<std::string> documented;
+  int defaults_checked = 0;
+  for (const auto& [names, defaults] : documented_tree_fields()) {
+    // "1e-8, 0": one default per name, where the column lists them.
+    std::vector<std::string> values;
+    std::istringstream in(defaults);
+    for (std::string v; std::getline(in, v, ',');) values.push_back(v.substr(v.find_first_not_of(' ')));
+    for (size_t i = 0; i < names.size(); ++i) {
+      const std::string name = names[i] == "l2.NAME" ? "l2" : names[i];
+      INFO(name);
+      CHECK_MESSAGE(fields.count(name) == 1, "docs/trees.md documents a field the parser does not read: " << name);
+      documented.insert(name);
+      if (values.size() != names.size() || !fields.count(name) || fields[name].is_null()) continue;
+      if (values[i].front() == '(') continue;  // "(required)"
+      std::string shown = values[i].substr(0, values[i].find(" ("));  // "0 (none)"
+      if (shown.size() > 1 && shown.front() == '`') shown = shown.substr(1, shown.size() - 2);
+      const nlohmann::json& actual = fields[name];
+      if (actual.is_number()) {
+        CHECK(std::stod(shown) == doctest::Approx(actual.get<double>()));
+      } else if (actual.is_boolean()) {
+        CHECK(shown == (actual.get<bool>() ? "true" : "false"));
+      } else if (actual.is_string()) {
+        CHECK(shown == (actual.get<std::string>().empty() ? "\"\"" : actual.get<std::string>()));
+      } else {
+        continue;
+      }
+      ++defaults_checked;
+    }
+  }
+  for (const auto& [name, value] : fields) {
+    CHECK_MESSAGE(documented.count(name) == 1, "docs/trees.md's config table lacks the field " << name);
+  }
+  CHECK(defaults_checked >= 20);
 }
 
 TEST_CASE("skip-gram pre-training lowers its loss and leaves word vectors of the configured spread") {
