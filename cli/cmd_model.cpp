@@ -22,6 +22,10 @@ int run_fmt(const std::vector<std::string>& argv) {
   const Args args(argv, {"check"}, {});
   const std::string& path = args.one_positional("a model file");
   const Model model = load_model(path);
+  // Valid, but pens train would refuse it: said on stderr, the canonical form still printed.
+  if (const std::string dead = undrawn_noise(model); !dead.empty()) {
+    std::cerr << "pens fmt: warning: " << path << ": " << dead << "\n";
+  }
   const ValueStorage storage = !model.values ? ValueStorage::None
                                : model.weights_file.empty() ? ValueStorage::Inline
                                                             : ValueStorage::Sidecar;

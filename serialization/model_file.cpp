@@ -586,6 +586,18 @@ json ensemble_json(const PseudoEnsembleSpec& s) {
 
 }  // namespace
 
+std::string undrawn_noise(const Model& model) {
+  if (model.ensemble) return "";
+  for (NodeId v : model.graph.nodes()) {
+    const Node& node = model.graph[v];
+    if (node.noise.empty()) continue;
+    return cat("node '", node.name, "' carries ", node.noise[0].kind, " noise, but the model has no pseudo_ensemble",
+               " section, so no child draws it and the model would train clean; add one (\"pseudo_ensemble\":",
+               " {\"children\": 1, \"loss_on\": \"child\"}, docs/model-format.md) or drop the noise");
+  }
+  return "";
+}
+
 ModelText write_model(const Model& m, ValueStorage storage, const std::string& sidecar_name) {
   const Graph& g = m.graph;
   verify(g);

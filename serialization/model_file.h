@@ -32,6 +32,13 @@ Model load_model(const std::string& path);
 // Parses model JSON text. `source` names it in errors; `dir` is where a sidecar is found.
 Model parse_model(const std::string& text, const std::string& source, const std::string& dir);
 
+// Noise that nothing draws: the children alone draw noise, so in a model without a
+// pseudo_ensemble section every annotation is dead and the model would train clean.
+// Empty when there is none, else what is wrong, naming the first noisy node. pens train
+// refuses such a model; pens fmt warns (pre-training and init_from read such files for
+// their layers and values, where the noise does not matter).
+std::string undrawn_noise(const Model& model);
+
 struct ModelText {
   std::string json;     // canonical JSON text, ending in a newline
   std::string sidecar;  // sidecar bytes, empty when there is none

@@ -205,6 +205,7 @@ class ClassifierRun {
 
 void ClassifierRun::load_model_and_graphs() {
   model_ = load_model(config_.model);
+  if (const std::string dead = undrawn_noise(model_); !dead.empty()) fail(config_.model, ": ", dead);
   io_ = classifier_io(model_.graph, config_.model);
   check_data_fits(model_.graph, io_, data_.train, config_.model, config_.data_dir);
   const bool semi_supervised = config_.batch_unlabeled > 0;

@@ -158,6 +158,27 @@ TEST_CASE("a path that cannot be used is the user's mistake: one line, exit stat
   CHECK(ran.out.find(", 1 thread; writing " + (dir / "run")) != std::string::npos);
 }
 
+TEST_CASE("noise that no child draws: pens fmt warns, pens train refuses, naming the node") {
+  pens::testing::TempDir dir;
+  const std::string trees = "(3 (2 the) (4 (4 good) (2 film)))\n(1 (2 the) (0 (0 bad) (2 plot)))\n";
+  for (const char* part : {"train.txt", "dev.txt", "test.txt"}) std::ofstream(dir / part) << trees;
+  REQUIRE(pens_cli("new ctn --sst " + dir.path() + " --dim 4 --classes 2 --fuzz 0.02 --output " + (dir / "ctn.json"))
+              .status == 0);
+  nlohmann::json model = nlohmann::json::parse(std::ifstream(dir / "ctn.json"));
+  REQUIRE(model.contains("pseudo_ensemble"));
+  model.erase("pseudo_ensemble");  // the section a noisy model needs, left out
+  std::ofstream(dir / "clean.json") << model.dump();
+  // Its standard error alone: the canonical form still goes to standard output.
+  const Run formatted = pens::testing::run_command("{ " + cli() + " fmt " + (dir / "clean.json") + " 2>&1 >/dev/null; }");
+  CHECK(formatted.status == 0);
+  CHECK(formatted.out.find("pens fmt: warning: " + (dir / "clean.json") + ": node 'E' carries fuzz noise, but the "
+                           "model has no pseudo_ensemble section") != std::string::npos);
+  std::ofstream(dir / "config.json") << R"({"model": "clean.json", "task": "binary", "data": {"dir": ")" << dir.path()
+                                     << R"("}, "run": {"epochs": 1}})";
+  check_refused(pens_cli("train " + (dir / "config.json") + " --out " + (dir / "run")),
+                {"clean.json: node 'E' carries fuzz noise", "so no child draws it"});
+}
+
 TEST_CASE("pens kinds lists the noise kinds, penalty kinds and optimizers, in text and JSON") {
   const Run r = pens_cli("kinds --json");
   REQUIRE(r.status == 0);
