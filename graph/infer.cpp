@@ -1,6 +1,7 @@
 #include "pens/graph/infer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 #include <string_view>
 #include <unordered_set>
@@ -61,6 +62,48 @@ std::vector<ValueInfo> infer_values(const Graph& g, int64_t batch) {
   return infer_in_order(g, g.topological_order(), batch);
 }
 
+namespace {
+
+// A shape error found at the placeholder batch kVerifyBatch, with the batch dimensions in
+// its shapes written B: the same inference at a batch one larger fails with the same
+// message but for the numbers that follow the batch, so where the two messages read
+// "2" and "3" in the same place, the message says "B".
+std::string with_batch_as_b(const Graph& g, const std::vector<NodeId>& order, const Error& at_batch) {
+  std::string other;
+  try {
+    infer_in_order(g, order, kVerifyBatch + 1);
+    return at_batch.what();
+  } catch (const Error& e) {
+    other = e.what();
+  }
+  const std::string message = at_batch.what();
+  const auto token_end = [](const std::string& s, size_t i) {
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    return i;
+  };
+  std::string out;
+  size_t i = 0, j = 0;
+  while (i < message.size() && j < other.size()) {
+    const bool digits = std::isdigit(static_cast<unsigned char>(message[i])) &&
+                        std::isdigit(static_cast<unsigned char>(other[j])) &&
+                        (i == 0 || !std::isalnum(static_cast<unsigned char>(message[i - 1])));
+    if (!digits) {
+      if (message[i] != other[j]) return message;  // not the same error: leave it as it is
+      out += message[i++];
+      ++j;
+      continue;
+    }
+    const size_t i_end = token_end(message, i), j_end = token_end(other, j);
+    const std::string a = message.substr(i, i_end - i), b = other.substr(j, j_end - j);
+    out += a == std::to_string(kVerifyBatch) && b == std::to_string(kVerifyBatch + 1) ? "B" : a;
+    i = i_end;
+    j = j_end;
+  }
+  return i == message.size() && j == other.size() ? out : message;
+}
+
+}  // namespace
+
 std::vector<ValueInfo> verify(const Graph& g, int64_t batch, std::vector<NodeId>* order_out) {
   if (batch < 1) fail("batch size must be at least 1, got ", batch);
   const std::vector<NodeId> order = g.topological_order();
@@ -90,7 +133,14 @@ std::vector<ValueInfo> verify(const Graph& g, int64_t batch, std::vector<NodeId>
       fail_at(node.name, "node '", node.name, "' (parameter): a parameter cannot have a batch dimension");
     }
   }
-  std::vector<ValueInfo> values = infer_in_order(g, order, batch);
+  std::vector<ValueInfo> values;
+  try {
+    values = infer_in_order(g, order, batch);
+  } catch (const Error& at_batch) {
+    if (batch != kVerifyBatch) throw;
+    // The batch here is a placeholder, not the user's: its dimensions are written B.
+    throw Error(with_batch_as_b(g, order, at_batch), at_batch.node(), at_batch.field());
+  }
   if (order_out) *order_out = order;
   for (NodeId v : order) {
     const Node& node = g[v];

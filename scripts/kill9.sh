@@ -37,6 +37,9 @@ esac
 scripts/setup.sh >&2
 work=$(mktemp -d)
 trap 'pkill -9 -f -- "--out $work/" 2>/dev/null || true; rm -rf "$work"' EXIT
+# A copy of the tool, so that a build during the campaign does not change what it runs.
+pens=$work/pens
+cp build/pens "$pens"
 if [[ $kind == tree ]]; then
   sst=${PENS_SST:-../shared/data/sst}
   scripts/check-sst.sh "$sst" >&2
@@ -44,7 +47,7 @@ if [[ $kind == tree ]]; then
   head -n 3000 "$sst/train.txt" > "$work/sst/train.txt"
   head -n 200 "$sst/dev.txt" > "$work/sst/dev.txt"
   head -n 200 "$sst/test.txt" > "$work/sst/test.txt"
-  build/pens new ctn --sst "$work/sst" --dim 30 --classes 5 --leaf-tanh --init authors --fuzz 0.02 --subspace 15 \
+  "$pens" new ctn --sst "$work/sst" --dim 30 --classes 5 --leaf-tanh --init authors --fuzz 0.02 --subspace 15 \
     --activation-noise 0.05 --output "$work/ctn.model.json" > /dev/null
   cat > "$work/config.json" <<JSON
 {"model": "ctn.model.json", "task": "fine", "data": {"dir": "$work/sst"}, "batch": {"trees": 27},
@@ -69,7 +72,7 @@ fi
 set_command() {  # set_command OUT [ARGS...]: cmd=(one run into folder OUT, ARGS added)
   local out=$1
   shift
-  cmd=(build/pens train "$work/config.json" --out "$out" "$@")
+  cmd=("$pens" train "$work/config.json" --out "$out" "$@")
   if [[ $kind == mpi ]]; then
     cmd=(mpirun --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none -np 2
          "${cmd[@]}" --threads 1)
@@ -115,7 +118,7 @@ while [ "$killed" -lt "$kills" ]; do
   fi
   verdict=""
   if [[ $kind == mpi ]]; then
-    ranks=$(pgrep -P "$pid" -x pens || true)
+    ranks=$(pgrep -P "$pid" -f -- "^$pens train" || true)
     if [[ -n $ranks ]]; then
       if (( killed % 2 == 0 )); then
         # One rank: its partner and mpirun must stop on their own.
@@ -156,7 +159,7 @@ while [ "$killed" -lt "$kills" ]; do
   fi
   for model in "$work"/killed/*model.json; do
     [ -e "$model" ] || continue
-    if ! build/pens fmt "$model" > /dev/null 2>> "$work/corrupt.log"; then corrupt=$((corrupt + 1)); fi
+    if ! "$pens" fmt "$model" > /dev/null 2>> "$work/corrupt.log"; then corrupt=$((corrupt + 1)); fi
   done
   step=""
   [ -f "$work/killed/checkpoint.pens" ] && step=$(head -n 1 "$work/killed/checkpoint.pens" | sed -n 's/.*"step":\([0-9]*\).*/\1/p')

@@ -12,6 +12,7 @@ using nlohmann::json;
 
 TrainConfig parse_train_config(const json& j, const std::string& source) {
   TrainConfig c;
+  c.source = source;
   ConfigSection top(j, "", source);
   top.string("description", c.description);
   top.required_string("model", c.model, "model file");
@@ -138,6 +139,18 @@ json to_json(const TrainConfig& c) {
     }
   }
   return j;
+}
+
+Model load_configured_model(const std::string& source, const std::string& path) {
+  const std::string where = source.empty() ? "model: " : source + ": model: ";
+  Model model;
+  try {
+    model = load_model(path);
+  } catch (const Error& e) {
+    fail(where, e.what());
+  }
+  if (const std::string dead = undrawn_noise(model); !dead.empty()) fail(where, path, ": ", dead);
+  return model;
 }
 
 }  // namespace pens

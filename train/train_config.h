@@ -11,6 +11,7 @@
 
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/ops/ir/attributes.h"
+#include "pens/serialization/model.h"
 #include "pens/train/schedule.h"
 
 namespace pens {
@@ -26,7 +27,8 @@ struct TrainablePeriod {
 
 struct TrainConfig {
   std::string description;  // free text: what the config is for
-  std::string model;  // model file (a path relative to the config file is resolved against it)
+  std::string source;  // the config file it was read from, which errors name (not written by to_json)
+  std::string model;   // model file (a path relative to the config file is resolved against it)
   // A trained model file (pens pretrain's, say) whose parameter values, matched by name and
   // shape, replace the model's initial ones; "" for none. Relative paths as for `model`.
   std::string init_from;
@@ -79,6 +81,11 @@ struct TrainConfig {
 // Reads a config. Unknown keys and bad values are Errors naming the field; `source`
 // names the config in them.
 TrainConfig parse_train_config(const nlohmann::json& j, const std::string& source);
+
+// The model file a config names (`source`: the config), for training: errors name the
+// config and its field, and a model whose noise no child draws is refused
+// (undrawn_noise). MNIST and tree runs both load their model through it.
+Model load_configured_model(const std::string& source, const std::string& path);
 nlohmann::json to_json(const TrainConfig& c);
 
 }  // namespace pens

@@ -33,11 +33,13 @@ Split training_split(const TrainConfig& config, const Dataset& train_set) {
     try {
       return semi_supervised_split(train_set, config.labeled, config.validation, config.split_seed);
     } catch (const Error& e) {
-      fail("data.labeled = ", config.labeled, ", data.validation = ", config.validation, ": ", e.what());
+      fail(config.source.empty() ? "" : config.source + ": ", "data.labeled = ", config.labeled,
+           ", data.validation = ", config.validation, ": ", e.what());
     }
   }
   if (config.validation >= train_set.size) {
-    fail("data.validation = ", config.validation, " leaves none of the ", train_set.size, " training examples");
+    fail(config.source.empty() ? "" : config.source + ": ", "data.validation = ", config.validation,
+         " leaves none of the ", train_set.size, " training examples");
   }
   const std::vector<int64_t> order = permutation(train_set.size, config.split_seed, 1);
   Split split;
@@ -204,8 +206,7 @@ class ClassifierRun {
 };
 
 void ClassifierRun::load_model_and_graphs() {
-  model_ = load_model(config_.model);
-  if (const std::string dead = undrawn_noise(model_); !dead.empty()) fail(config_.model, ": ", dead);
+  model_ = load_configured_model(config_.source, config_.model);
   io_ = classifier_io(model_.graph, config_.model);
   check_data_fits(model_.graph, io_, data_.train, config_.model, config_.data_dir);
   const bool semi_supervised = config_.batch_unlabeled > 0;

@@ -25,6 +25,7 @@ json data_section_json(const std::string& dir, const VocabularyPolicy& vocabular
 
 TreeConfig parse_tree_config(const json& j, const std::string& source) {
   TreeConfig c;
+  c.source = source;
   ConfigSection top(j, "", source);
   top.string("description", c.description);
   top.required_string("model", c.model, "model file");

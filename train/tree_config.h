@@ -17,6 +17,7 @@
 namespace pens {
 
 struct TreeConfig {
+  std::string source;  // the config file it was read from, which errors name (not written by to_json)
   std::string description;
   std::string model;  // a model file with a "tree" section (pens new ctn writes one)
   std::string init_from;

@@ -98,8 +98,7 @@ class TreeRun {
 TreeRun::TreeRun(const TreeConfig& config, const TreeData& data, const std::string& out_dir, TrainObserver& observer)
     : config_(config), data_(data), task_(parse_sentiment_task(config.task)), folder_(out_dir, config.checkpoint_keep), observer_(observer) {
   set_threads(config.threads);
-  model_ = load_model(config.model);
-  if (const std::string dead = undrawn_noise(model_); !dead.empty()) fail(config.model, ": ", dead);
+  model_ = load_configured_model(config.source, config.model);
   trees_ = std::make_unique<TreeModel>(model_, task_, 1.0 / static_cast<double>(config.batch_trees));
   if (model_.ensemble) lambda_schedule_.lambda_stages = config.lambda_schedule.value_or(model_.ensemble->lambda_schedule);
   if (config.lambda_schedule && !has_penalties()) {

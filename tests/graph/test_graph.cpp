@@ -100,7 +100,13 @@ TEST_CASE("verify: shapes and types are checked, errors name the node") {
     Graph g;
     const NodeId x = g.input("x", {kBatch, 5});
     g.add("affine", {x, g.param("W", {4, 3}), g.param("b", {3})}, {}, "layer1");
-    CHECK_ERROR_MENTIONS(verify(g), "node 'layer1'", "affine", "[2,5]", "[4,3]");
+    // The batch verify() binds is a placeholder: its dimension reads B, a real 2 stays.
+    CHECK_ERROR_MENTIONS(verify(g), "node 'layer1'", "affine", "x is [B,5] but W is [4,3]");
+    CHECK_ERROR_MENTIONS(verify(g, 7), "x is [7,5] but W is [4,3]");  // a batch the caller chose
+    Graph two;
+    const NodeId x2 = two.input("x", {kBatch, 2});
+    two.add("affine", {x2, two.param("W", {3, 2}), two.param("b", {2})}, {}, "layer1");
+    CHECK_ERROR_MENTIONS(verify(two), "x is [B,2] but W is [3,2]");
   }
   SUBCASE("non-broadcastable add") {
     Graph g;

@@ -126,11 +126,11 @@ config('optimizer-unknown', lambda c: c.update(optimizer={'kind': 'adamw'}), exp
 config('optimizer-setting-unknown', lambda c: c.update(optimizer={'kind': 'adagrad', 'beta': 0.9}), expect='optimizer.beta')
 config('max-norm-rule-unknown', lambda c: c.update(optimizer={'max_norm_rule': 'rows'}), expect="'rows'")
 config('no-model', lambda c: c.pop('model'), expect='names no model')
-config('model-missing-file', lambda c: c.update(model='nowhere.model.json'), expect='nowhere.model.json')
+config('model-missing-file', lambda c: c.update(model='nowhere.model.json'), expect='model-missing-file.json: model: ')
 config('model-is-a-folder', lambda c: c.update(model='.'), expect='not a regular file')
 config('labeled-beyond-data', lambda c: c['data'].update(labeled=5000), expect='labeled')
 config('validation-beyond-data', lambda c: c['data'].update(validation=100000), expect='validation')
-config('labeled-not-per-class', lambda c: c['data'].update(labeled=25), expect='labeled')
+config('labeled-not-per-class', lambda c: c['data'].update(labeled=25), expect='labeled-not-per-class.json: data.labeled')
 config('data-dir-missing', lambda c: c['data'].update(dir='data/none'), expect='no such file')
 config('text-after-config', text=json.dumps(good_config).encode() + b' trailing', expect=':')
 config('empty-config', text=b'', expect='empty')
@@ -168,6 +168,11 @@ for name, args, expect in [
     case(f'cli/{name}', expect, args)
 config('epochs-ok', None)
 cases.pop()  # epochs-ok is the good config the CLI cases use, not a case
+# Noise that no child draws (no pseudo_ensemble section): a valid file, refused for training.
+dead = copy.deepcopy(mlp)
+dead.pop('pseudo_ensemble')
+json.dump(dead, open(f'{root}/configs/dead-noise.model.json', 'w'), indent=1)
+config('noise-no-child-draws', lambda c: c.update(model='dead-noise.model.json'), expect='so no child draws it')
 # Misspelt names: each answered with the name that was meant.
 def named(d, name):
     for n in d['nodes']:
