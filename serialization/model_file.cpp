@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -598,7 +599,11 @@ std::string undrawn_noise(const Model& model) {
   return "";
 }
 
-ModelText write_model(const Model& m, ValueStorage storage, const std::string& sidecar_name) {
+namespace {
+
+// write_model, with the sidecar's name chosen from its bytes' SHA-256 (hex).
+ModelText write_model_text(const Model& m, ValueStorage storage,
+                           const std::function<std::string(const std::string&)>& sidecar_name_for) {
   const Graph& g = m.graph;
   verify(g);
   if (m.ensemble) m.ensemble->validate();
@@ -660,23 +665,48 @@ ModelText write_model(const Model& m, ValueStorage storage, const std::string& s
   if (!g.averages().empty()) doc["moving_averages"] = averages_json(g.averages());
   if (m.ensemble) doc["pseudo_ensemble"] = ensemble_json(*m.ensemble);
   if (m.tree) doc["tree"] = tree_ports_json(*m.tree);
+  std::string sidecar_name;
   if (storage == ValueStorage::Sidecar) {
+    const std::string sha = sha256_hex(sidecar);
+    sidecar_name = sidecar_name_for(sha);
     doc["weights"] = {{"file", sidecar_name},
                       {"bytes", sidecar.size()},
-                      {"sha256", sha256_hex(sidecar)},
+                      {"sha256", sha},
                       {"dtype", "float32"},
                       {"byte_order", "little"}};
   }
-  return {format_json(doc) + "\n", sidecar};
+  return {format_json(doc) + "\n", sidecar, sidecar_name};
+}
+
+}  // namespace
+
+ModelText write_model(const Model& m, ValueStorage storage, const std::string& sidecar_name) {
+  return write_model_text(m, storage, [&](const std::string&) { return sidecar_name; });
 }
 
 void save_model(const Model& model, const std::string& path, ValueStorage storage) {
-  std::filesystem::path p(path);
-  const std::string sidecar_name = p.stem().string() + ".weights.bin";
-  const ModelText text = write_model(model, storage, sidecar_name);
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
+  // The sidecar is named by its content, so that a model file saved again never refers to
+  // a sidecar that has just been replaced: a kill between the two writes leaves the old
+  // JSON with its old sidecar, both whole.
+  const std::string prefix = p.stem().string() + ".weights";
+  const ModelText text = write_model_text(model, storage, [&](const std::string& sha) {
+    return prefix + "-" + sha.substr(0, 16) + ".bin";
+  });
   // The sidecar first: the JSON that refers to it only appears once it is complete.
-  if (!text.sidecar.empty()) write_file_atomically((p.parent_path() / sidecar_name).string(), text.sidecar);
+  if (!text.sidecar.empty()) write_file_atomically((dir / text.sidecar_name).string(), text.sidecar);
   write_file_atomically(path, text.json);
+  // Sidecars of this name that the JSON no longer refers to (the one it replaced, one a
+  // kill left behind, the "<stem>.weights.bin" of files written before sidecars were
+  // named by their content).
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool ours = name == prefix + ".bin" || (name.rfind(prefix + "-", 0) == 0 && name.size() == prefix.size() + 21 &&
+                                                  name.ends_with(".bin"));
+    if (ours && name != text.sidecar_name) std::filesystem::remove(entry.path(), ec);
+  }
 }
 
 std::vector<NoiseAnnotation> read_noise_list(const json& list, const std::string& source, const std::string& path,

@@ -40,12 +40,16 @@ Model parse_model(const std::string& text, const std::string& source, const std:
 std::string undrawn_noise(const Model& model);
 
 struct ModelText {
-  std::string json;     // canonical JSON text, ending in a newline
-  std::string sidecar;  // sidecar bytes, empty when there is none
+  std::string json;          // canonical JSON text, ending in a newline
+  std::string sidecar;       // sidecar bytes, empty when there is none
+  std::string sidecar_name;  // the file name the JSON gives the sidecar
 };
 // `sidecar_name` is the file name the JSON refers to for the sidecar.
 ModelText write_model(const Model& model, ValueStorage storage, const std::string& sidecar_name);
-// Writes the JSON (and the sidecar "<stem>.weights.bin" beside it), each atomically.
+// Writes the JSON (and the sidecar "<stem>.weights-<16 hex digits of its SHA-256>.bin"
+// beside it), each atomically, then removes the sidecars of this name the JSON no longer
+// refers to. Named by content, the sidecar a model file refers to is never replaced under
+// it: killed at any moment, the folder holds a model file that reads.
 void save_model(const Model& model, const std::string& path, ValueStorage storage = ValueStorage::Auto);
 
 // A list of noise annotations in the model format's form ([{"kind": "mask", "p": 0.25},

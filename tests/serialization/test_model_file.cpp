@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -94,8 +95,41 @@ TEST_CASE("trained parameters survive saving, inline and in a sidecar, bit for b
     // And the written text is canonical: writing the loaded model again changes nothing.
     CHECK(write_model(loaded, storage, loaded.weights_file).json == read_file(path, kMaxModelFileBytes));
   }
-  CHECK(std::filesystem::exists(dir / "sidecar.weights.bin"));
-  CHECK(std::filesystem::file_size(dir / "sidecar.weights.bin") == 4 * (5 * 4 + 4 + 4 * 3 + 3));
+  const Model written = load_model(dir / "sidecar.json");
+  CHECK(written.weights_file.rfind("sidecar.weights-", 0) == 0);  // named by its content
+  CHECK(std::filesystem::file_size(dir / written.weights_file) == 4 * (5 * 4 + 4 + 4 * 3 + 3));
+}
+
+TEST_CASE("a model saved again gets a new sidecar before its JSON moves to it, and the old one goes") {
+  testing::TempDir dir;
+  const std::string path = dir / "m.json";
+  Model model = small_model(true);
+  std::ofstream(dir / "m.weights.bin") << "a sidecar of the old naming";
+  std::ofstream(dir / "best.m.weights.bin") << "another model's";
+  save_model(model, path, ValueStorage::Sidecar);
+  const std::string first = load_model(path).weights_file;
+  model.values->value("W1")[0] += 1.0f;
+  save_model(model, path, ValueStorage::Sidecar);
+  const std::string second = load_model(path).weights_file;
+  CHECK(second != first);
+  std::set<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) files.insert(e.path().filename().string());
+  CHECK(files == std::set<std::string>{"m.json", second, "best.m.weights.bin"});
+  // The folder as a kill leaves it between the next save's sidecar and its JSON: the new
+  // sidecar beside the old pair, which still reads, with the old values.
+  const float saved = load_model(path).values->value("W1")[0];
+  model.values->value("W1")[0] += 1.0f;
+  testing::TempDir elsewhere;
+  save_model(model, elsewhere / "m.json", ValueStorage::Sidecar);
+  const std::string next = load_model(elsewhere / "m.json").weights_file;
+  std::filesystem::copy_file(elsewhere / next, dir / next);
+  const Model old = load_model(path);
+  CHECK(old.weights_file == second);
+  CHECK(old.values->value("W1")[0] == saved);
+  // The next save leaves the one sidecar its JSON names.
+  save_model(model, path, ValueStorage::Sidecar);
+  CHECK(load_model(path).weights_file == next);
+  CHECK_FALSE(std::filesystem::exists(dir / second));
 }
 
 TEST_CASE("hand-written files may list nodes in any order; writing puts them in topological order") {
@@ -261,12 +295,12 @@ TEST_CASE("bad model files: the sidecar missing, short, long, altered, elsewhere
   testing::TempDir dir;
   const std::string path = dir / "m.json";
   save_model(small_model(true), path, ValueStorage::Sidecar);
-  const std::string sidecar = dir / "m.weights.bin";
+  const std::string sidecar = dir / load_model(path).weights_file;
   const std::string good = read_file(sidecar, 1 << 20);
   const json doc = json::parse(read_file(path, 1 << 20));
 
   std::filesystem::remove(sidecar);
-  CHECK_ERROR_MENTIONS(load_model(path), "/weights/file", "m.weights.bin", "cannot open");
+  CHECK_ERROR_MENTIONS(load_model(path), "/weights/file", "m.weights-", "cannot open");
   write_file_atomically(sidecar, good.substr(0, good.size() - 4));
   CHECK_ERROR_MENTIONS(load_model(path), "/weights/file", "holds 152 bytes, expected 156");
   write_file_atomically(sidecar, good + "xxxx");
