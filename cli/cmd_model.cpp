@@ -26,6 +26,13 @@ int run_fmt(const std::vector<std::string>& argv) {
   if (const std::string dead = undrawn_noise(model); !dead.empty()) {
     std::cerr << "pens fmt: warning: " << path << ": " << dead << "\n";
   }
+  if (const std::vector<std::string> unread = unread_nodes(model); !unread.empty()) {
+    std::string names;
+    for (size_t i = 0; i < unread.size() && i < 8; ++i) names += (i ? ", '" : "'") + unread[i] + "'";
+    if (unread.size() > 8) names += cat(" and ", unread.size() - 8, " more");
+    std::cerr << "pens fmt: warning: " << path << ": nothing uses " << names
+              << " (not an output, a loss, a penalty's node, an average or a tree port, nor feeding one)\n";
+  }
   const ValueStorage storage = !model.values ? ValueStorage::None
                                : model.weights_file.empty() ? ValueStorage::Inline
                                                             : ValueStorage::Sidecar;

@@ -680,6 +680,34 @@ ModelText write_model_text(const Model& m, ValueStorage storage,
 
 }  // namespace
 
+std::vector<std::string> unread_nodes(const Model& model) {
+  const Graph& g = model.graph;
+  std::vector<std::string> roots;
+  for (NodeId v : g.nodes()) {
+    if (g[v].has(kOutput) || g[v].has(kLoss)) roots.push_back(g[v].name);
+  }
+  if (model.ensemble) {
+    for (const PenaltyTerm& t : model.ensemble->penalties) roots.insert(roots.end(), {t.node, t.target});
+  }
+  for (const MovingAverage& a : g.averages()) roots.insert(roots.end(), {a.source, a.param});
+  if (model.tree) {
+    const TreePorts& p = *model.tree;
+    roots.insert(roots.end(), {p.words, p.leaf, p.left, p.right, p.compose, p.node, p.scores});
+  }
+  std::vector<char> used(g.size(), 0);
+  for (const std::string& name : roots) {
+    const std::optional<NodeId> v = name.empty() ? std::nullopt : g.find(name);
+    if (!v || used[*v]) continue;
+    const std::vector<char> feeds = ancestors(g, *v);
+    for (size_t i = 0; i < used.size(); ++i) used[i] |= feeds[i];
+  }
+  std::vector<std::string> unread;
+  for (NodeId v : g.nodes()) {
+    if (!used[v]) unread.push_back(g[v].name);
+  }
+  return unread;
+}
+
 ModelText write_model(const Model& m, ValueStorage storage, const std::string& sidecar_name) {
   return write_model_text(m, storage, [&](const std::string&) { return sidecar_name; });
 }

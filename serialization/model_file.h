@@ -39,6 +39,11 @@ Model parse_model(const std::string& text, const std::string& source, const std:
 // their layers and values, where the noise does not matter).
 std::string undrawn_noise(const Model& model);
 
+// The nodes nothing uses: neither an output, a loss, a penalty's node or target, a moving
+// average's source or parameter, a tree port, nor anything that feeds one of these. A
+// valid file may have them (a model cut down by hand); pens fmt warns, naming them.
+std::vector<std::string> unread_nodes(const Model& model);
+
 struct ModelText {
   std::string json;          // canonical JSON text, ending in a newline
   std::string sidecar;       // sidecar bytes, empty when there is none

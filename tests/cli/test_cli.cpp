@@ -179,6 +179,26 @@ TEST_CASE("noise that no child draws: pens fmt warns, pens train refuses, naming
                 {"clean.json: node 'E' carries fuzz noise", "so no child draws it"});
 }
 
+TEST_CASE("nodes nothing uses are warned about; a size past the memory limit is refused where it is declared") {
+  pens::testing::TempDir dir;
+  nlohmann::json model =
+      nlohmann::json::parse(std::ifstream(pens::testing::source_dir() + "/tests/data/models/tiny-ensemble.json"));
+  model["nodes"].push_back({{"name", "spare"}, {"op", "relu"}, {"inputs", {"h1"}}});
+  std::ofstream(dir / "unread.json") << model.dump();
+  const Run warned = pens::testing::run_command("{ " + cli() + " fmt " + (dir / "unread.json") + " 2>&1 >/dev/null; }");
+  CHECK(warned.status == 0);
+  CHECK(warned.out == "pens fmt: warning: " + (dir / "unread.json") + ": nothing uses 'spare' (not an output, a loss, "
+                      "a penalty's node, an average or a tree port, nor feeding one)\n");
+  model["nodes"].back() = {{"name", "huge"}, {"op", "constant"}, {"attrs", {{"shape", {1000000, 1000000}}, {"value", 0.0}}}};
+  std::ofstream(dir / "huge.json") << model.dump();
+  check_refused(pens_cli("fmt " + (dir / "huge.json")),
+                {"node 'huge' holds [1000000,1000000]: 3725.3 GiB, more than pens' memory limit"});
+  // Nothing to say about a model whose every node is used.
+  const Run quiet = pens::testing::run_command(
+      "{ " + cli() + " fmt " + pens::testing::source_dir() + "/tests/data/models/tiny-ensemble.json 2>&1 >/dev/null; }");
+  CHECK(quiet.out.empty());
+}
+
 TEST_CASE("pens kinds lists the noise kinds, penalty kinds and optimizers, in text and JSON") {
   const Run r = pens_cli("kinds --json");
   REQUIRE(r.status == 0);

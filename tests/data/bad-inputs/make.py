@@ -54,6 +54,7 @@ model('children-0', variant(lambda d: d['pseudo_ensemble'].update(children=0)), 
 model('shape-rank-5', variant(lambda d: node(d,'W1').update(shape=[4,3,1,1,1])), expect='/parameters/0')
 model('shape-negative', variant(lambda d: node(d,'W1').update(shape=[4,-3])), expect='/parameters/0')
 model('format-version-99', variant(lambda d: d.update(format_version=99)), expect='format_version')
+model('constant-of-terabytes', variant(lambda d: d['nodes'].append({'name': 'huge', 'op': 'constant', 'attrs': {'shape': [1000000, 1000000], 'value': 0.0}})), expect="node 'huge' holds")
 model('noise-on-loss-flag-typo', variant(lambda d: node(d,'loss').update(flags=['los'])), expect='/nodes/')
 good = json.dumps(base, indent=1).encode()
 model('text-after-document', text=good + b'\n{"more": 1}\n', expect=':')
