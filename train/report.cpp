@@ -117,20 +117,29 @@ std::vector<std::string> write_reports(const std::string& out_dir, const Model& 
 
 std::vector<std::string> write_filter_image(const std::string& out_dir, const Model& model) {
   std::vector<std::string> problems;
-  // The first layer: the first matrix parameter whose rows form a square image.
+  // Only a model whose input is an image has filters to picture: a tree model's inputs are
+  // words, and a square number of features elsewhere is not a picture.
+  if (model.tree || !model.values) return problems;
+  int64_t pixels_in = 0;
+  for (NodeId v : model.graph.nodes()) {
+    const Node& n = model.graph[v];
+    if (!is_input(n) || n.attrs.get_string("dtype") != "real") continue;
+    const std::vector<int64_t> shape = n.attrs.get_ints("shape");
+    if (shape.size() == 2) pixels_in = shape[1];
+    break;
+  }
+  const auto side = std::lround(std::sqrt(static_cast<double>(pixels_in)));
+  if (side < 2 || side * side != pixels_in) return problems;
+  // The first layer: the first matrix parameter with a row per pixel.
   const ParamEntry* first = nullptr;
-  if (model.values) {
-    for (const ParamEntry& e : model.values->entries()) {
-      if (e.shape.rank != 2) continue;
-      const auto side = std::lround(std::sqrt(static_cast<double>(e.shape.rows())));
-      if (side * side == e.shape.rows() && side > 1) {
-        first = &e;
-        break;
-      }
+  for (const ParamEntry& e : model.values->entries()) {
+    if (e.shape.rank == 2 && e.shape.rows() == pixels_in) {
+      first = &e;
+      break;
     }
   }
   if (!first) {
-    problems.push_back("filters.png: no weight matrix whose inputs form a square image");
+    problems.push_back(cat("filters.png: no weight matrix with a row for each of the input's ", pixels_in, " pixels"));
     return problems;
   }
   int64_t width = 0, height = 0;

@@ -396,8 +396,9 @@ Graph build_inference(const Graph& model, int64_t samples) {
                                cat("mc/", parent[out].name, "/p", k));
         total = total == kNoNode ? p : g.add("add", {total, p}, {}, cat("mc/", parent[out].name, "/sum", k));
       }
+      // Named for what it holds: the mean of the samples' class probabilities, not logits.
       const NodeId mean = g.add("scale", {total}, {{"factor", 1.0 / static_cast<double>(samples)}},
-                                "mc/" + parent[out].name);
+                                cat("mc/", parent[out].name, "/probabilities"));
       g.node(c.reads[0][out]).flags &= ~static_cast<uint32_t>(kOutput);
       g.set_flag(mean, kOutput);
     }

@@ -92,8 +92,9 @@ def compile(model, batch, dtype="float32", graph="inference", samples=0, childre
     """Compiles a model's graph for `batch` rows in float32 or float64.
 
     graph: "inference" (the parent network, noise off; with samples=K, K noisy children
-    and their mean class probabilities as "mc/<output>"), "training" (the pseudo-ensemble:
-    children, penalties, the objective; children and labeled rows as for inspect), or
+    and their mean class probabilities as "mc/<output>/probabilities"), "training" (the
+    pseudo-ensemble: children, penalties, the objective; children and labeled rows as for
+    inspect), or
     "parent" (the graph as written, noise on). Parameters are the model's values, or drawn
     from their init attributes with init_seed when the model holds none.
     """

@@ -577,6 +577,7 @@ TEST_CASE("tree models from the command line: new, inspect one tree, train on a 
   CHECK((trained.out.find("learning-curve.png\n") != std::string::npos) ==
         std::filesystem::exists(dir / "run/learning-curve.png"));
   CHECK(trained.out.find("Warning") == std::string::npos);  // nothing of gnuplot's on the terminal
+  CHECK_FALSE(std::filesystem::exists(dir / "run/filters.png"));  // words are not an image
 
   // One evaluation (a one-epoch run) is drawn as a point, without gnuplot's warning about
   // an empty x range.

@@ -582,7 +582,7 @@ TEST_CASE("inference: the clean parent, or the Monte-Carlo mean over sampled chi
   const Graph mc = build_inference(parent, 8);
   CHECK(mc.find("c8/logits").has_value());
   const testing::Values v{{"x", std::vector<double>(12, 0.3)}};
-  const auto probs = testing::evaluate(mc, v, "mc/logits", 2, {1, 1});
+  const auto probs = testing::evaluate(mc, v, "mc/logits/probabilities", 2, {1, 1});
   REQUIRE(probs.size() == 6);
   CHECK(probs[0] + probs[1] + probs[2] == doctest::Approx(1.0));
   CHECK(probs[3] + probs[4] + probs[5] == doctest::Approx(1.0));
