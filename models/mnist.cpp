@@ -12,6 +12,10 @@ Dataset load_mnist(const std::string& dir, const std::string& part) {
   const std::string prefix = part == "train" ? "train" : "t10k";
   const std::string images_path = (std::filesystem::path(dir) / (prefix + "-images-idx3-ubyte")).string();
   const std::string labels_path = (std::filesystem::path(dir) / (prefix + "-labels-idx1-ubyte")).string();
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    fail(dir, ": not a folder (MNIST's folder holds its four IDX files)");
+  }
   for (const std::string& p : {images_path, labels_path}) {
     if (!std::filesystem::exists(p)) fail(p, ": no such file (scripts/fetch-mnist.sh ", dir, " fetches MNIST)");
   }

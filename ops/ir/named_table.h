@@ -41,7 +41,8 @@ class NamedTable {
     std::vector<std::string> keys;
     for (const auto& [key, item] : items_) keys.push_back(key);
     std::string hint = unknown_name_hint(name, keys, "registered", hint_.empty() ? keys.size() : 0);
-    if (!hint_.empty()) hint = hint.empty() ? hint_ : hint.substr(0, hint.size() - 1) + ";" + hint_.substr(1);
+    // " (did you mean 'relu'?)" and " (`pens ops` lists them)" as one parenthesis.
+    if (!hint_.empty()) hint = hint.empty() ? hint_ : hint.substr(0, hint.size() - 1) + " " + hint_.substr(2);
     return cat("unknown ", what_, " '", name, "'", hint);
   }
   // Every entry, sorted by name. Entries never move once added.

@@ -55,6 +55,11 @@ model('shape-rank-5', variant(lambda d: node(d,'W1').update(shape=[4,3,1,1,1])),
 model('shape-negative', variant(lambda d: node(d,'W1').update(shape=[4,-3])), expect='/parameters/0')
 model('format-version-99', variant(lambda d: d.update(format_version=99)), expect='format_version')
 model('constant-of-terabytes', variant(lambda d: d['nodes'].append({'name': 'huge', 'op': 'constant', 'attrs': {'shape': [1000000, 1000000], 'value': 0.0}})), expect="node 'huge' holds")
+model('constant-of-rank-3-terabytes', variant(lambda d: d['nodes'].append({'name': 'cube', 'op': 'constant', 'attrs': {'shape': [100000, 100000, 1000], 'value': 0.0}})), expect="node 'cube' holds")
+model('product-of-terabytes', variant(lambda d: d['nodes'].extend([
+    {'name': 'tall', 'op': 'constant', 'attrs': {'shape': [1000000, 4], 'value': 1.0}},
+    {'name': 'outer', 'op': 'matmul', 'inputs': ['tall', 'wide']}]) or d['parameters'].append(
+    {'name': 'wide', 'shape': [4, 1000000], 'dtype': 'float32', 'init': {'kind': 'normal', 'std': 0.01}})), expect="node 'outer' holds")
 model('noise-on-loss-flag-typo', variant(lambda d: node(d,'loss').update(flags=['los'])), expect='/nodes/')
 good = json.dumps(base, indent=1).encode()
 model('text-after-document', text=good + b'\n{"more": 1}\n', expect=':')
@@ -199,6 +204,20 @@ for name, change, expect in [
     ('top-field-misspelt', lambda d: rename_key(d, 'outputs', 'output'), "did you mean 'outputs'"),
     ('ensemble-field-misspelt', lambda d: rename_key(d['pseudo_ensemble'], 'children', 'childs'), "did you mean 'children'"),
     ('parameter-field-misspelt', lambda d: rename_key(node(d, 'W2'), 'shape', 'shap'), "did you mean 'shape'"),
+    ('loss-on-misspelt', lambda d: d['pseudo_ensemble'].update(loss_on='chlid'), "'parent', 'child' or 'children'"),
+    ('pairing-underscore', lambda d: d['pseudo_ensemble'].update(pairing='parent_child'), "'child-child' or 'parent-child'"),
+    ('rows-british', lambda d: d['pseudo_ensemble']['penalties'][0].update(rows='unlabelled'), "'all', 'labeled' or 'unlabeled'"),
+    ('dtype-misspelt', lambda d: node(d, 'x').update(dtype='reel'), "'real' or 'index'"),
+    ('flag-capitalised', lambda d: named(d, 'loss').update(flags=['Loss']), "unknown flag 'Loss'"),
+    ('noise-attribute-of-another-kind', lambda d: named(d, 'h1')['noise'][0].update(sigma=0.1), 'takes: p, rescale'),
+    ('init-field-misspelt', lambda d: node(d, 'W1')['init'].update(stdev=0.1), "did you mean 'std'"),
+    ('penalty-parameter-misspelt', lambda d: d['pseudo_ensemble']['penalties'][0].update(params={'treshold': 0.5}), "no parameter 'treshold'"),
+    ('top-field-short', lambda d: d.update(meta={}), "did you mean 'metadata'"),
+    ('input-field-misspelt', lambda d: rename_key(node(d, 'x'), 'shape', 'shpe'), "did you mean 'shape'"),
+    ('average-source-misspelt', lambda d: d.update(moving_averages=[{'param': 'W1', 'source': 'W3', 'decay': 0.9}]), "no node named 'W3' (did you mean 'W1' or 'W2'"),
+    ('op-dashed', lambda d: named(d, 'losses').update(op='softmax-xent'), "did you mean 'softmax_xent'"),
+    ('op-camel-case', lambda d: named(d, 'losses').update(op='SoftmaxXent'), "did you mean 'softmax_xent'"),
+    ('tree-port-misspelt', lambda d: d.update(tree={'word': 'x'}), "did you mean 'words'"),
     ]:
     model(f'name-{name}', variant(change), expect=expect)
 for name, change, expect in [
@@ -229,6 +248,13 @@ for name, args, expect in [
     ('data-dir-is-a-file', 'train configs/epochs-ok.json --out {out} --data-dir paths/a-file', 'paths/a-file'),
     ('init-missing', 'train configs/epochs-ok.json --out {out} --init paths/none.model.json', 'paths/none.model.json'),
     ('eval-missing-run', 'eval paths/no-run --data-dir data/good', 'paths/no-run'),
+    ('eval-data-dir-is-a-file', 'eval configs/trained.model.json --data-dir paths/a-file', 'paths/a-file: not a folder'),
+    ('init-is-a-folder', 'train configs/epochs-ok.json --out {out} --init configs', 'not a regular file'),
+    ('resume-from-a-folder', 'train configs/epochs-ok.json --out {out} --resume-from configs', 'configs'),
+    ('new-output-is-a-folder', 'new mlp --layers 784,10 --output configs', 'Is a directory'),
+    ('inspect-a-folder', 'inspect configs', 'not a regular file'),
+    ('config-is-a-folder', 'train paths', 'not a regular file'),
+    ('config-is-not-json', 'train paths/a-file', 'not valid JSON'),
     ('new-output-under-a-file', 'new mlp --layers 784,10 --output paths/a-file/m.json', 'paths/a-file'),
     ]:
     case(f'path/{name}', expect, args)
