@@ -164,6 +164,9 @@ int new_ctn(const Args& args) {
   if (spec.vocabulary < 1) fail("pens new ctn: give --vocabulary N or --sst DIR (its training words size E)");
   spec.dim = args.option_int("dim", spec.dim, 1, int64_t{1} << 16);
   spec.classes = args.option_int("classes", spec.classes, 2, 5);
+  if (spec.classes != 2 && spec.classes != 5) {
+    fail("--classes ", spec.classes, ": the treebank's tasks have 5 classes (fine) or 2 (binary)");
+  }
   spec.tensor = args.option("tensor").value_or(spec.tensor);
   spec.fuzz = args.option_double("fuzz", 0, AttrRange::at_least(0));
   spec.subspace = args.option_int("subspace", 0, 0, int64_t{1} << 20);

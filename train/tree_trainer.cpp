@@ -99,10 +99,15 @@ TreeRun::TreeRun(const TreeConfig& config, const TreeData& data, const std::stri
     : config_(config), data_(data), task_(parse_sentiment_task(config.task)), folder_(out_dir, config.checkpoint_keep), observer_(observer) {
   set_threads(config.threads);
   model_ = load_configured_model(config.source, config.model);
-  trees_ = std::make_unique<TreeModel>(model_, task_, 1.0 / static_cast<double>(config.batch_trees));
+  try {
+    trees_ = std::make_unique<TreeModel>(model_, task_, 1.0 / static_cast<double>(config.batch_trees));
+  } catch (const Error& e) {
+    fail(config.source.empty() ? "" : config.source + ": ", "model ", config.model, ": ", e.what());
+  }
   if (model_.ensemble) lambda_schedule_.lambda_stages = config.lambda_schedule.value_or(model_.ensemble->lambda_schedule);
   if (config.lambda_schedule && !has_penalties()) {
-    fail("lambda_schedule: ", config.model, " has no pseudo-ensemble penalty whose λ it could scale");
+    fail(config.source.empty() ? "" : config.source + ": ", "lambda_schedule: ", config.model,
+         " has no pseudo-ensemble penalty whose λ it could scale");
   }
   if (!model_.values) {
     model_.values = std::make_shared<ParamStore<float>>(model_.graph);

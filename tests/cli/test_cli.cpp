@@ -152,6 +152,12 @@ TEST_CASE("a path that cannot be used is the user's mistake: one line, exit stat
   std::filesystem::create_symlink(dir / "loop-b", dir / "loop-a");
   std::filesystem::create_symlink(dir / "loop-a", dir / "loop-b");
   check_refused(pens_cli(train + (dir / "loop-a/run")), {dir / "loop-a", "Too many levels of symbolic links"});
+  // A model of the other task: the config and its model named.
+  std::ofstream(dir / "fine.json") << R"({"model": "ctn.json", "task": "fine", "data": {"dir": ")" << dir.path()
+                                   << R"("}, "run": {"epochs": 1}})";
+  check_refused(pens_cli("train " + (dir / "fine.json") + " --out " + (dir / "fine-run")),
+                {dir / "fine.json" + ": model " + (dir / "ctn.json") + ": the model scores 2 classes but the fine task has 5"});
+  check_refused(pens_cli("new ctn --vocabulary 10 --classes 3"), {"--classes 3: the treebank's tasks have 5 classes"});
   // And the same config where it can write: one thread is "1 thread".
   const Run ran = pens_cli(train + (dir / "run") + " --threads 1");
   CHECK(ran.status == 0);

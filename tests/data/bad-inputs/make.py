@@ -165,6 +165,7 @@ for name, args, expect in [
     ('new-layers-text', 'new mlp --layers 784,wide,10', '--layers'),
     ('new-penalty-unknown-kind', 'new mlp --penalty logits:cosine:1', 'cosine'),
     ('new-ctn-dim-0', 'new ctn --vocabulary 10 --dim 0', '--dim'),
+    ('new-ctn-classes-3', 'new ctn --vocabulary 10 --classes 3', '--classes 3'),
     ('eval-batch-0', 'eval configs/trained.model.json --data-dir data/good --batch 0', '--batch'),
     ('eval-samples-negative', 'eval configs/trained.model.json --data-dir data/good --samples -3', '--samples'),
     ('eval-untrained', 'eval configs/mlp.model.json --data-dir data/good', 'no parameter values'),
