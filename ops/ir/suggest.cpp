@@ -33,8 +33,11 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }  // namespace
 
 std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& choices) {
+  // Names are short; a text of thousands of characters (a fuzzer's, a pasted line) gets no
+  // suggestion rather than a quadratic comparison with every choice.
+  constexpr size_t kLongest = 64;
   const std::string wanted = lower(name);
-  if (wanted.empty()) return {};
+  if (wanted.empty() || wanted.size() > kLongest) return {};
   const size_t allowed = wanted.size() <= 4 ? 1 : wanted.size() <= 8 ? 2 : 3;
   // Ranked by distance, then by the length of the prefix shared (h2 is nearer h1 than W2),
   // then in the choices' order. A name inside another, or one sharing a long prefix
@@ -45,7 +48,7 @@ std::vector<std::string> closest_names(std::string_view name, const std::vector<
   };
   std::vector<Ranked> ranked;
   for (size_t i = 0; i < choices.size(); ++i) {
-    if (choices[i] == name) continue;
+    if (choices[i] == name || choices[i].size() > kLongest) continue;
     const std::string choice = lower(choices[i]);
     size_t prefix = 0;
     while (prefix < wanted.size() && prefix < choice.size() && wanted[prefix] == choice[prefix]) ++prefix;

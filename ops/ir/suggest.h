@@ -12,7 +12,8 @@ namespace pens {
 // then the choices' order): those within an edit distance (insertions, deletions,
 // substitutions, adjacent transpositions; case ignored) of 1 for names of up to 4
 // letters, 2 up to 8 and 3 beyond, then those that contain the name or are contained in
-// it, or share a prefix of 4 letters or more and at least half the name. At most 3.
+// it, or share a prefix of 4 letters or more and at least half the name. At most 3; none
+// for a name (or choice) of more than 64 characters.
 std::vector<std::string> closest_names(std::string_view name, const std::vector<std::string>& choices);
 
 // What follows "unknown X 'name'" in a message: " (did you mean 'a'? choices: a, b, c)";

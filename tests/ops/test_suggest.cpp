@@ -32,6 +32,7 @@ TEST_CASE("the nearest names: a letter wrong, missing, extra or swapped, case ig
   CHECK(closest_names("eps", fields) == Names{"epsilon"});
   CHECK(closest_names("kind", fields).empty());  // the name itself is not a suggestion
   CHECK(closest_names("", fields).empty());
+  CHECK(closest_names(std::string(100000, 'x'), fields).empty());  // no quadratic work on a huge name
   // At most three, nearest first.
   CHECK(closest_names("ab", Names{"abc", "abd", "abe", "abf", "a"}) == Names{"abc", "abd", "abe"});
 }
