@@ -14,6 +14,7 @@ one-line message on bad input.
 docs/api.md lists the whole API with examples.
 """
 import json
+import re
 
 from ._pens import Error, Model, RunOptions, set_threads
 from . import _pens
@@ -148,6 +149,21 @@ def penalty(node, kind, weight=1.0, rows="all", fixed_target=False, scheduled=Tr
     if params:
         term["params"] = {name: float(value) for name, value in params.items()}
     return term
+
+
+def _builder_message(message, doc):
+    """A model-file error about the builder's JSON, in the builder's words: "<json>:
+    /nodes/3/noise/0: ..." becomes "ModelBuilder: node 'h1' (noise 0): ...", or just
+    "ModelBuilder: ..." when the message names the node itself."""
+    found = re.match(r"<json>: /(inputs|parameters|nodes)/(\d+)(/\S*)?: (.*)", message, re.S)
+    if not found:
+        return message.replace("<json>", "ModelBuilder", 1)
+    section, index, field, rest = found.groups()
+    name = doc[section][int(index)]["name"]
+    if f"'{name}'" in rest:
+        return f"ModelBuilder: {rest}"
+    where = f" ({field.strip('/').replace('/', ' ')})" if field else ""
+    return f"ModelBuilder: node '{name}'{where}: {rest}"
 
 
 class ModelBuilder:
@@ -292,5 +308,10 @@ class ModelBuilder:
         return model
 
     def build(self):
-        """The pens.Model, checked as a model file is."""
-        return Model.from_json(json.dumps(self.to_dict()))
+        """The pens.Model, checked as a model file is. Errors name nodes by name, not by
+        their place in the JSON the builder writes."""
+        doc = self.to_dict()
+        try:
+            return Model.from_json(json.dumps(doc))
+        except Error as e:
+            raise Error(_builder_message(str(e), doc)) from None
