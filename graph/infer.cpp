@@ -8,7 +8,6 @@
 
 #include "pens/graph/noise.h"
 #include "pens/ops/ir/error.h"
-#include "pens/ops/ir/memory.h"
 #include "pens/ops/op.h"
 
 namespace pens {
@@ -145,15 +144,6 @@ std::vector<ValueInfo> verify(const Graph& g, int64_t batch, std::vector<NodeId>
   if (order_out) *order_out = order;
   for (NodeId v : order) {
     const Node& node = g[v];
-    // A size declared but never allocated (a constant nothing reads, say) would pass
-    // until something reads it: refused here, where the file is read (at the placeholder
-    // batch; parameters, and every value at a real batch, are charged with their totals
-    // when a store or a tape is made, which says more).
-    const uint64_t bytes = static_cast<uint64_t>(values[v].shape.numel()) * sizeof(float);
-    if (batch == kVerifyBatch && !is_param(node) && bytes > memory_limit()) {
-      fail_at(node.name, "node '", node.name, "' holds ", values[v].shape.str(), ": ", format_bytes(bytes),
-              ", more than pens' memory limit of ", format_bytes(memory_limit()), " (--memory-limit GB raises it)");
-    }
     if (node.has(kLoss) && (values[v].shape.numel() != 1 || values[v].dtype != DType::Real)) {
       fail_at(node.name, "node '", node.name, "' is marked as a loss but its value is ",
               dtype_name(values[v].dtype), " ", values[v].shape.str(), ", not a real scalar");

@@ -10,6 +10,7 @@
 #include "pens/graph/infer.h"
 #include "pens/graph/noise.h"
 #include "pens/ops/ir/error.h"
+#include "pens/ops/ir/memory.h"
 #include "pens/ops/ir/suggest.h"
 #include "pens/ops/op.h"
 #include "pens/serialization/files.h"
@@ -444,11 +445,22 @@ Model parse_model(const std::string& text, const std::string& source, const std:
   }
 
   // The whole graph, with errors pointing at the node's entry.
+  std::vector<ValueInfo> values;
   try {
-    verify(g);
+    values = verify(g);
   } catch (const Error& e) {
     auto it = path_of.find(e.node());
     r.fail(it == path_of.end() ? "/nodes" : it->second, e.what());
+  }
+  // A size declared but never allocated (a constant nothing reads, say) would pass until
+  // something reads it: refused where the file is read. Parameters, and every value at a
+  // real batch, are charged with their totals when a store or a tape is made, which says more.
+  for (NodeId v : g.nodes()) {
+    const uint64_t bytes = static_cast<uint64_t>(values[v].shape.numel()) * sizeof(float);
+    if (!is_param(g[v]) && bytes > memory_limit()) {
+      r.fail(path_of.at(g[v].name), "node '", g[v].name, "' holds ", values[v].shape.str(), ": ", format_bytes(bytes),
+             ", more than pens' memory limit of ", format_bytes(memory_limit()), " (--memory-limit GB raises it)");
+    }
   }
 
   if (const json* averages = r.optional(doc, "moving_averages")) read_averages(r, *averages, g);
