@@ -61,6 +61,7 @@ TABLE2 = [
     ("CTN+S", "ctn+s", {"fine": 47.5, "binary": 87.8}),
     ("CTN+F+S", "ctn+f+s", {"fine": 48.4, "binary": 88.9}),
 ]
+TABLE2_METHOD = {name: method for name, method, _ in TABLE2}  # "CTN+F" -> "ctn+f"
 TASKS = [("fine", "Fine-grained"), ("binary", "Binary")]
 # The README's headline: (what, which table, row, column).
 HEADLINE = [
@@ -185,11 +186,17 @@ def table2_runs(cells):
     return lines
 
 
-def markdown(records):
+def cells_of(records):
+    """The record each table cell stands for, by table: the tables, the README's headline
+    and the figures all read these."""
     mnist = mnist_records(records)
-    t1 = mnist_cells(mnist, TABLE1, LABELS)
-    successors = mnist_cells(mnist, SUCCESSORS, SUCCESSOR_LABELS)
-    t2 = tree_cells(records)
+    return {"table1": mnist_cells(mnist, TABLE1, LABELS),
+            "successors": mnist_cells(mnist, SUCCESSORS, SUCCESSOR_LABELS),
+            "table2": tree_cells(records)}
+
+
+def markdown(cells):
+    t1, successors, t2 = cells["table1"], cells["successors"], cells["table2"]
     return "\n".join([
         BEGIN,
         "## Table 1: semi-supervised MNIST",
@@ -236,19 +243,14 @@ def markdown(records):
     ]) + "\n"
 
 
-def headline(records):
+def headline(cells):
     """The README's table: a few cells of the three tables, pens beside the published figure."""
-    mnist = mnist_records(records)
-    cells = {"table1": mnist_cells(mnist, TABLE1, LABELS), "successors": mnist_cells(mnist, SUCCESSORS,
-                                                                                        SUCCESSOR_LABELS)}
     published = {"table1": {n: p for n, _, p in TABLE1}, "successors": {n: p for n, _, p in SUCCESSORS},
                  "table2": {n: p for n, _, p in TABLE2}}
-    method_of = {name: method for name, method, _ in TABLE2}
-    trees = tree_cells(records)
     lines = [BEGIN, "| result | pens | published |", "|---|---|---|"]
     for what, table, row, column in HEADLINE:
         if table == "table2":
-            r = trees.get((column, method_of[row]))
+            r = cells["table2"].get((column, TABLE2_METHOD[row]))
             ours = spread(r["mean"], r.get("std", 0.0), r.get("runs", 1)) if r else "—"
             theirs = f"{published[table][row][column]:.1f}"
         else:
@@ -268,7 +270,7 @@ def replace_section(page, section):
     return page + ("\n" if page else "") + section
 
 
-def draw(records, img_dir):
+def draw(cells, img_dir):
     """One figure per table: pens' mean with its standard deviation beside the published
     figure, a panel per column of the table."""
     import matplotlib
@@ -308,23 +310,22 @@ def draw(records, img_dir):
         fig.savefig(path, dpi=110, metadata={"Software": None})
         plt.close(fig)
 
-    mnist = mnist_records(records)
     # Table 1's panels each span a few points; the successors' span 1 % to 30 % (log scale).
-    for families, label_list, name, title, published_name, log in (
-            (TABLE1, LABELS, "results-table1.png", "Table 1: MNIST test error by labeled-set size", "paper", False),
-            (SUCCESSORS, SUCCESSOR_LABELS, "results-successors.png", "The successors: MNIST test error",
+    for table, families, label_list, name, title, published_name, log in (
+            ("table1", TABLE1, LABELS, "results-table1.png", "Table 1: MNIST test error by labeled-set size",
+             "paper", False),
+            ("successors", SUCCESSORS, SUCCESSOR_LABELS, "results-successors.png", "The successors: MNIST test error",
              "published", True)):
-        cells = mnist_cells(mnist, families, label_list)
+        mnist = cells[table]
         published = {n: p for n, _, p in families}
         panels(title, [(n, f"{label_name(n)} labels") for n in label_list], [n for n, _, _ in families],
-               lambda m, n: (cells[(m, n)]["mean"], cells[(m, n)]["std"]) if (m, n) in cells else None,
+               lambda m, n: (mnist[(m, n)]["mean"], mnist[(m, n)]["std"]) if (m, n) in mnist else None,
                lambda m, n: published[m].get(n), published_name, "test error (%)", img_dir / name, log)
-    t2 = tree_cells(records)
-    method_of = {name: method for name, method, _ in TABLE2}
+    t2 = cells["table2"]
     paper = {name: p for name, _, p in TABLE2}
     panels("Table 2: SST root accuracy", TASKS, [n for n, _, _ in TABLE2],
-           lambda m, task: (t2[(task, method_of[m])]["mean"], t2[(task, method_of[m])].get("std", 0.0))
-           if (task, method_of[m]) in t2 else None,
+           lambda m, task: (t2[(task, TABLE2_METHOD[m])]["mean"], t2[(task, TABLE2_METHOD[m])].get("std", 0.0))
+           if (task, TABLE2_METHOD[m]) in t2 else None,
            lambda m, task: paper[m][task], "paper", "test accuracy (%)", img_dir / "results-table2.png", False)
 
 
@@ -334,10 +335,10 @@ def main():
     args = [a for a in args if a != "--check"]
     if len(args) not in (2, 3):
         sys.exit(__doc__)
-    records = json.loads(Path(args[0]).read_text())
-    pages = [(Path(args[1]), markdown(records))]
+    cells = cells_of(json.loads(Path(args[0]).read_text()))
+    pages = [(Path(args[1]), markdown(cells))]
     if len(args) == 3:
-        pages.append((Path(args[2]), headline(records)))
+        pages.append((Path(args[2]), headline(cells)))
     stale = []
     for path, section in pages:
         page = path.read_text() if path.exists() else ""
@@ -353,7 +354,7 @@ def main():
         return
     img_dir = pages[0][0].parent / "img"
     img_dir.mkdir(exist_ok=True)
-    draw(records, img_dir)
+    draw(cells, img_dir)
     print(f"results_tables: wrote the tables of {', '.join(str(p) for p, _ in pages)} and their figures in {img_dir}")
 
 
