@@ -57,8 +57,8 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>&
         for (const std::string& o : *list) all.push_back("--" + o);
       }
       // The command's options are listed by --help: here only the nearest ones.
-      const std::string hint = unknown_name_hint("--" + name, all, "", 0);
-      fail("unknown option --", name, hint.empty() ? " (see --help)" : hint.substr(0, hint.size() - 1) + " See --help.)");
+      const bool near = !closest_names("--" + name, all).empty();
+      fail("unknown option --", name, near ? unknown_name_hint("--" + name, all, "", 0, "See --help.") : " (see --help)");
     }
   }
 }

@@ -34,7 +34,7 @@ class OpRegistry {
 
  private:
   static OpRegistry& mutable_global();
-  NamedTable<OpDef> ops_{"op", " (`pens ops` lists them)"};
+  NamedTable<OpDef> ops_{"op", "`pens ops` lists them"};
 };
 
 // One per file of ops/defs/.

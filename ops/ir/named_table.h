@@ -17,8 +17,8 @@ namespace pens {
 template <class T>
 class NamedTable {
  public:
-  // `what` names an entry in errors ("op", "noise kind"); `hint` follows an unknown name
-  // in place of the list of registered names (a table too long to list).
+  // `what` names an entry in errors ("op", "noise kind"); `hint`, when given, says where
+  // the names are listed, in place of listing them (a table too long to list).
   NamedTable(std::string what, std::string hint) : what_(std::move(what)), hint_(std::move(hint)) {}
 
   void add(T item) {
@@ -40,10 +40,8 @@ class NamedTable {
   std::string unknown(std::string_view name) const {
     std::vector<std::string> keys;
     for (const auto& [key, item] : items_) keys.push_back(key);
-    std::string hint = unknown_name_hint(name, keys, "registered", hint_.empty() ? keys.size() : 0);
-    // " (did you mean 'relu'?)" and " (`pens ops` lists them)" as one parenthesis.
-    if (!hint_.empty()) hint = hint.empty() ? hint_ : hint.substr(0, hint.size() - 1) + " " + hint_.substr(2);
-    return cat("unknown ", what_, " '", name, "'", hint);
+    return cat("unknown ", what_, " '", name, "'",
+               unknown_name_hint(name, keys, "registered", hint_.empty() ? keys.size() : 0, hint_));
   }
   // Every entry, sorted by name. Entries never move once added.
   std::vector<const T*> all() const {

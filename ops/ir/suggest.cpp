@@ -72,7 +72,7 @@ std::vector<std::string> closest_names(std::string_view name, const std::vector<
 }
 
 std::string unknown_name_hint(std::string_view name, const std::vector<std::string>& choices,
-                              const std::string& choices_word, size_t list_at_most) {
+                              const std::string& choices_word, size_t list_at_most, const std::string& pointer) {
   std::string suggestion;
   for (const std::string& c : closest_names(name, choices)) {
     suggestion += (suggestion.empty() ? "did you mean '" : "' or '") + c;
@@ -83,8 +83,11 @@ std::string unknown_name_hint(std::string_view name, const std::vector<std::stri
     list = choices_word + ": " + std::accumulate(std::next(choices.begin()), choices.end(), choices.front(),
                                                  [](std::string a, const std::string& b) { return a + ", " + b; });
   }
-  if (suggestion.empty() && list.empty()) return "";
-  return " (" + suggestion + (suggestion.empty() || list.empty() ? "" : " ") + list + ")";
+  std::string out;
+  for (const std::string* part : std::initializer_list<const std::string*>{&suggestion, &list, &pointer}) {
+    if (!part->empty()) out += (out.empty() ? "" : " ") + *part;
+  }
+  return out.empty() ? "" : " (" + out + ")";
 }
 
 }  // namespace pens

@@ -18,9 +18,11 @@ std::vector<std::string> closest_names(std::string_view name, const std::vector<
 
 // What follows "unknown X 'name'" in a message: " (did you mean 'a'? choices: a, b, c)";
 // the choices are listed only when there are at most `list_at_most` of them, and the
-// suggestion only when there is one. Empty when there is neither. `choices_word` names
-// the list ("choices", "registered", "nodes include").
+// suggestion only when there is one; `pointer` (where the choices are listed instead:
+// "`pens ops` lists them") closes the parenthesis. Empty when there is none of the three.
+// `choices_word` names the list ("choices", "registered", "nodes").
 std::string unknown_name_hint(std::string_view name, const std::vector<std::string>& choices,
-                              const std::string& choices_word = "choices", size_t list_at_most = 30);
+                              const std::string& choices_word = "choices", size_t list_at_most = 30,
+                              const std::string& pointer = "");
 
 }  // namespace pens
