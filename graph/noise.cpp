@@ -61,18 +61,20 @@ NodeId add_gaussian(NoiseSite& site, const Attributes& a, std::string_view tag) 
 }
 
 NoiseKind mask_kind() {
-  return {"mask",
-          "inverted dropout of the node's output: keep with probability 1-p, scale by 1/(1-p)",
-          {{"p", AttrType::Float, false, AttrValue(0.5), "drop probability", AttrRange::from_below(0, 1)},
-           {"rescale", AttrType::Int, false, AttrValue(int64_t{1}), "0: keep values unscaled", AttrRange::from_to(0, 1)}},
-          false,
-          [](NoiseSite& site, const Attributes& a) {
-            return site.add("dropout", {site.value},
-                            {{"p", a.get_float("p")},
-                             {"rescale", a.get_int("rescale")},
-                             {"stream", site.stream()}},
-                            "mask");
-          }};
+  NoiseKind mask{"mask",
+                 "inverted dropout of the node's output: keep with probability 1-p, scale by 1/(1-p)",
+                 {{"p", AttrType::Float, false, AttrValue(0.5), "drop probability", AttrRange::from_below(0, 1)},
+                  {"rescale", AttrType::Int, false, AttrValue(int64_t{1}), "0: keep values unscaled", AttrRange::from_to(0, 1)}},
+                 false,
+                 [](NoiseSite& site, const Attributes& a) {
+                   return site.add("dropout", {site.value},
+                                   {{"p", a.get_float("p")},
+                                    {"rescale", a.get_int("rescale")},
+                                    {"stream", site.stream()}},
+                                   "mask");
+                 }};
+  mask.aliases = {"dropout"};
+  return mask;
 }
 
 NoiseKind gaussian_kind() {
@@ -132,11 +134,7 @@ std::vector<NoiseKind> builtin_kinds<NoiseKind>() {
 
 void normalize_noise(const Node& node, NoiseAnnotation& annotation) {
   const NoiseKind* kind = NoiseRegistry::global().find(annotation.kind);
-  if (!kind) {
-    // Dropout is the commonest noise of all, and its kind is named for what it draws.
-    const std::string dropout = annotation.kind == "dropout" ? " (dropout is the kind 'mask', with its drop probability p)" : "";
-    fail_at(node.name, "node '", node.name, "': ", NoiseRegistry::global().unknown(annotation.kind), dropout);
-  }
+  if (!kind) fail_at(node.name, "node '", node.name, "': ", NoiseRegistry::global().unknown(annotation.kind));
   if (kind->parameters_only && !is_param(node)) {
     fail_at(node.name, "node '", node.name, "': noise kind '", kind->name, "' applies to parameters only");
   }

@@ -81,6 +81,9 @@ struct NoiseKind {
   // "divergence": the penalty kind (graph/penalty.h) the probe's body measures between
   // the clean parent's output and the probed child's.
   std::function<void(PerturbationProbe&, const Attributes&, std::span<double> out)> probe = nullptr;
+  // Other names users give this noise ("dropout" for mask): not accepted, but an
+  // annotation that uses one is told the kind's name (NamedTable::unknown).
+  std::vector<std::string> aliases = {};
 };
 
 // NoiseRegistry::global().at("mask"); NoiseRegistry::register_global(kind) adds one.

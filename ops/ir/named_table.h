@@ -3,6 +3,7 @@
 // starts with pens' built-in kinds and takes a program's own at start-up.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +39,13 @@ class NamedTable {
   // "unknown noise kind 'gausian' (did you mean 'gaussian'? registered: ...)", for callers
   // that look up with find() and word the error themselves.
   std::string unknown(std::string_view name) const {
+    for (const auto& [key, item] : items_) {
+      if constexpr (requires { item->aliases; }) {  // a kind another name is commoner for
+        if (std::find(item->aliases.begin(), item->aliases.end(), name) != item->aliases.end()) {
+          return cat("unknown ", what_, " '", name, "' (", name, " is the kind '", key, "')");
+        }
+      }
+    }
     std::vector<std::string> keys;
     for (const auto& [key, item] : items_) keys.push_back(key);
     return cat("unknown ", what_, " '", name, "'",
