@@ -19,12 +19,4 @@ if [ ! -f build-sanitize/build.ninja ]; then
     -Db_ndebug=false -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true \
     -Dpython_bindings=disabled >/dev/null
 fi
-# Quiet when it works; the compiler's messages when it does not (ninja prints them on stdout).
-log=$(mktemp)
-if ! ninja -C build-sanitize -j "$(nproc)" "$@" > "$log" 2>&1; then
-  tail -n 60 "$log" >&2
-  rm -f "$log"
-  echo "sanitize-build: the build failed (the end of its output is above)" >&2
-  exit 1
-fi
-rm -f "$log"
+scripts/ninja-quiet.sh build-sanitize "$@"

@@ -24,15 +24,7 @@ if [ ! -f build/build.ninja ]; then
 fi
 echo "setup: building (meson, build/)"
 # One job per core: ninja's default of two more was slower here (large units, 2 cores).
-# Quiet when it works; the compiler's messages when it does not (ninja prints them on stdout).
-log=$(mktemp)
-if ! ninja -C build -j "$(nproc)" > "$log" 2>&1; then
-  tail -n 60 "$log" >&2
-  rm -f "$log"
-  echo "setup: the build failed (the end of its output is above)" >&2
-  exit 1
-fi
-rm -f "$log"
+scripts/ninja-quiet.sh build
 
 # `import pens` from the build: a .pth file naming build/python in Debian's python3's
 # site folder, and in that of the python3 first on the PATH when it is another CPython of
