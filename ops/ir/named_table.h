@@ -39,8 +39,8 @@ class NamedTable {
   // "unknown noise kind 'gausian' (did you mean 'gaussian'? registered: ...)", for callers
   // that look up with find() and word the error themselves.
   std::string unknown(std::string_view name) const {
-    for (const auto& [key, item] : items_) {
-      if constexpr (requires { item->aliases; }) {  // a kind another name is commoner for
+    if constexpr (requires(const T& t) { t.aliases; }) {  // kinds another name is commoner for
+      for (const auto& [key, item] : items_) {
         if (std::find(item->aliases.begin(), item->aliases.end(), name) != item->aliases.end()) {
           return cat("unknown ", what_, " '", name, "' (", name, " is the kind '", key, "')");
         }
