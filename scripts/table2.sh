@@ -75,6 +75,7 @@ adagrad=""
   adagrad=', "epsilon": 1e-3, "initial_accumulator": 1e-3, "restart_every_epochs": 9, "restart_before_epoch": 250'
 if [[ $report_only == 0 ]]; then
   scripts/check-sst.sh "$data"
+  data=$(cd "$data" && pwd)  # the cells' configs name it: a path in a config is read from the config's folder
   threads=$(( $(nproc) / jobs > 1 ? $(nproc) / jobs : 1 ))
   [[ -x $pens ]] || scripts/setup.sh
   mkdir -p "$runs"

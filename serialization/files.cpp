@@ -64,7 +64,11 @@ std::string read_file(const std::string& path, uint64_t max_bytes) {
 }
 
 std::string absolute_path(const std::string& path) {
-  return path.empty() ? path : std::filesystem::absolute(path).lexically_normal().string();
+  if (path.empty()) return path;
+  std::filesystem::path normal = std::filesystem::absolute(path).lexically_normal();
+  // "data/mnist/" and "data/mnist" name one folder, and compare equal on resume.
+  if (!normal.has_filename() && normal != normal.root_path()) normal = normal.parent_path();
+  return normal.string();
 }
 
 int remove_interrupted_writes(const std::string& dir) {

@@ -14,7 +14,7 @@ namespace pens {
 std::string read_file(const std::string& path, uint64_t max_bytes);
 
 // `path` made absolute against the working directory and normalised ("a/./b/../c" is
-// "/cwd/a/c"); "" stays "".
+// "/cwd/a/c", a folder without its trailing "/"); "" stays "".
 std::string absolute_path(const std::string& path);
 
 // Atomically replaces `path` with `bytes`. `before_rename`, when set, runs after the

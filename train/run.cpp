@@ -17,17 +17,17 @@ namespace pens {
 namespace {
 namespace fs = std::filesystem;
 
-// The options every config takes, over the config's values. Paths in the config are
-// relative to its folder, those on the command line and the data folder to the working
-// directory; all are made absolute, so that the effective config (the run folder's
-// config.json, the checkpoint's copy) names the same files from wherever it is read or
-// resumed.
+// The options every config takes, over the config's values. Paths are resolved by the one
+// rule (resolve_config_paths) and made absolute, so that the effective config (the run
+// folder's config.json, the checkpoint's copy) names the same files from wherever it is
+// read or resumed.
 template <class Config>
-void apply(const RunOptions& o, const std::string& config_path, Config& config) {
+void apply(const RunOptions& o, const std::string& config_path, const nlohmann::json& written, Config& config) {
   config.model = relative_to_config(config_path, config.model);
+  config.data_dir = configured_data_dir(config_path, written, config.data_dir);
   config.init_from = relative_to_config(config_path, config.init_from);
   if (o.init) config.init_from = absolute_path(*o.init);
-  config.data_dir = absolute_path(o.data_dir.value_or(config.data_dir));
+  if (o.data_dir) config.data_dir = absolute_path(*o.data_dir);
   if (o.seed) config.seed = *o.seed;
   if (o.epochs) {
     if (*o.epochs < 1) fail("epochs must be at least 1, got ", *o.epochs);
@@ -68,6 +68,23 @@ std::string relative_to_config(const std::string& config_path, const std::string
   return absolute_path((fs::path(config_path).parent_path() / path).string());
 }
 
+std::string configured_data_dir(const std::string& config_path, const nlohmann::json& written,
+                                const std::string& data_dir) {
+  const bool dir_written = written.contains("data") && written["data"].is_object() && written["data"].contains("dir");
+  if (!dir_written) return absolute_path(data_dir);  // the default: a folder in the working directory
+  const std::string resolved = relative_to_config(config_path, data_dir);
+  // Until 2026-11-29 data.dir was read against the working directory. A config written
+  // then names a folder that exists from there and not from the config's folder: say so,
+  // rather than fail later on a missing file.
+  if (!fs::path(data_dir).is_absolute() && !fs::exists(resolved) && fs::is_directory(data_dir)) {
+    const fs::path config_folder = fs::path(absolute_path(config_path)).parent_path();
+    fail(config_path, ": data.dir \"", data_dir, "\" is read from the config's folder, where there is no ", resolved,
+         "; a folder of that name is in the working directory: write \"",
+         fs::relative(absolute_path(data_dir), config_folder).string(), "\", an absolute path, or --data-dir");
+  }
+  return resolved;
+}
+
 PreparedRun prepare_run(const std::string& config_path, const RunOptions& options) {
   PreparedRun run;
   run.config_path = config_path;
@@ -82,7 +99,7 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
     if (options.split_seed) fail("split_seed is for MNIST configs; ", config_path, " is a tree config");
     if (options.shards) fail("shards is for MNIST configs; ", config_path, " is a tree config");
     run.tree = parse_tree_config(j, config_path);
-    apply(options, config_path, run.tree);
+    apply(options, config_path, j, run.tree);
     run.resume = resume_of(options, run.out_dir);
     run.tree_data = load_tree_data(run.tree.data_dir, run.tree.vocabulary);
     run.description = cat("pens train: ", run.tree.model, " on ", run.tree.data_dir, " (", run.tree.task, ") for ",
@@ -91,7 +108,7 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
     return run;
   }
   run.mnist = parse_train_config(j, config_path);
-  apply(options, config_path, run.mnist);
+  apply(options, config_path, j, run.mnist);
   if (options.labels) {
     if (*options.labels < 0) fail("labels must be at least 0, got ", *options.labels);
     run.mnist.labeled = *options.labels;

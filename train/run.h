@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "pens/train/observer.h"
 #include "pens/train/trainer.h"
 #include "pens/train/tree_trainer.h"
@@ -53,8 +55,17 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
 // `communicator`'s processes when it has more than one (MNIST configs; train()).
 TrainSummary run_training(const PreparedRun& run, TrainObserver& observer, Communicator* communicator = nullptr);
 
-// A path in a config, relative to the config's folder unless it is absolute, as an
-// absolute path.
+// The one rule for paths: a path written in a config file is relative to the config's
+// folder; one on the command line, or a default the config leaves out (data/mnist,
+// ../shared/data/sst), is relative to the working directory. Both functions return
+// absolute paths ("" stays "").
+
+// A path written in a config (model, init_from).
 std::string relative_to_config(const std::string& config_path, const std::string& path);
+
+// The config's data folder: `written` is the config's JSON, which says whether data.dir
+// was written (relative to the config) or left to its default (the working directory).
+std::string configured_data_dir(const std::string& config_path, const nlohmann::json& written,
+                                const std::string& data_dir);
 
 }  // namespace pens

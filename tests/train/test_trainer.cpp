@@ -18,6 +18,7 @@
 #include "pens/train/optimizer.h"
 #include "pens/train/pretrain_config.h"
 #include "pens/train/report.h"
+#include "pens/train/run.h"
 #include "pens/train/run_folder.h"
 #include "pens/train/skipgram.h"
 #include "pens/train/trainer.h"
@@ -316,19 +317,23 @@ TEST_CASE("training configs: unknown fields and bad values are errors naming the
   CHECK(parse_train_config(to_json(c), "again").schedule.anneal_start_epoch == 60);
 }
 
-TEST_CASE("every training config under examples/ parses and names a model file that loads") {
+TEST_CASE("every training config under examples/ parses and names a model file that loads, and the repository's data") {
   int configs = 0;
+  const std::string mnist = absolute_path(pens::testing::source_dir() + "/data/mnist");
   for (const auto& entry : std::filesystem::directory_iterator(pens::testing::source_dir() + "/examples/mnist")) {
     const std::string name = entry.path().filename().string();
     if (entry.path().extension() != ".json" || name.ends_with(".model.json")) continue;
     INFO(entry.path().string());
+    const json j = json::parse(read_file(entry.path().string(), 1 << 20));
     if (name.starts_with("pretrain")) {  // pens pretrain's: every layer must make an autoencoder
-      const PretrainConfig p = parse_pretrain_config(json::parse(read_file(entry.path().string(), 1 << 20)), name);
+      const PretrainConfig p = parse_pretrain_config(j, name);
+      CHECK(configured_data_dir(entry.path().string(), j, p.data_dir) == mnist);
       const Model m = load_model((entry.path().parent_path() / p.model).string());
       for (const PretrainLayer& layer : p.layers) CHECK_NOTHROW(denoising_autoencoder(m.graph, layer.autoencoder));
       continue;
     }
-    const TrainConfig c = parse_train_config(json::parse(read_file(entry.path().string(), 1 << 20)), name);
+    const TrainConfig c = parse_train_config(j, name);
+    CHECK(configured_data_dir(entry.path().string(), j, c.data_dir) == mnist);
     const Model m = load_model((entry.path().parent_path() / c.model).string());
     if (c.batch_unlabeled > 0) CHECK(m.ensemble.has_value());
     for (const TrainablePeriod& period : c.trainable_periods) {
@@ -342,14 +347,20 @@ TEST_CASE("every training config under examples/ parses and names a model file t
   CHECK(configs >= 6);
 }
 
-TEST_CASE("every tree config under examples/sst parses and names a model file that has the parameters its l2 names") {
+TEST_CASE("every tree config under examples/sst parses, names a model file that has the parameters its l2 names, and the treebank") {
   int configs = 0;
+  const std::string sst = absolute_path(pens::testing::source_dir() + "/../shared/data/sst");
   for (const auto& entry : std::filesystem::directory_iterator(pens::testing::source_dir() + "/examples/sst")) {
     if (entry.path().extension() != ".json" || entry.path().filename().string().ends_with(".model.json")) continue;
     const json j = json::parse(read_file(entry.path().string(), 1 << 20));
-    if (!is_tree_config(j) || is_skipgram_config(j)) continue;  // pens pretrain's skip-gram configs
     INFO(entry.path().string());
+    if (is_skipgram_config(j)) {  // pens pretrain's
+      CHECK(configured_data_dir(entry.path().string(), j, parse_skipgram_config(j, "s").data_dir) == sst);
+      continue;
+    }
+    REQUIRE(is_tree_config(j));
     const TreeConfig c = parse_tree_config(j, entry.path().string());
+    CHECK(configured_data_dir(entry.path().string(), j, c.data_dir) == sst);
     const Model m = load_model((entry.path().parent_path() / c.model).string());
     REQUIRE(m.tree.has_value());
     for (const auto& item : c.l2) {

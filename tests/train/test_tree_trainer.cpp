@@ -444,4 +444,54 @@ TEST_CASE("a run's effective config names its files absolutely, so a resume may 
   CHECK(nlohmann::json::parse(read_file(dir / "run/config.json", 1 << 20))["model"] == model);
 }
 
+namespace {
+// The working directory for one scope: the path rule's other half.
+class WorkingDirectory {
+ public:
+  explicit WorkingDirectory(const std::string& to) : was_(std::filesystem::current_path()) {
+    std::filesystem::current_path(to);
+  }
+  ~WorkingDirectory() { std::filesystem::current_path(was_); }
+  WorkingDirectory(const WorkingDirectory&) = delete;
+  WorkingDirectory& operator=(const WorkingDirectory&) = delete;
+
+ private:
+  std::filesystem::path was_;
+};
+}  // namespace
+
+TEST_CASE("one rule for paths: written in a config, from its folder; on the command line or left out, from the working directory") {
+  TempDir dir;
+  make_treebank(dir, 30, 5, 5, 9);
+  save_model(build_ctn({.vocabulary = 9, .dim = 4, .classes = 2}), dir / "ctn.model.json");
+  std::filesystem::create_directories(dir / "configs");
+  const WorkingDirectory in(dir.path());
+  const std::string here = std::filesystem::path(dir.path()).lexically_normal().string();
+  const std::string config = "configs/c.json";
+  const auto written = [](const std::string& data_dir) { return nlohmann::json{{"data", {{"dir", data_dir}}}}; };
+
+  CHECK(configured_data_dir(config, written(".."), "..") == here);
+  CHECK(configured_data_dir(config, written(here), here) == here);
+  CHECK(configured_data_dir(config, written("nowhere"), "nowhere") == here + "/configs/nowhere");  // the loader says
+  CHECK(configured_data_dir(config, nlohmann::json::object(), ".") == here);                         // the default
+  CHECK(relative_to_config(config, "../ctn.model.json") == here + "/ctn.model.json");
+  // As read before: a folder in the working directory, none beside the config. Refused,
+  // with what to write instead.
+  std::filesystem::create_directories(dir / "sst");
+  CHECK_THROWS_WITH_AS(configured_data_dir(config, written("sst"), "sst"),
+                       doctest::Contains("configs/c.json: data.dir \"sst\" is read from the config's folder"), Error);
+  CHECK_THROWS_WITH_AS(configured_data_dir(config, written("sst"), "sst"), doctest::Contains("write \"../sst\""),
+                       Error);
+
+  // Through prepare_run: the config's data.dir from configs/, --data-dir from here.
+  const nlohmann::json c = {{"task", "binary"}, {"model", "../ctn.model.json"}, {"data", {{"dir", ".."}}}};
+  write_file_atomically(dir / config, c.dump());
+  RunOptions options;
+  options.out = "run";
+  CHECK(prepare_run(config, options).tree.data_dir == here);
+  options.data_dir = ".";
+  CHECK(prepare_run(config, options).tree.data_dir == here);
+  CHECK(prepare_run(config, options).out_dir == "run");  // made absolute where the run writes its config
+}
+
 }  // namespace test_tree_trainer

@@ -103,7 +103,8 @@ write_set('header-promises-terabytes', train_images=bytes([0,0,8,3]) + struct.pa
 # A model that fits the data, and configs.
 mlp = json.load(open(f'{repo}/examples/mnist/pea-xent.model.json'))
 json.dump(mlp, open(f'{root}/configs/mlp.model.json', 'w'), indent=1)
-good_config = {"model": "mlp.model.json", "data": {"dir": "data/good", "labeled": 10, "validation": 5},
+# Paths in a config are read from its folder (configs/).
+good_config = {"model": "mlp.model.json", "data": {"dir": "../data/good", "labeled": 10, "validation": 5},
                "batch": {"labeled": 10, "unlabeled": 10}, "run": {"epochs": 1, "steps_per_epoch": 2, "threads": 1},
                "eval": {"batch": 10}}
 def config(name, change=None, text=None, expect='', extra=''):
@@ -137,13 +138,15 @@ config('model-is-a-folder', lambda c: c.update(model='.'), expect='not a regular
 config('labeled-beyond-data', lambda c: c['data'].update(labeled=5000), expect='labeled')
 config('validation-beyond-data', lambda c: c['data'].update(validation=100000), expect='validation')
 config('labeled-not-per-class', lambda c: c['data'].update(labeled=25), expect='labeled-not-per-class.json: data.labeled')
-config('data-dir-missing', lambda c: c['data'].update(dir='data/none'), expect='no such file')
+config('data-dir-missing', lambda c: c['data'].update(dir='../data/none'), expect='no such file')
+# Written as before 2026-11-29, relative to the working directory (the corpus).
+config('data-dir-from-working-directory', lambda c: c['data'].update(dir='data/good'), expect='working directory')
 config('text-after-config', text=json.dumps(good_config).encode() + b' trailing', expect=':')
 config('empty-config', text=b'', expect='empty')
 config('config-is-array', text=b'[]', expect='')
 for name in ['truncated-images', 'trailing-bytes', 'gzip-images', 'wrong-rank', 'wrong-type', 'label-count-mismatch',
              'label-beyond-9', 'small-images', 'empty-images', 'header-promises-terabytes']:
-    config(f'data-{name}', lambda c, name=name: c['data'].update(dir=f'data/{name}'), expect='idx' if name != 'small-images' else '784')
+    config(f'data-{name}', lambda c, name=name: c['data'].update(dir=f'../data/{name}'), expect='idx' if name != 'small-images' else '784')
 # Command-line options.
 for name, args, expect in [
     ('epochs-0', 'train configs/epochs-ok.json --out {out} --epochs 0', '--epochs'),
