@@ -1,5 +1,6 @@
 #include "pens/ops/ir/memory.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,8 +18,8 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// The memory this process may use: the machine's, or its cgroup's (v2, then v1) when that
-// is smaller. 0 when neither can be read.
+// The memory this process may use: the machine's, or its cgroup's (v2, then v1), or its
+// address-space limit (ulimit -v), whichever is smallest. 0 when none can be read.
 uint64_t machine_memory() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGE_SIZE);
@@ -27,6 +28,13 @@ uint64_t machine_memory() {
     std::ifstream in(path);
     uint64_t limit = 0;
     if (in >> limit && limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;  // "max" fails to read
+  }
+  // An address-space limit counts mappings that are not memory (code, thread stacks), so
+  // it is a generous bound; still, past it an allocation fails with no message of pens'.
+  rlimit space{};
+  if (getrlimit(RLIMIT_AS, &space) == 0 && space.rlim_cur != RLIM_INFINITY) {
+    const auto limit = static_cast<uint64_t>(space.rlim_cur);
+    if (limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;
   }
   return bytes;
 }

@@ -18,23 +18,30 @@ import re
 
 from ._pens import Error, Model, RunOptions, set_threads
 from . import _pens
+from . import optim
 
-__all__ = ["Error", "Model", "ModelBuilder", "Program", "compile", "gradcheck", "load", "set_threads", "train"]
+__all__ = ["Error", "Model", "ModelBuilder", "Program", "compile", "gradcheck", "load", "optim", "set_threads",
+           "train"]
 
 
 def load(path):
     """Reads a model file (and its sidecar of values, when it has one)."""
-    return Model.load(str(path))
+    return Model.load(_path(path, "the model file"))
 
 
 class Program:
-    """A model's graph compiled for one batch size and one precision (pens.compile).
+    """A model's graph compiled in one precision (pens.compile), run on batches of any
+    number of rows: each row count compiles once, when first fed, and all of them read
+    and update one copy of the parameters.
 
-    forward() takes the inputs by name (numpy arrays of the input's shape; real inputs
-    in any float dtype, index inputs in any integer dtype) and returns the outputs as new
-    arrays. value(name) and grad(name) are read-only views of the tape's memory (no copy;
+    forward() takes the inputs by name (numpy arrays; real inputs in any float dtype,
+    index inputs in any integer dtype) and returns the outputs as new arrays. backward()
+    returns this call's gradients, as new arrays; backward(accumulate=True) adds them to
+    the earlier calls' since zero_grad(), for gradients summed over several passes.
+    value(name) and grad(name) are read-only views of the last run's memory (no copy;
     valid until the next run); parameters() are writable views of the program's own
-    parameter copy.
+    parameter copy, and copy_to(model) gives a model those values. One program may be
+    used from several threads: each call runs alone.
     """
 
     def __init__(self, core):
@@ -43,12 +50,14 @@ class Program:
     inputs = property(lambda self: list(self._core.inputs), doc="the graph's input nodes")
     outputs = property(lambda self: list(self._core.outputs), doc="the graph's output nodes")
     dtype = property(lambda self: self._core.dtype, doc="'float32' or 'float64'")
-    batch = property(lambda self: self._core.batch, doc="the batch size it was compiled for")
+    batch = property(lambda self: self._core.batch, doc="the row count compiled first (others compile when fed)")
     objective = property(lambda self: self._core.objective, doc="the summed loss terms of the last forward")
 
     def forward(self, feed=None, **inputs):
         """Runs the graph on the inputs (a dict, keyword arguments, or both); returns
         {output name: array}, copies the caller may keep."""
+        if feed is not None and not isinstance(feed, dict):
+            raise Error(f"forward() takes the inputs as a dict or as keyword arguments, got {type(feed).__name__}")
         feed = dict(feed or {}, **inputs)
         missing = [name for name in self._core.inputs if name not in feed]
         unknown = [name for name in feed if name not in self._core.inputs]
@@ -56,15 +65,17 @@ class Program:
             raise Error(f"no input named {unknown[0]!r} (the graph's inputs: {', '.join(self._core.inputs)})")
         if missing:
             raise Error(f"input {missing[0]!r} not given (the graph's inputs: {', '.join(self._core.inputs)})")
-        for name, array in feed.items():
-            self._core.feed(name, _array(array, name))
-        self._core.run_forward()
-        return {name: self._core.value(name).copy() for name in self._core.outputs}
+        return self._core.forward({name: _array(array, name) for name, array in feed.items()})
 
-    def backward(self):
-        """Gradients of the objective (after forward); returns {parameter: gradient view}."""
-        self._core.run_backward()
-        return self._core.grads()
+    def backward(self, accumulate=False):
+        """The gradients of the last forward's objective: {parameter: array}. This call's
+        alone, or with accumulate=True the sum since zero_grad() (or since the last call
+        without it)."""
+        return self._core.backward(bool(accumulate))
+
+    def zero_grad(self):
+        """Sets the parameters' gradients to 0, for backward(accumulate=True)."""
+        self._core.zero_grad()
 
     def value(self, name):
         return self._core.value(name)
@@ -75,9 +86,16 @@ class Program:
     def parameters(self):
         return self._core.parameters()
 
+    def copy_to(self, model):
+        """Gives `model` (the model compiled, or one with the same parameters) this
+        program's parameter values, so that model.save() keeps what was trained here."""
+        if not isinstance(model, Model):
+            raise Error(f"copy_to() takes a pens.Model, got {type(model).__name__}")
+        self._core.copy_to(model)
+
     def set_noise_key(self, seed, step=0):
         """Keys the noise of the next forward passes: the same key draws the same noise."""
-        self._core.set_noise_key(seed, step)
+        self._core.set_noise_key(_count(seed, "seed", 0), _count(step, "step", 0))
 
 
 def _array(value, name):
@@ -89,8 +107,60 @@ def _array(value, name):
     return array
 
 
+def _path(value, what):
+    """A path argument as a str: a str or an os.PathLike, else pens.Error."""
+    import os
+
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    raise Error(f"{what} must be a path (a str or a pathlib.Path), got {type(value).__name__}")
+
+
+def _count(value, what, least=1):
+    """A whole-number argument (an int or a NumPy integer, not a bool), at least `least`."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise Error(f"{what} must be a whole number, got {value!r}")
+    if value < least:
+        raise Error(f"{what} must be at least {least}, got {value}")
+    return int(value)
+
+
+def _number(value, what):
+    """A real-number argument (int, float or a NumPy scalar, not a bool)."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise Error(f"{what} must be a number, got {value!r}")
+    return float(value)
+
+
+def _dtype(value):
+    """'float32' or 'float64' from a name, a NumPy dtype or a NumPy scalar type."""
+    if isinstance(value, str):
+        return value
+    try:
+        import numpy as np
+
+        return np.dtype(value).name
+    except TypeError:
+        raise Error(f"dtype must be 'float32' or 'float64', got {value!r}") from None
+
+
+def _model(value, what="model"):
+    if not isinstance(value, Model):
+        raise Error(f"{what} must be a pens.Model (pens.load(path), ModelBuilder.build()), got {type(value).__name__}")
+    return value
+
+
+def _optional_count(value, what, least):
+    return None if value is None else _count(value, what, least)
+
+
 def compile(model, batch, dtype="float32", graph="inference", samples=0, children=None, labeled=None, init_seed=1):
-    """Compiles a model's graph for `batch` rows in float32 or float64.
+    """Compiles a model's graph in float32 or float64, first for `batch` rows (any other
+    row count compiles when it is first fed).
 
     graph: "inference" (the parent network, noise off; with samples=K, K noisy children
     and their mean class probabilities as "mc/<output>/probabilities"), "training" (the
@@ -99,7 +169,9 @@ def compile(model, batch, dtype="float32", graph="inference", samples=0, childre
     "parent" (the graph as written, noise on). Parameters are the model's values, or drawn
     from their init attributes with init_seed when the model holds none.
     """
-    return Program(_pens.compile(model, batch, dtype, graph, samples, children, labeled, init_seed))
+    return Program(_pens.compile(_model(model), _count(batch, "batch"), _dtype(dtype), graph,
+                                 _count(samples, "samples", 0), _optional_count(children, "children", 1),
+                                 _optional_count(labeled, "labeled", 0), _count(init_seed, "init_seed", 0)))
 
 
 def gradcheck(model, batch=8, children=None, labeled=None, parent=False, sample=None, tolerance=1e-6, step=1e-5,
@@ -107,7 +179,9 @@ def gradcheck(model, batch=8, children=None, labeled=None, parent=False, sample=
     """Finite-difference check in float64 of d objective / d parameters of the model's
     training graph, as `pens gradcheck MODEL` runs it. sample: elements checked per
     tensor (0: all; default all up to 10,000 parameter elements, 64 above)."""
-    return _pens.gradcheck(model, batch, children, labeled, parent, sample, tolerance, step, init_seed)
+    return _pens.gradcheck(_model(model), _count(batch, "batch"), _optional_count(children, "children", 1),
+                           _optional_count(labeled, "labeled", 0), bool(parent), _optional_count(sample, "sample", 0),
+                           _number(tolerance, "tolerance"), _number(step, "step"), _count(init_seed, "init_seed", 0))
 
 
 def train(config, out=None, callback=None, *, init=None, data_dir=None, seed=None, epochs=None, budget_minutes=None,
@@ -117,14 +191,22 @@ def train(config, out=None, callback=None, *, init=None, data_dir=None, seed=Non
     {step, total_steps, epoch, objective, elapsed_seconds}) after every step, ("eval",
     metrics) after every evaluation (the line written to metrics.jsonl) and ("message",
     text); an exception it raises stops the run, whose last checkpoint stays."""
+    if callback is not None and not callable(callback):
+        raise Error(f"callback must be callable, got {type(callback).__name__}")
     options = RunOptions()
-    for key, value in dict(out=out, init=init, data_dir=data_dir, seed=seed, epochs=epochs,
-                           budget_minutes=budget_minutes, threads=threads, labels=labels, split_seed=split_seed,
-                           resume_from=resume_from).items():
+    paths = dict(out=out, init=init, data_dir=data_dir, resume_from=resume_from)
+    counts = dict(seed=(seed, 0), epochs=(epochs, 1), threads=(threads, 0), labels=(labels, 0),
+                  split_seed=(split_seed, 0))
+    for key, value in paths.items():
         if value is not None:
-            setattr(options, key, str(value) if key in ("out", "init", "data_dir", "resume_from") else value)
+            setattr(options, key, _path(value, key))
+    for key, (value, least) in counts.items():
+        if value is not None:
+            setattr(options, key, _count(value, key, least))
+    if budget_minutes is not None:
+        options.budget_minutes = _number(budget_minutes, "budget_minutes")
     options.resume = bool(resume)
-    return _pens.train(str(config), options, callback)
+    return _pens.train(_path(config, "config"), options, callback)
 
 
 def noise(kind, **params):
@@ -204,7 +286,21 @@ class ModelBuilder:
 
     @staticmethod
     def _shape(shape):
-        return [-1 if d is None else int(d) for d in shape]
+        """None or -1: the batch; every other dimension a whole number (7 / 2 is refused,
+        not cut to 3)."""
+        import numbers
+
+        dims = []
+        for d in shape:
+            if d is None:
+                dims.append(-1)
+            elif isinstance(d, numbers.Integral) and not isinstance(d, bool):
+                dims.append(int(d))
+            elif isinstance(d, numbers.Real) and float(d).is_integer():
+                dims.append(int(d))
+            else:
+                raise Error(f"shape {list(shape)}: {d!r} is not a whole number of units")
+        return dims
 
     def _find(self, name):
         for entry in self._inputs + self._params + self._nodes:

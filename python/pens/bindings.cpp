@@ -7,8 +7,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <variant>
 
 #include "pens/autodiff/gradcheck.h"
@@ -18,6 +23,8 @@
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/inspect.h"
+#include "pens/train/constraints.h"
+#include "pens/train/optimizer.h"
 #include "pens/train/run.h"
 
 namespace py = pybind11;
@@ -65,29 +72,73 @@ BuildOptions build_options(int64_t batch, std::optional<int64_t> children, std::
   return o;
 }
 
-// A model's graph compiled for one batch size and one precision: the tape, the
-// parameters it reads (copied from the model, or initialized) and what it computes.
+// A model's graph compiled in one precision, run on batches of any size: each row count
+// gets a tape of its own, compiled when first fed and kept, and every tape reads and
+// updates one copy of the parameters, so that a loop's last, partial batch needs nothing
+// from the caller. Calls are serialized by a lock (a program shared by threads gives each
+// call its own inputs' outputs); the lock is taken with the GIL released, and long work
+// runs with it released.
 class Compiled {
  public:
+  using GraphOf = std::function<Graph(int64_t rows)>;
   virtual ~Compiled() = default;
-  virtual void feed(const std::string& name, py::array a) = 0;
-  virtual void forward() = 0;
-  virtual void backward() = 0;
-  virtual double objective() const = 0;
+  // Feeds the inputs, runs forward, returns copies of the outputs.
+  virtual py::dict forward(const py::dict& feed) = 0;
+  // This call's parameter gradients (copies), or the sum with the earlier calls' since
+  // zero_grad() when `accumulate`.
+  virtual py::dict backward(bool accumulate) = 0;
+  virtual void zero_grad() = 0;
+  virtual double objective() = 0;
   virtual py::array value(const std::string& name, py::handle owner) = 0;
   virtual py::array grad(const std::string& name, py::handle owner) = 0;
   virtual py::dict parameters(py::handle owner, bool grads) = 0;
   virtual void set_noise_key(uint64_t seed, uint64_t step) = 0;
+  // The model `model` with this program's parameter values (by name).
+  virtual void copy_to(Model& model) = 0;
+  // One optimizer update, the max-norm constraints and the moving averages after it.
+  virtual void update(Optimizer& optimizer, const OptimizerStep& step, std::span<const std::unique_ptr<Constraint>> constraints) = 0;
+  // What an optimizer of this program updates (float32 programs only).
+  virtual ParamStore<float>& float_params() = 0;
   virtual std::string dtype() const = 0;
-  virtual int64_t batch() const = 0;
+  virtual const Graph& graph() const = 0;
+  int64_t batch = 0;  // the row count compiled first
   std::vector<std::string> inputs, outputs;
+
+ protected:
+  // The lock, taken without the GIL (whose holder may be waiting for this lock).
+  std::unique_lock<std::mutex> lock() {
+    py::gil_scoped_release unlocked;
+    return std::unique_lock<std::mutex>(mutex_);
+  }
+
+ private:
+  std::mutex mutex_;
 };
+
+// A fed value as a NumPy array (the Python half converts; this refuses what it did not).
+py::array array_of(py::handle name, py::handle value) {
+  if (!py::isinstance<py::array>(value)) {
+    fail("input '", py::str(name).cast<std::string>(), "' takes a NumPy array, got ",
+         py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+  }
+  return py::reinterpret_borrow<py::array>(value);
+}
+
+// A path argument: a str or anything os.fspath takes (a pathlib.Path); else an Error
+// naming `what`, not pybind11's list of signatures.
+std::string path_of(py::handle value, const char* what) {
+  if (py::isinstance<py::str>(value)) return value.cast<std::string>();
+  if (py::hasattr(value, "__fspath__")) return py::module_::import("os").attr("fspath")(value).cast<std::string>();
+  fail(what, " must be a path (a str or a pathlib.Path), got ",
+       py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+}
 
 template <class T>
 class CompiledAs final : public Compiled {
  public:
-  CompiledAs(const Model& model, Graph graph, int64_t batch_size, uint64_t init_seed) : graph_(std::move(graph)) {
-    params_ = std::make_unique<ParamStore<T>>(graph_);
+  CompiledAs(const Model& model, GraphOf graph_of, int64_t rows, uint64_t init_seed) : graph_of_(std::move(graph_of)) {
+    Program& first = program(rows);
+    params_ = std::make_unique<ParamStore<T>>(first.graph);
     if (model.values) {
       for (const ParamEntry& e : params_->entries()) {
         const ParamEntry* from = model.values->find(e.name);
@@ -97,25 +148,189 @@ class CompiledAs final : public Compiled {
         for (int64_t i = 0; i < dst.size(); ++i) dst[i] = static_cast<T>(src[static_cast<size_t>(i)]);
       }
     } else {
-      params_->initialize(graph_, init_seed);
+      params_->initialize(first.graph, init_seed);
     }
-    tape_ = std::make_unique<Tape<T>>(graph_, *params_, CompileOptions{.batch = batch_size});
-    for (NodeId v : graph_.nodes()) {
-      if (is_input(graph_[v])) inputs.push_back(graph_[v].name);
-      if (graph_[v].has(kOutput)) outputs.push_back(graph_[v].name);
+    first.tape = std::make_unique<Tape<T>>(first.graph, *params_, CompileOptions{.batch = rows});
+    batch = rows;
+    for (NodeId v : first.graph.nodes()) {
+      const Node& n = first.graph[v];
+      if (is_input(n)) {
+        inputs.push_back(n.name);
+        // The row count is read from inputs with a row per example (not the labels of a
+        // semi-supervised batch's labeled rows).
+        const std::vector<int64_t>& shape = n.attrs.get_ints("shape");
+        if (!shape.empty() && shape[0] == kBatch && first.tape->input(n.name).shape[0] == rows) {
+          batch_inputs_.insert(n.name);
+        }
+      }
+      if (n.has(kOutput)) outputs.push_back(n.name);
     }
   }
 
-  void feed(const std::string& name, py::array a) override {
-    TensorView<T> dst = tape_->input(name);
+  py::dict forward(const py::dict& feed) override {
+    const auto locked = lock();
+    Tape<T>& tape = tape_for(rows_of(feed));
+    for (const auto& [name, array] : feed) put(tape, py::cast<std::string>(name), array_of(name, array));
+    tape.set_noise_key(key_);
+    {
+      py::gil_scoped_release unlocked;
+      tape.forward();
+    }
+    last_ = &tape;
+    py::dict out;
+    for (const std::string& name : outputs) {
+      const TensorView<const T> v = tape.value(name);
+      py::array_t<T> copy(dims(v.shape));
+      std::memcpy(copy.mutable_data(), v.data, sizeof(T) * static_cast<size_t>(v.size()));
+      out[py::str(name)] = std::move(copy);
+    }
+    return out;
+  }
+  py::dict backward(bool accumulate) override {
+    const auto locked = lock();
+    Tape<T>& tape = ran("backward()");
+    if (tape.loss_count() == 0) {
+      fail("the graph has no loss to differentiate: compile with graph='training' (the pseudo-ensemble's objective), "
+           "for a model with a loss node (marked loss=True)");
+    }
+    {
+      py::gil_scoped_release unlocked;
+      if (!accumulate) params_->zero_grad();
+      tape.backward();
+    }
+    py::dict out;
+    for (const ParamEntry& e : params_->entries()) {
+      const TensorView<T> g = params_->grad(e);
+      py::array_t<T> copy(dims(e.shape));
+      std::memcpy(copy.mutable_data(), g.data, sizeof(T) * static_cast<size_t>(g.size()));
+      out[py::str(e.name)] = std::move(copy);
+    }
+    return out;
+  }
+  void zero_grad() override {
+    const auto locked = lock();
+    params_->zero_grad();
+  }
+  double objective() override {
+    const auto locked = lock();
+    return static_cast<double>(ran("objective").objective());
+  }
+  py::array value(const std::string& name, py::handle owner) override {
+    const auto locked = lock();
+    const TensorView<const T> v = ran("value()").value(name);
+    return view(const_cast<T*>(v.data), v.shape, owner, false);
+  }
+  py::array grad(const std::string& name, py::handle owner) override {
+    const auto locked = lock();
+    if (params_->find(name)) return view(params_->grad(name).data, params_->at(name).shape, owner, false);
+    const TensorView<const T> g = ran("grad()").grad(name);
+    return view(const_cast<T*>(g.data), g.shape, owner, false);
+  }
+  py::dict parameters(py::handle owner, bool grads) override {
+    py::dict out;
+    for (const ParamEntry& e : params_->entries()) {
+      out[py::str(e.name)] = grads ? view(params_->grad(e).data, e.shape, owner, false)
+                                   : view(params_->value(e).data, e.shape, owner, true);
+    }
+    return out;
+  }
+  void set_noise_key(uint64_t seed, uint64_t step) override {
+    const auto locked = lock();
+    key_ = {seed, step};
+  }
+  void copy_to(Model& model) override {
+    const auto locked = lock();
+    auto values = std::make_shared<ParamStore<float>>(model.graph);
+    for (const ParamEntry& e : values->entries()) {
+      const ParamEntry* from = params_->find(e.name);
+      if (!from) fail("the program holds no parameter '", e.name, "' of the model: is it the model it was compiled from?");
+      if (from->shape != e.shape) {
+        fail("parameter '", e.name, "' is ", from->shape.str(), " in the program and ", e.shape.str(), " in the model");
+      }
+      const TensorView<T> src = params_->value(*from);
+      TensorView<float> dst = values->value(e);
+      for (int64_t i = 0; i < dst.size(); ++i) dst[i] = static_cast<float>(src[i]);
+    }
+    model.values = std::move(values);  // views of the old values keep them alive
+  }
+  void update(Optimizer& optimizer, const OptimizerStep& step,
+              std::span<const std::unique_ptr<Constraint>> constraints) override {
+    const auto locked = lock();
+    py::gil_scoped_release unlocked;
+    optimizer.step(step);
+    for (const auto& c : constraints) c->apply({});
+    // The moving averages (running statistics, a mean teacher) follow the graph last run.
+    if (last_) last_->update_averages();
+  }
+  ParamStore<float>& float_params() override {
+    if constexpr (std::is_same_v<T, float>) {
+      return *params_;
+    } else {
+      fail("optimizers update float32 programs; this one is float64 (compile with dtype='float32' to train)");
+    }
+  }
+  std::string dtype() const override { return std::is_same_v<T, float> ? "float32" : "float64"; }
+  const Graph& graph() const override { return programs_.at(batch).graph; }
+
+ private:
+  struct Program {
+    Graph graph;
+    std::unique_ptr<Tape<T>> tape;
+  };
+
+  Program& program(int64_t rows) {
+    auto [at, fresh] = programs_.try_emplace(rows);
+    if (fresh) {
+      try {
+        at->second.graph = graph_of_(rows);
+      } catch (...) {
+        programs_.erase(at);
+        throw;
+      }
+    }
+    return at->second;
+  }
+
+  // The rows of this feed: the first dimension of its inputs with a row per example,
+  // which must agree.
+  int64_t rows_of(const py::dict& feed) const {
+    int64_t rows = 0;
+    std::string first;
+    for (const auto& [key, value] : feed) {
+      const std::string name = py::cast<std::string>(key);
+      if (!batch_inputs_.contains(name)) continue;
+      const py::array array = array_of(key, value);
+      if (array.ndim() == 0) fail("input '", name, "' takes an array with a row per example, got a scalar");
+      const int64_t n = static_cast<int64_t>(array.shape(0));
+      if (n < 1) fail("input '", name, "' has no rows");
+      if (rows > 0 && n != rows) fail("inputs '", first, "' and '", name, "' have ", rows, " and ", n, " rows");
+      if (rows == 0) rows = n, first = name;
+    }
+    return rows > 0 ? rows : batch;
+  }
+
+  Tape<T>& tape_for(int64_t rows) {
+    Program& p = program(rows);
+    if (!p.tape) {
+      p.tape = std::make_unique<Tape<T>>(p.graph, *params_, CompileOptions{.batch = rows});
+    }
+    return *p.tape;
+  }
+
+  Tape<T>& ran(const char* what) {
+    if (!last_) fail(what, " needs a forward() first");
+    return *last_;
+  }
+
+  static void put(Tape<T>& tape, const std::string& name, const py::array& a) {
+    TensorView<T> dst = tape.input(name);
     const std::vector<py::ssize_t> want = dims(dst.shape);
     const std::vector<py::ssize_t> got(a.shape(), a.shape() + a.ndim());
     if (got != want) {
       fail("input '", name, "' takes an array of shape ", py::str(py::tuple(py::cast(want))).cast<std::string>(),
            ", got ", py::str(py::tuple(py::cast(got))).cast<std::string>());
     }
-    const bool index = tape_->info(name).dtype == DType::Index;
-    if (index) {
+    if (tape.info(name).dtype == DType::Index) {
       if (a.dtype().kind() != 'i' && a.dtype().kind() != 'u') {
         fail("input '", name, "' holds class indices: give an integer array, got dtype ",
              py::str(a.dtype()).cast<std::string>());
@@ -131,40 +346,60 @@ class CompiledAs final : public Compiled {
     const auto values = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(a);
     std::memcpy(dst.data, values.data(), sizeof(T) * static_cast<size_t>(dst.size()));
   }
-  void forward() override {
-    py::gil_scoped_release unlocked;
-    tape_->forward();
-  }
-  void backward() override {
-    py::gil_scoped_release unlocked;
-    tape_->backward();
-  }
-  double objective() const override { return static_cast<double>(tape_->objective()); }
-  py::array value(const std::string& name, py::handle owner) override {
-    const TensorView<const T> v = tape_->value(name);
-    return view(const_cast<T*>(v.data), v.shape, owner, false);
-  }
-  py::array grad(const std::string& name, py::handle owner) override {
-    if (params_->find(name)) return view(params_->grad(name).data, params_->at(name).shape, owner, false);
-    const TensorView<const T> g = tape_->grad(name);
-    return view(const_cast<T*>(g.data), g.shape, owner, false);
-  }
-  py::dict parameters(py::handle owner, bool grads) override {
-    py::dict out;
-    for (const ParamEntry& e : params_->entries()) {
-      out[py::str(e.name)] = grads ? view(params_->grad(e).data, e.shape, owner, false)
-                                   : view(params_->value(e).data, e.shape, owner, true);
+
+  GraphOf graph_of_;
+  std::map<int64_t, Program> programs_;  // by row count; map nodes stay where they are
+  std::set<std::string> batch_inputs_;   // inputs with a row per example
+  std::unique_ptr<ParamStore<T>> params_;
+  Tape<T>* last_ = nullptr;  // the tape of the last forward()
+  NoiseKey key_{};
+};
+
+// An optimizer of a registered kind over a float32 program's parameters, with the
+// model's max-norm constraints after each update.
+class PythonOptimizer {
+ public:
+  PythonOptimizer(Compiled& program, const std::string& kind, double learning_rate, double momentum,
+                  const std::string& max_norm_rule, const py::dict& settings)
+      : learning_rate(learning_rate), momentum(momentum), program_(program) {
+    Attributes attrs;
+    for (const auto& [key, value] : settings) {
+      const std::string name = py::cast<std::string>(key);
+      if (py::isinstance<py::bool_>(value)) fail("optimizer setting '", name, "' takes a number, got a bool");
+      if (py::isinstance<py::int_>(value)) {
+        attrs.set(name, value.cast<int64_t>());
+      } else if (py::isinstance<py::float_>(value)) {
+        attrs.set(name, value.cast<double>());
+      } else if (py::isinstance<py::str>(value)) {
+        attrs.set(name, value.cast<std::string>());
+      } else {
+        fail("optimizer setting '", name, "' takes a number or a string, got ",
+             py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+      }
     }
-    return out;
+    optimizer_ = make_optimizer(kind, program.float_params(), std::move(attrs));
+    constraints_ = model_constraints(program.graph(), program.float_params(), parse_max_norm_rule(max_norm_rule));
   }
-  void set_noise_key(uint64_t seed, uint64_t step) override { tape_->set_noise_key({seed, step}); }
-  std::string dtype() const override { return std::is_same_v<T, float> ? "float32" : "float64"; }
-  int64_t batch() const override { return tape_->batch(); }
+  void step() {
+    if (!(learning_rate >= 0) || !std::isfinite(learning_rate)) {
+      fail("the learning rate must be a finite number, at least 0, got ", learning_rate);
+    }
+    program_.update(*optimizer_, {.step = steps, .learning_rate = learning_rate, .momentum = momentum}, constraints_);
+    ++steps;
+  }
+  void restart() {
+    optimizer_->restart();
+    steps = 0;
+  }
+  std::string kind() const { return std::string(optimizer_->kind()); }
+
+  double learning_rate, momentum;
+  int64_t steps = 0;
 
  private:
-  Graph graph_;
-  std::unique_ptr<ParamStore<T>> params_;
-  std::unique_ptr<Tape<T>> tape_;
+  Compiled& program_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<std::unique_ptr<Constraint>> constraints_;
 };
 
 // Reports a training run to a Python callable: callback(event, data), with the GIL held
@@ -204,13 +439,16 @@ PYBIND11_MODULE(_pens, m) {
   });
 
   py::class_<Model, std::shared_ptr<Model>>(m, "Model")
-      .def_static("load", &load_model, "path"_a, "Reads a model file (and its sidecar).")
-      .def_static("from_json", [](const std::string& text, const std::string& dir) { return parse_model(text, "<json>", dir); },
+      .def_static("load", [](py::handle path) { return load_model(path_of(path, "the model file")); }, "path"_a,
+                  "Reads a model file (and its sidecar).")
+      .def_static("from_json", [](const std::string& text, py::handle dir) {
+                    return parse_model(text, "<json>", path_of(dir, "dir"));
+                  },
                   "text"_a, "dir"_a = ".", "Parses model JSON text; a sidecar is looked for in `dir`.")
       .def("to_json", [](const Model& model) { return write_model(model, ValueStorage::Inline, "").json; },
            "The canonical JSON text, values inline.")
-      .def("save", [](const Model& model, const std::string& path, const std::string& storage) {
-             save_model(model, path, storage_of(storage));
+      .def("save", [](const Model& model, py::handle path, const std::string& storage) {
+             save_model(model, path_of(path, "the model file"), storage_of(storage));
            }, "path"_a, "storage"_a = "auto")
       .def_property_readonly("trained", [](const Model& model) { return model.values != nullptr; })
       .def_property_readonly("is_tree_model", [](const Model& model) { return model.tree.has_value(); })
@@ -218,15 +456,23 @@ PYBIND11_MODULE(_pens, m) {
              model.values = std::make_shared<ParamStore<float>>(model.graph);
              model.values->initialize(model.graph, seed);
            }, "seed"_a = 1, "Gives the parameters values from their init attributes.")
-      .def("parameters", [](py::object self) {
-             Model& model = self.cast<Model&>();
-             if (!model.values) fail("the model holds no parameter values (initialize() or train it first)");
+      .def("parameters", [](Model& model) {
+             if (!model.values) {
+               model.values = std::make_shared<ParamStore<float>>(model.graph);
+               model.values->initialize(model.graph, 1);
+             }
+             // Each view holds the store it reads: initialize() or Program.copy_to() give
+             // the model a new one, and the views keep reading the old.
+             const py::capsule store(new std::shared_ptr<ParamStore<float>>(model.values), [](void* p) {
+               delete static_cast<std::shared_ptr<ParamStore<float>>*>(p);
+             });
              py::dict out;
              for (const ParamEntry& e : model.values->entries()) {
-               out[py::str(e.name)] = view(model.values->value(e).data, e.shape, self, true);
+               out[py::str(e.name)] = view(model.values->value(e).data, e.shape, store, true);
              }
              return out;
-           }, "The parameter values: float32 arrays over the model's own memory (writes change the model).")
+           }, "The parameter values: float32 arrays over the model's values (writes change the model); a model "
+              "without values gets them from its init attributes with seed 1, as initialize() gives them.")
       .def("inspect", [](const Model& model, const std::string& format, int64_t batch, std::optional<int64_t> children,
                          std::optional<int64_t> labeled, bool parent, std::optional<std::string> tree) -> py::object {
              const BuiltGraph built = build_graph(model, build_options(batch, children, labeled, parent, tree));
@@ -241,35 +487,55 @@ PYBIND11_MODULE(_pens, m) {
       .def_readonly("inputs", &Compiled::inputs)
       .def_readonly("outputs", &Compiled::outputs)
       .def_property_readonly("dtype", &Compiled::dtype)
-      .def_property_readonly("batch", &Compiled::batch)
-      .def("feed", &Compiled::feed, "name"_a, "array"_a)
-      .def("run_forward", &Compiled::forward)
-      .def("run_backward", &Compiled::backward)
+      .def_readonly("batch", &Compiled::batch)
+      .def("forward", &Compiled::forward, "feed"_a)
+      .def("backward", &Compiled::backward, "accumulate"_a)
+      .def("zero_grad", &Compiled::zero_grad)
       .def_property_readonly("objective", &Compiled::objective)
       .def("set_noise_key", &Compiled::set_noise_key, "seed"_a, "step"_a = 0)
+      .def("copy_to", &Compiled::copy_to, "model"_a)
       .def("value", [](py::object self, const std::string& name) { return self.cast<Compiled&>().value(name, self); })
       .def("grad", [](py::object self, const std::string& name) { return self.cast<Compiled&>().grad(name, self); })
       .def("parameters", [](py::object self) { return self.cast<Compiled&>().parameters(self, false); })
       .def("grads", [](py::object self) { return self.cast<Compiled&>().parameters(self, true); });
 
+  py::class_<PythonOptimizer>(m, "Optimizer")
+      .def(py::init<Compiled&, const std::string&, double, double, const std::string&, const py::dict&>(),
+           "program"_a, "kind"_a, "learning_rate"_a, "momentum"_a, "max_norm_rule"_a, "settings"_a,
+           py::keep_alive<1, 2>())
+      .def("step", &PythonOptimizer::step)
+      .def("restart", &PythonOptimizer::restart)
+      .def_property_readonly("kind", &PythonOptimizer::kind)
+      .def_readwrite("learning_rate", &PythonOptimizer::learning_rate)
+      .def_readwrite("momentum", &PythonOptimizer::momentum)
+      .def_readonly("steps", &PythonOptimizer::steps);
+  m.def("optimizer_kinds", [] {
+    std::vector<std::string> names;
+    for (const OptimizerKind* kind : OptimizerRegistry::global().all()) names.push_back(kind->name);
+    return names;
+  });
+
   m.def("compile", [](const Model& model, int64_t batch, const std::string& dtype, const std::string& graph,
                       int64_t samples, std::optional<int64_t> children, std::optional<int64_t> labeled,
                       uint64_t init_seed) -> std::unique_ptr<Compiled> {
-          Graph g;
+          if (batch < 1) fail("batch must be at least 1, got ", batch);
+          Compiled::GraphOf graph_of;
           if (graph == "inference") {
             if (model.tree) fail("tree models compile per tree: give graph='training' with a tree (not built yet)");
             if (samples < 0) fail("samples must be at least 0, got ", samples);
-            g = build_inference(model.graph, samples);
+            graph_of = [inference = build_inference(model.graph, samples)](int64_t) { return inference; };
           } else if (graph == "training") {
-            g = build_graph(model, build_options(batch, children, labeled, false, std::nullopt)).graph;
+            // The training graph depends on the rows (the labeled ones among them).
+            graph_of = [model, children, labeled](int64_t rows) {
+              return build_graph(model, build_options(rows, children, labeled, false, std::nullopt)).graph;
+            };
           } else if (graph == "parent") {
-            g = model.graph;
+            graph_of = [parent = model.graph](int64_t) { return parent; };
           } else {
             fail("graph must be 'inference', 'training' or 'parent', got '", graph, "'");
           }
-          if (batch < 1) fail("batch must be at least 1, got ", batch);
-          if (dtype == "float32") return std::make_unique<CompiledAs<float>>(model, std::move(g), batch, init_seed);
-          if (dtype == "float64") return std::make_unique<CompiledAs<double>>(model, std::move(g), batch, init_seed);
+          if (dtype == "float32") return std::make_unique<CompiledAs<float>>(model, std::move(graph_of), batch, init_seed);
+          if (dtype == "float64") return std::make_unique<CompiledAs<double>>(model, std::move(graph_of), batch, init_seed);
           fail("dtype must be 'float32' or 'float64', got '", dtype, "'");
         }, "model"_a, "batch"_a, "dtype"_a = "float32", "graph"_a = "inference", "samples"_a = 0,
         "children"_a = py::none(), "labeled"_a = py::none(), "init_seed"_a = 1);

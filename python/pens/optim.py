@@ -1,0 +1,80 @@
+"""Optimizers over a compiled program's parameters, as `pens train` runs them: each kind
+registered in C++ (SGD with momentum, AdaGrad, Adam, and any a program registers), the
+model's max-norm constraints after every update, then its moving averages (running
+statistics, a mean teacher).
+
+    program = pens.compile(model, batch=100, graph="training")
+    opt = pens.optim.Adam(program, lr=1e-3)
+    for x, y in batches:
+        program.forward(x=x, y=y)
+        program.backward()
+        opt.step()
+"""
+from . import _pens
+from ._pens import Error
+
+__all__ = ["Optimizer", "SGD", "AdaGrad", "Adam", "kinds"]
+
+
+def kinds():
+    """The registered optimizer kinds, by the names configs use."""
+    return list(_pens.optimizer_kinds())
+
+
+class Optimizer:
+    """An optimizer of a registered `kind` over a float32 program's parameters. lr and
+    momentum may be changed between steps (a schedule is a loop that sets them); settings
+    are the kind's own (`pens optimizers` lists them), checked as a config's are."""
+
+    def __init__(self, program, kind, lr, momentum=0.0, max_norm_rule="unit-incoming", **settings):
+        from . import Program, _number
+
+        if not isinstance(program, Program):
+            raise Error(f"an optimizer takes a pens.Program (pens.compile), got {type(program).__name__}")
+        if not isinstance(kind, str):
+            raise Error(f"kind must be an optimizer's name ({', '.join(kinds())}), got {kind!r}")
+        self._core = _pens.Optimizer(program._core, kind, _number(lr, "lr"), _number(momentum, "momentum"),
+                                     max_norm_rule, settings)
+
+    kind = property(lambda self: self._core.kind, doc="the registered kind")
+    steps = property(lambda self: self._core.steps, doc="updates made so far")
+
+    @property
+    def lr(self):
+        return self._core.learning_rate
+
+    @lr.setter
+    def lr(self, value):
+        from . import _number
+
+        self._core.learning_rate = _number(value, "lr")
+
+    @property
+    def momentum(self):
+        return self._core.momentum
+
+    @momentum.setter
+    def momentum(self, value):
+        from . import _number
+
+        self._core.momentum = _number(value, "momentum")
+
+    def step(self):
+        """One update from the gradients the program holds (its last backward())."""
+        self._core.step()
+
+    def restart(self):
+        """Forgets every update so far (the optimizer's state and step count)."""
+        self._core.restart()
+
+
+def SGD(program, lr, momentum=0.0, **settings):
+    return Optimizer(program, "sgd", lr, momentum, **settings)
+
+
+def AdaGrad(program, lr, **settings):
+    return Optimizer(program, "adagrad", lr, **settings)
+
+
+def Adam(program, lr, **settings):
+    return Optimizer(program, "adam", lr, **settings)

@@ -1,0 +1,233 @@
+"""A compiled program as a hand-written training loop uses it: gradients per call, any
+batch size, optimizers, values back into the model, threads, and mistakes refused in
+pens' words."""
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import pens
+from conftest import ROOT, small_model
+
+
+def feed(rng, rows, labeled=None):
+    return {"x": rng.random((rows, 16)), "y": rng.integers(0, 10, labeled if labeled is not None else rows // 2)}
+
+
+def test_backward_returns_this_calls_gradients_and_accumulates_only_when_asked():
+    net = pens.compile(small_model(), batch=6, graph="training", dtype="float64")
+    net.set_noise_key(4)
+    inputs = feed(np.random.default_rng(2), 6)
+    net.forward(inputs)
+    first = net.backward()
+    net.forward(inputs)
+    second = net.backward()
+    for name in first:
+        np.testing.assert_array_equal(second[name], first[name])
+    # The second call's gradient is the objective's derivative (finite differences,
+    # float64), not the sum of two calls'.
+    w = net.parameters()["W2"]
+    for index in [(0, 0), (3, 7), (11, 9)]:
+        saved = w[index]
+        w[index] = saved + 1e-6
+        net.forward(inputs)
+        up = net.objective
+        w[index] = saved - 1e-6
+        net.forward(inputs)
+        down = net.objective
+        w[index] = saved
+        assert second["W2"][index] == pytest.approx((up - down) / 2e-6, rel=1e-5, abs=1e-8)
+    # accumulate=True adds to what the last call left; zero_grad() starts a sum afresh.
+    net.forward(inputs)
+    total = net.backward(accumulate=True)
+    np.testing.assert_allclose(total["W1"], 2 * first["W1"], rtol=1e-12)
+    net.zero_grad()
+    net.forward(inputs)
+    np.testing.assert_allclose(net.backward(accumulate=True)["W1"], first["W1"], rtol=1e-12)
+    # What backward() returned is the caller's: a later call does not change it.
+    kept = first["W1"].copy()
+    net.forward(feed(np.random.default_rng(3), 6))
+    net.backward()
+    np.testing.assert_array_equal(first["W1"], kept)
+
+
+def test_a_program_runs_any_number_of_rows_with_one_set_of_parameters():
+    model = small_model()
+    model.initialize(seed=5)
+    rng = np.random.default_rng(1)
+    x = rng.random((10, 16))
+    big = pens.compile(model, batch=10, dtype="float64")
+    small = pens.compile(model, batch=3, dtype="float64")
+    # (Equal up to the order of a product's sums, which the row count may change.)
+    np.testing.assert_allclose(big.forward(x=x[:3])["logits"], small.forward(x=x[:3])["logits"], rtol=1e-12)
+    np.testing.assert_allclose(big.forward(x=x)["logits"][:3], small.forward(x=x[:3])["logits"], rtol=1e-12)
+    assert big.batch == 10  # the size compiled first
+    # Training graphs too: the last, partial batch of a loop (labeled rows: half, as at
+    # compile time), with the gradient of a program compiled for that size.
+    train_big = pens.compile(model, batch=8, graph="training", dtype="float64")
+    train_small = pens.compile(model, batch=5, graph="training", dtype="float64")
+    inputs = feed(rng, 5)
+    for net in (train_big, train_small):
+        net.set_noise_key(9, 2)
+        net.forward(inputs)
+    np.testing.assert_allclose(train_big.backward()["W1"], train_small.backward()["W1"], rtol=1e-12)
+    # An update through one size is seen by every size.
+    train_big.parameters()["b2"][:] = 0.25
+    train_big.forward(feed(rng, 8))
+    assert np.all(train_big.value("b2") == 0.25)
+    with pytest.raises(pens.Error, match="inputs 'x' and 'y'|input 'y' takes an array of shape"):
+        train_big.forward(x=rng.random((6, 16)), y=np.zeros(5, int))
+
+
+def test_an_sgd_step_from_python_is_the_update_rule():
+    net = pens.compile(small_model(), batch=8, graph="training")
+    opt = pens.optim.SGD(net, lr=0.1)
+    net.set_noise_key(1)
+    net.forward(feed(np.random.default_rng(4), 8))
+    grads = net.backward()
+    before = {name: value.copy() for name, value in net.parameters().items()}
+    opt.step()
+    for name, value in net.parameters().items():
+        np.testing.assert_allclose(value, before[name] - 0.1 * grads[name], rtol=1e-6, atol=1e-7)
+    assert opt.steps == 1 and opt.kind == "sgd"
+    assert set(pens.optim.kinds()) >= {"sgd", "adagrad", "adam"}
+
+
+def test_a_python_training_loop_lowers_the_objective_and_its_model_saves(tmp_path):
+    model = small_model()
+    rng = np.random.default_rng(6)
+    y = rng.integers(0, 2, 64)
+    x = rng.random((64, 16))
+    x[:, :8] += 1.5 * y[:, None]  # two classes the noisy network can tell apart
+    net = pens.compile(model, batch=16, graph="training")
+    opt = pens.optim.Adam(net, lr=0.02)
+    objectives = []
+    for epoch in range(60):
+        for start in range(0, 64, 24):  # batches of 24, 24 and 16 rows
+            rows = slice(start, min(start + 24, 64))
+            batch_x = x[rows]
+            net.set_noise_key(7, opt.steps)
+            net.forward(x=batch_x, y=y[rows][: len(batch_x) // 2])
+            net.backward()
+            opt.step()
+            objectives.append(net.objective)
+    assert np.mean(objectives[-6:]) < 0.25 * np.mean(objectives[:6])
+    # The values trained here into the model, saved, read back: the same predictions.
+    net.copy_to(model)
+    model.save(tmp_path / "trained.model.json")
+    again = pens.load(tmp_path / "trained.model.json")
+    predict = lambda m: pens.compile(m, batch=64).forward(x=x)["logits"]
+    np.testing.assert_array_equal(predict(again), predict(model))
+    assert (predict(again).argmax(axis=1) == y).mean() > 0.9
+
+
+def test_max_norm_constraints_follow_each_step():
+    b = pens.ModelBuilder()
+    x = b.input("x", [None, 4], layer="in", noise=[pens.noise("mask", p=0.2)])
+    y = b.input("y", [None], dtype="index")
+    w = b.param("W", [4, 3], std=3.0, max_norm=1.0)
+    logits = b.add("matmul", [x, w], name="logits", layer="out", output=True)
+    b.add("mean", [b.add("softmax_xent", [logits, y])], name="loss", loss=True)
+    b.pseudo_ensemble(children=2, penalties=[pens.penalty("logits", "kl", 1.0)])
+    net = pens.compile(b.build(), batch=4, graph="training")
+    assert np.linalg.norm(net.parameters()["W"], axis=0).max() > 1.0
+    opt = pens.optim.SGD(net, lr=0.01)
+    net.forward(x=np.ones((4, 4)), y=np.zeros(4, int))
+    net.backward()
+    opt.step()
+    assert np.linalg.norm(net.parameters()["W"], axis=0).max() <= 1.0 + 1e-6  # unit-incoming: columns
+
+
+def test_parameter_views_keep_their_values_alive():
+    model = small_model()
+    model.initialize(seed=1)
+    view = model.parameters()["W1"]
+    copy = view.copy()
+    model.initialize(seed=2)  # new values for the model; the view holds the old ones
+    del model
+    np.testing.assert_array_equal(view, copy)
+
+
+def test_a_program_shared_by_threads_gives_each_call_its_own_outputs():
+    model = small_model()
+    model.initialize(seed=3)
+    net = pens.compile(model, batch=4)
+    inputs = [np.full((4, 16), k, np.float32) for k in range(4)]
+    expected = [pens.compile(model, batch=4).forward(x=x)["logits"] for x in inputs]
+    wrong = []
+
+    def worker(k):
+        for _ in range(300):
+            if not np.array_equal(net.forward(x=inputs[k])["logits"], expected[k]):
+                wrong.append(k)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+
+
+def test_mistakes_a_python_user_makes_are_refused_in_one_line():
+    model = small_model()
+    net = pens.compile(model, batch=4, graph="training")
+    inference = pens.compile(model, batch=4)
+    inference.forward(x=np.zeros((4, 16)))
+    cases = [
+        (net.backward, r"backward\(\) needs a forward\(\) first"),
+        (inference.backward, "the graph has no loss to differentiate"),
+        (lambda: pens.ModelBuilder().input("x", [None, 7 / 2]), "3.5 is not a whole number"),
+        (lambda: pens.train({"model": "m.json"}), "config must be a path"),
+        (lambda: pens.train(model), "config must be a path"),
+        (lambda: pens.load(None), "the model file must be a path"),
+        (lambda: model.save(3), "the model file must be a path"),
+        (lambda: pens.compile(model, batch="4"), "batch must be a whole number"),
+        (lambda: pens.compile(model, batch=True), "batch must be a whole number"),
+        (lambda: pens.compile("model.json", batch=4), "model must be a pens.Model"),
+        (lambda: pens.compile(model, batch=4, dtype=np.int32), "dtype must be 'float32' or 'float64'"),
+        (lambda: pens.gradcheck(model, tolerance="small"), "tolerance must be a number"),
+        (lambda: inference.forward([np.zeros((4, 16))]), "takes the inputs as a dict"),
+        (lambda: inference.forward(x=np.zeros((0, 16))), "input 'x' has no rows"),
+        (lambda: pens.optim.Adam(pens.compile(model, batch=4, dtype="float64"), lr=1e-3), "float32 programs"),
+        (lambda: pens.optim.Optimizer(net, "adamw", lr=1e-3), r"did you mean 'adam'"),
+        (lambda: pens.optim.Adam(net, lr=1e-3, beta3=0.9), "unknown attribute 'beta3'"),
+        (lambda: pens.optim.Adam(inference._core, lr=1e-3), "takes a pens.Program"),
+        (lambda: net.copy_to("model"), r"copy_to\(\) takes a pens.Model"),
+        (lambda: pens.train(ROOT / "examples" / "mnist" / "pea-600.json", epochs=1.5), "epochs must be a whole"),
+    ]
+    for call, message in cases:
+        with pytest.raises(pens.Error, match=message) as refused:
+            call()
+        assert "\n" not in str(refused.value)
+
+
+def test_numpy_types_and_paths_go_where_python_types_do(tmp_path):
+    model = small_model()
+    model.initialize(seed=1)
+    net = pens.compile(model, batch=np.int64(4), dtype=np.float64, init_seed=np.uint8(1))
+    assert net.dtype == "float64" and net.batch == 4
+    model.save(pathlib.Path(tmp_path) / "m.json")
+    assert pens.load(pathlib.Path(tmp_path) / "m.json").trained
+
+
+def test_a_batch_past_the_address_space_limit_is_refused_by_the_memory_limit():
+    # Under ulimit -v (RLIMIT_AS) the limit is 90% of it: a clear refusal, not a
+    # MemoryError from inside an allocation.
+    script = (
+        "import resource, numpy as np, pens\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+        "from conftest import small_model\n"
+        "try:\n"
+        "    pens.compile(small_model(), batch=200_000_000)\n"
+        "except pens.Error as e:\n"
+        "    print(e)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p))
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=pathlib.Path(__file__).parent,
+                         env=env, timeout=120)
+    assert "memory limit of 3.6 GiB" in run.stdout, run.stdout + run.stderr
