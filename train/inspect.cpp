@@ -39,6 +39,11 @@ BuiltGraph build_graph(const Model& model, const BuildOptions& options) {
     out.graph = model.graph;
     return out;
   }
+  if (model.tree) {
+    // Its cell graph holds no loss: the pseudo-ensemble is built on a tree's unrolling.
+    fail("a tree model's training graph is built for one tree: give one (pens: --tree '(3 (2 a) (4 b))'; "
+         "Python: tree=\"(3 (2 a) (4 b))\"), or look at the cell as written (--parent, parent=True)");
+  }
   PseudoEnsembleSpec spec = *model.ensemble;
   if (options.children) {
     if (*options.children < 1) fail("children must be at least 1, got ", *options.children);

@@ -86,6 +86,10 @@ std::string configured_data_dir(const std::string& config_path, const nlohmann::
 }
 
 PreparedRun prepare_run(const std::string& config_path, const RunOptions& options) {
+  return prepare_run(config_path, options, std::nullopt);
+}
+
+PreparedRun prepare_run(const std::string& config_path, const RunOptions& options, std::optional<GivenData> given) {
   PreparedRun run;
   run.config_path = config_path;
   run.out_dir = options.out.value_or((fs::path("runs") / fs::path(config_path).stem()).string());
@@ -94,6 +98,7 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
     fail(config_path, " is a word-vector pre-training config (task \"skipgram\"): run it with pens pretrain");
   }
   run.trees = is_tree_config(j);
+  if (run.trees && given) fail(config_path, " is a tree config: data given as arrays is for dense (MNIST-like) configs");
   if (run.trees) {
     if (options.labels) fail("labels is for MNIST configs; ", config_path, " is a tree config");
     if (options.split_seed) fail("split_seed is for MNIST configs; ", config_path, " is a tree config");
@@ -116,7 +121,13 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
   if (options.split_seed) run.mnist.split_seed = *options.split_seed;
   if (options.shards) run.mnist.batch_shards = *options.shards;
   run.resume = resume_of(options, run.out_dir);
-  run.mnist_data = TrainData{load_mnist(run.mnist.data_dir, "train"), load_mnist(run.mnist.data_dir, "test")};
+  if (given) {
+    if (options.data_dir) fail("data_dir names a folder to read, but the data is given as arrays");
+    run.mnist.data_dir = given->name;
+    run.mnist_data = std::move(given->data);
+  } else {
+    run.mnist_data = TrainData{load_mnist(run.mnist.data_dir, "train"), load_mnist(run.mnist.data_dir, "test")};
+  }
   run.description = cat("pens train: ", run.mnist.model, " on ", run.mnist.data_dir, " for ", run.mnist.epochs,
                         " epochs of ", run.mnist.steps_per_epoch, " steps", budget_text(run.budget_minutes()), ", ",
                         threads_text(run.mnist.threads), "; writing ", run.out_dir);

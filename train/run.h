@@ -51,6 +51,16 @@ struct PreparedRun {
 // (config.json at the start, or once a resume is accepted).
 PreparedRun prepare_run(const std::string& config_path, const RunOptions& options = {});
 
+// Data given by the caller (the Python package's NumPy arrays) in place of the files
+// data.dir names; `name` stands for it where the run names its data (config.json's
+// data.dir, messages).
+struct GivenData {
+  TrainData data;
+  std::string name;
+};
+// prepare_run on given data: a dense (MNIST-like) config; a tree config is refused.
+PreparedRun prepare_run(const std::string& config_path, const RunOptions& options, std::optional<GivenData> given);
+
 // Trains (or resumes) a prepared run, reporting to `observer`; data-parallel over
 // `communicator`'s processes when it has more than one (MNIST configs; train()).
 TrainSummary run_training(const PreparedRun& run, TrainObserver& observer, Communicator* communicator = nullptr);

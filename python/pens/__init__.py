@@ -20,8 +20,8 @@ from ._pens import Error, Model, RunOptions, set_threads
 from . import _pens
 from . import optim
 
-__all__ = ["Error", "Model", "ModelBuilder", "Program", "compile", "gradcheck", "load", "optim", "set_threads",
-           "train"]
+__all__ = ["Error", "Model", "ModelBuilder", "Program", "compile", "gradcheck", "load", "mnist", "optim",
+           "set_threads", "train"]
 
 
 def load(path):
@@ -175,22 +175,33 @@ def compile(model, batch, dtype="float32", graph="inference", samples=0, childre
 
 
 def gradcheck(model, batch=8, children=None, labeled=None, parent=False, sample=None, tolerance=1e-6, step=1e-5,
-              init_seed=1):
+              init_seed=1, tree=None):
     """Finite-difference check in float64 of d objective / d parameters of the model's
     training graph, as `pens gradcheck MODEL` runs it. sample: elements checked per
-    tensor (0: all; default all up to 10,000 parameter elements, 64 above)."""
+    tensor (0: all; default all up to 10,000 parameter elements, 64 above). tree: a tree
+    model's training graph is built for one tree, "(3 (2 a) (4 b))" (pens gradcheck
+    --tree)."""
+    if tree is not None and not isinstance(tree, str):
+        raise Error(f"tree must be a tree in the treebank's notation, '(3 (2 a) (4 b))', got {type(tree).__name__}")
     return _pens.gradcheck(_model(model), _count(batch, "batch"), _optional_count(children, "children", 1),
                            _optional_count(labeled, "labeled", 0), bool(parent), _optional_count(sample, "sample", 0),
-                           _number(tolerance, "tolerance"), _number(step, "step"), _count(init_seed, "init_seed", 0))
+                           _number(tolerance, "tolerance"), _number(step, "step"), _count(init_seed, "init_seed", 0),
+                           tree)
 
 
-def train(config, out=None, callback=None, *, init=None, data_dir=None, seed=None, epochs=None, budget_minutes=None,
-          threads=None, labels=None, split_seed=None, resume=False, resume_from=None):
+def train(config, out=None, callback=None, *, data=None, test=None, init=None, data_dir=None, seed=None, epochs=None,
+          budget_minutes=None, threads=None, labels=None, split_seed=None, resume=False, resume_from=None):
     """Runs `pens train CONFIG` with the same options; returns summary.json's contents
     (plus "out_dir" and "diverged"). callback(event, data) is called with ("step",
     {step, total_steps, epoch, objective, elapsed_seconds}) after every step, ("eval",
     metrics) after every evaluation (the line written to metrics.jsonl) and ("message",
-    text); an exception it raises stops the run, whose last checkpoint stays."""
+    text); an exception it raises stops the run, whose last checkpoint stays.
+
+    data=(X, y), test=(X_test, y_test): NumPy arrays in place of the files of the
+    config's data.dir (a dense config, not a tree one): X [examples, values] taken as
+    they are (pens' MNIST loader gives pixels / 255), y class indices 0, 1, ... The
+    config's split applies to `data` as to MNIST's training set (data.labeled,
+    data.validation, data.split_seed)."""
     if callback is not None and not callable(callback):
         raise Error(f"callback must be callable, got {type(callback).__name__}")
     options = RunOptions()
@@ -206,7 +217,73 @@ def train(config, out=None, callback=None, *, init=None, data_dir=None, seed=Non
     if budget_minutes is not None:
         options.budget_minutes = _number(budget_minutes, "budget_minutes")
     options.resume = bool(resume)
-    return _pens.train(_path(config, "config"), options, callback)
+    if (data is None) != (test is None):
+        raise Error("data and test go together: data=(X, y), test=(X_test, y_test)")
+    arrays = None
+    if data is not None:
+        arrays = (*_pair(data, "data"), *_pair(test, "test"))
+    return _pens.train(_path(config, "config"), options, callback, arrays)
+
+
+def _pair(value, what):
+    """(X, y) as two NumPy arrays."""
+    import numpy as np
+
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise Error(f"{what} must be a pair (X, y) of arrays, got {type(value).__name__}")
+    return tuple(_array(part, f"{what}[{i}]") for i, part in enumerate(value))
+
+
+def mnist(dir="data/mnist", part="train"):
+    """MNIST as pens reads it (the IDX files, checked): (X, y), X float32 [examples, 784]
+    of pixels / 255, y int64 labels. part: "train" (60,000) or "test" (10,000)."""
+    return _pens.load_mnist(_path(dir, "dir"), part)
+
+
+def _predict(model, x, batch=1000, samples=0, output=None):
+    """The model's scores for the rows of x, in batches: its output (the one it has, or
+    `output` by name) as a NumPy array, from the inference graph (noise off; samples=K:
+    the mean class probabilities of K noisy children)."""
+    x = _array(x, "x")
+    if x.ndim != 2 or len(x) == 0:
+        raise Error(f"x must be a 2-D array of examples, got shape {x.shape}")
+    program = compile(model, batch=min(_count(batch, "batch"), len(x)), samples=samples)
+    if output is None:
+        if len(program.outputs) != 1:
+            raise Error(f"the model has outputs {', '.join(program.outputs)}: name one with output=")
+        output = program.outputs[0]
+    elif samples and f"mc/{output}/probabilities" in program.outputs:
+        output = f"mc/{output}/probabilities"
+    if output not in program.outputs:
+        raise Error(f"no output named {output!r} (the outputs: {', '.join(program.outputs)})")
+    (name,) = [n for n in program.inputs]  # the inference graph reads one input
+    parts = [program.forward({name: x[start:start + program.batch]})[output]
+             for start in range(0, len(x), program.batch)]
+    import numpy as np
+
+    return np.concatenate(parts)
+
+
+def _evaluate(model, x, y, batch=1000, samples=0, output=None):
+    """The classification error of the model on (x, y), as a fraction (as metrics.jsonl
+    has it), and the confusion matrix: counts[true class][predicted class]."""
+    import numpy as np
+
+    y = _array(y, "y")
+    scores = _predict(model, x, batch, samples, output)
+    if y.shape != (len(scores),) or y.dtype.kind not in "iu":
+        raise Error(f"y must be {len(scores)} class indices (integers), got shape {y.shape} of {y.dtype}")
+    classes = scores.shape[1]
+    if y.min() < 0 or y.max() >= classes:
+        raise Error(f"y holds a class outside 0..{classes - 1}, which the output scores")
+    predicted = scores.argmax(axis=1)
+    confusion = np.zeros((classes, classes), np.int64)
+    np.add.at(confusion, (y, predicted), 1)
+    return {"error": float((predicted != y).mean()), "confusion": confusion}
+
+
+Model.predict = _predict
+Model.evaluate = _evaluate
 
 
 def noise(kind, **params):

@@ -19,6 +19,8 @@
 #include "pens/autodiff/gradcheck.h"
 #include "pens/autodiff/tape.h"
 #include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/dataset.h"
+#include "pens/models/mnist.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
@@ -402,6 +404,40 @@ class PythonOptimizer {
   std::vector<std::unique_ptr<Constraint>> constraints_;
 };
 
+// A data set from NumPy arrays: x [examples, values] (any real dtype, as float32) and y
+// [examples] (class indices 0, 1, ...). `what` names it in errors.
+Dataset dataset_of(py::handle x_object, py::handle y_object, const std::string& what) {
+  const py::array x_any = array_of(py::str(what + "[0]"), x_object), y_any = array_of(py::str(what + "[1]"), y_object);
+  if (x_any.ndim() != 2) fail(what, ": the examples must be a 2-D array (examples, values), got ", x_any.ndim(), " dimensions");
+  if (y_any.ndim() != 1) fail(what, ": the labels must be a 1-D array, got ", y_any.ndim(), " dimensions");
+  if (x_any.dtype().kind() != 'f' && x_any.dtype().kind() != 'i' && x_any.dtype().kind() != 'u') {
+    fail(what, ": the examples must be numbers, got dtype ", py::str(x_any.dtype()).cast<std::string>());
+  }
+  if (y_any.dtype().kind() != 'i' && y_any.dtype().kind() != 'u') {
+    fail(what, ": the labels must be class indices (integers), got dtype ", py::str(y_any.dtype()).cast<std::string>());
+  }
+  const auto size = static_cast<int64_t>(x_any.shape(0)), dim = static_cast<int64_t>(x_any.shape(1));
+  if (static_cast<int64_t>(y_any.shape(0)) != size) {
+    fail(what, ": ", size, " examples but ", y_any.shape(0), " labels");
+  }
+  if (size == 0) fail(what, ": no examples");
+  const auto x = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(x_any);
+  const auto y = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(y_any);
+  int64_t classes = 0;
+  for (int64_t i = 0; i < size; ++i) {
+    const int64_t label = y.data()[i];
+    if (label < 0) fail(what, ": label ", label, " of example ", i, " is not a class index (0, 1, ...)");
+    classes = std::max(classes, label + 1);
+  }
+  Dataset d = make_dataset(size, dim, classes, what);
+  for (int64_t i = 0; i < size * dim; ++i) {
+    if (!std::isfinite(x.data()[i])) fail(what, ": example ", i / dim, " holds a value that is not finite");
+  }
+  std::memcpy(d.x.data(), x.data(), sizeof(float) * static_cast<size_t>(size * dim));
+  for (int64_t i = 0; i < size; ++i) d.y[static_cast<size_t>(i)] = static_cast<float>(y.data()[i]);
+  return d;
+}
+
 // Reports a training run to a Python callable: callback(event, data), with the GIL held
 // only while it runs. An exception it raises stops the run (the last checkpoint stays).
 class PythonObserver final : public TrainObserver {
@@ -542,10 +578,10 @@ PYBIND11_MODULE(_pens, m) {
 
   m.def("gradcheck", [](const Model& model, int64_t batch, std::optional<int64_t> children,
                         std::optional<int64_t> labeled, bool parent, std::optional<int64_t> sample, double tolerance,
-                        double step, uint64_t init_seed) {
+                        double step, uint64_t init_seed, std::optional<std::string> tree) {
           if (!(tolerance > 0)) fail("tolerance must be above 0, got ", tolerance);
           if (!(step > 0)) fail("step must be above 0, got ", step);
-          const BuiltGraph built = build_graph(model, build_options(batch, children, labeled, parent, std::nullopt));
+          const BuiltGraph built = build_graph(model, build_options(batch, children, labeled, parent, std::move(tree)));
           GradcheckOptions options;
           options.batch = built.batch;
           options.inputs = false;
@@ -564,10 +600,17 @@ PYBIND11_MODULE(_pens, m) {
                           "entries"_a = r.entries, "variables"_a = r.variables, "checked"_a = r.checked,
                           "truncated"_a = r.truncated);
         }, "model"_a, "batch"_a = 8, "children"_a = py::none(), "labeled"_a = py::none(), "parent"_a = false,
-        "sample"_a = py::none(), "tolerance"_a = 1e-6, "step"_a = 1e-5, "init_seed"_a = 1);
+        "sample"_a = py::none(), "tolerance"_a = 1e-6, "step"_a = 1e-5, "init_seed"_a = 1, "tree"_a = py::none());
 
-  m.def("train", [](const std::string& config, const RunOptions& options, py::object callback) {
-          const PreparedRun run = prepare_run(config, options);
+  m.def("train", [](const std::string& config, const RunOptions& options, py::object callback, py::object data) {
+          std::optional<GivenData> given;
+          if (!data.is_none()) {
+            const auto arrays = data.cast<py::tuple>();
+            TrainData d{dataset_of(arrays[0], arrays[1], "data"), dataset_of(arrays[2], arrays[3], "test")};
+            d.train.classes = d.test.classes = std::max(d.train.classes, d.test.classes);
+            given = GivenData{std::move(d), "<arrays from Python>"};
+          }
+          const PreparedRun run = prepare_run(config, options, std::move(given));
           PythonObserver observer(std::move(callback));
           TrainSummary summary;
           {
@@ -578,7 +621,7 @@ PYBIND11_MODULE(_pens, m) {
           out["out_dir"] = run.out_dir;
           out["diverged"] = summary.diverged;
           return out;
-        }, "config"_a, "options"_a, "callback"_a = py::none());
+        }, "config"_a, "options"_a, "callback"_a = py::none(), "data"_a = py::none());
 
   py::class_<RunOptions>(m, "RunOptions")
       .def(py::init<>())
@@ -593,6 +636,15 @@ PYBIND11_MODULE(_pens, m) {
       .def_readwrite("split_seed", &RunOptions::split_seed)
       .def_readwrite("resume", &RunOptions::resume)
       .def_readwrite("resume_from", &RunOptions::resume_from);
+
+  m.def("load_mnist", [](py::handle dir, const std::string& part) {
+          const Dataset d = load_mnist(path_of(dir, "dir"), part);
+          py::array_t<float> x({static_cast<py::ssize_t>(d.size), static_cast<py::ssize_t>(d.dim)});
+          std::memcpy(x.mutable_data(), d.x.data(), sizeof(float) * d.x.size());
+          py::array_t<int64_t> y(static_cast<py::ssize_t>(d.size));
+          for (int64_t i = 0; i < d.size; ++i) y.mutable_data()[i] = static_cast<int64_t>(d.y[static_cast<size_t>(i)]);
+          return py::make_tuple(x, y);
+        }, "dir"_a, "part"_a);
 
   m.def("set_threads", &set_threads, "threads"_a, "Threads for pens' products (0: every CPU this process may use).");
 }

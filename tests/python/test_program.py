@@ -1,7 +1,9 @@
 """A compiled program as a hand-written training loop uses it: gradients per call, any
 batch size, optimizers, values back into the model, threads, and mistakes refused in
 pens' words."""
+import json
 import os
+import re
 import pathlib
 import subprocess
 import sys
@@ -11,7 +13,7 @@ import numpy as np
 import pytest
 
 import pens
-from conftest import ROOT, small_model
+from conftest import ROOT, run_pens, small_model
 
 
 def feed(rng, rows, labeled=None):
@@ -231,3 +233,62 @@ def test_a_batch_past_the_address_space_limit_is_refused_by_the_memory_limit():
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=pathlib.Path(__file__).parent,
                          env=env, timeout=120)
     assert "memory limit of 3.6 GiB" in run.stdout, run.stdout + run.stderr
+
+
+def test_a_noisy_tree_model_is_gradient_checked_for_the_tree_it_is_given(tmp_path, pens_binary):
+    path = tmp_path / "ctn.json"
+    run_pens(pens_binary, "new", "ctn", "--vocabulary", 20, "--dim", 4, "--classes", 5, "--fuzz", 0.02,
+             "--subspace", 2, "--output", path)
+    model = pens.load(path)
+    result = pens.gradcheck(model, tree="(3 (2 a) (4 b))")
+    assert result["passed"] and result["checked"] == result["variables"] > 0
+    # Without a tree there is no training graph: both the tool and Python say what to give.
+    with pytest.raises(pens.Error, match='tree="'):
+        pens.gradcheck(model)
+    refused = subprocess.run([pens_binary, "gradcheck", str(path)], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "--tree" in refused.stderr
+
+
+def metrics_without_timings(folder):
+    lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in m.items() if k not in ("elapsed_seconds", "examples_per_second")} for m in lines]
+
+
+def test_training_on_numpy_arrays_is_training_on_the_files_they_came_from(tmp_path, small_config, small_mnist):
+    files = pens.train(small_config, out=tmp_path / "files")
+    train_set, test_set = pens.mnist(small_mnist, "train"), pens.mnist(small_mnist, "test")
+    assert train_set[0].dtype == np.float32 and train_set[0].max() <= 1.0 and train_set[1].dtype == np.int64
+    arrays = pens.train(small_config, out=tmp_path / "arrays", data=train_set, test=test_set)
+    assert metrics_without_timings(tmp_path / "arrays") == metrics_without_timings(tmp_path / "files")
+    assert arrays["final"] == files["final"]
+    saved = json.loads((tmp_path / "arrays" / "config.json").read_text())
+    assert saved["data"]["dir"] == "<arrays from Python>"
+    # The trained model on the same arrays: predict() and evaluate() agree with the run.
+    model = pens.load(tmp_path / "arrays" / "model.json")
+    result = model.evaluate(*test_set, batch=64)
+    assert result["error"] == pytest.approx(arrays["final"]["test_error"], abs=1e-9)
+    assert result["confusion"].sum() == len(test_set[1]) and result["confusion"].shape == (10, 10)
+    assert model.predict(test_set[0][:7]).shape == (7, 10)
+    probabilities = model.predict(test_set[0][:7], samples=4)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1, rtol=1e-5)
+
+
+def test_data_given_as_arrays_is_checked(tmp_path, small_config, small_mnist):
+    x, y = pens.mnist(small_mnist, "train")
+    test = pens.mnist(small_mnist, "test")
+    cases = [
+        (dict(data=(x, y)), "data and test go together"),
+        (dict(data=(x, y[:-1]), test=test), f"{len(y)} examples but {len(y) - 1} labels"),
+        (dict(data=(x, y.astype(np.float32)), test=test), "labels must be class indices"),
+        (dict(data=(x[:, :15], y), test=test), "takes 16 values per example, but <arrays from Python> has 15"),
+        (dict(data=(x, y), test=(test[0], -test[1] - 1)), "is not a class index"),
+        (dict(data=x, test=test), "data must be a pair"),
+        (dict(data=(x, y), test=test, data_dir="data"), "data is given as arrays"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(pens.Error, match=re.escape(message)):
+            pens.train(small_config, out=tmp_path / "refused", **kwargs)
+    nan = x.copy()
+    nan[5, 3] = np.nan
+    with pytest.raises(pens.Error, match="example 5 holds a value that is not finite"):
+        pens.train(small_config, out=tmp_path / "refused", data=(nan, y), test=test)
