@@ -17,6 +17,11 @@ source scripts/ccache-env.sh
 if [ ! -f build-sanitize/build.ninja ]; then
   CXX=clang++ meson setup build-sanitize -Doptimization=1 -Ddebug=false -Dcpp_args=-gline-tables-only \
     -Db_ndebug=false -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true \
-    -Dpython_bindings=disabled >/dev/null
+    -Dpython_bindings=enabled >/dev/null
+fi
+# The Python package's tests run on this build too (scripts/test.sh --sanitize); a folder
+# configured before they did builds the bindings from now on.
+if ! meson introspect build-sanitize --buildoptions | grep -q '"name": "python_bindings", "value": "enabled"'; then
+  meson configure build-sanitize -Dpython_bindings=enabled >/dev/null
 fi
 scripts/ninja-quiet.sh build-sanitize "$@"

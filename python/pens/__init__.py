@@ -16,12 +16,12 @@ docs/api.md lists the whole API with examples.
 import json
 import re
 
-from ._pens import Error, Model, RunOptions, set_threads
+from ._pens import Error, Model, RunOptions, Vocabulary, set_threads
 from . import _pens
 from . import optim
 
-__all__ = ["Error", "Model", "ModelBuilder", "Program", "compile", "gradcheck", "load", "mnist", "optim",
-           "set_threads", "train"]
+__all__ = ["Error", "Model", "ModelBuilder", "Program", "Vocabulary", "compile", "gradcheck", "load", "mnist", "optim",
+           "set_threads", "train", "tree_text", "vocabulary"]
 
 
 def load(path):
@@ -158,7 +158,8 @@ def _optional_count(value, what, least):
     return None if value is None else _count(value, what, least)
 
 
-def compile(model, batch, dtype="float32", graph="inference", samples=0, children=None, labeled=None, init_seed=1):
+def compile(model, batch=None, dtype="float32", graph="inference", samples=0, children=None, labeled=None,
+            init_seed=1, tree=None, vocabulary=None):
     """Compiles a model's graph in float32 or float64, first for `batch` rows (any other
     row count compiles when it is first fed).
 
@@ -168,10 +169,93 @@ def compile(model, batch, dtype="float32", graph="inference", samples=0, childre
     inspect), or
     "parent" (the graph as written, noise on). Parameters are the model's values, or drawn
     from their init attributes with init_seed when the model holds none.
+
+    A tree model compiles for one tree instead of a batch: tree= (pens.tree_text takes
+    the treebank's notation, an unlabeled bracketing or nested tuples) and the vocabulary
+    that numbers its words (pens.vocabulary); graph "inference" (the unrolled parent,
+    noise off) or "training"; float32. Its program takes no inputs and outputs the nodes'
+    scores (row root_row is the root's).
     """
-    return Program(_pens.compile(_model(model), _count(batch, "batch"), _dtype(dtype), graph,
-                                 _count(samples, "samples", 0), _optional_count(children, "children", 1),
+    if tree is not None:
+        if vocabulary is not None and not isinstance(vocabulary, Vocabulary):
+            raise Error(f"vocabulary must be a pens.Vocabulary (pens.vocabulary(dir)), got {type(vocabulary).__name__}")
+        return Program(_pens.compile(_model(model), 1, _dtype(dtype), graph, 0, None, None,
+                                     _count(init_seed, "init_seed", 0), tree_text(tree), vocabulary))
+    if batch is None and not model.is_tree_model:
+        raise Error("batch must be given: the rows the program is compiled for first")
+    return Program(_pens.compile(_model(model), _count(batch if batch is not None else 1, "batch"), _dtype(dtype),
+                                 graph, _count(samples, "samples", 0), _optional_count(children, "children", 1),
                                  _optional_count(labeled, "labeled", 0), _count(init_seed, "init_seed", 0)))
+
+
+def vocabulary(dir, min_count=1, lowercase=False):
+    """The words of a treebank's training trees (dir/train.txt) as a tree config numbers
+    them (data.min_count, data.lowercase): what a tree model's word table is indexed by."""
+    return _pens.vocabulary(_path(dir, "dir"), _count(min_count, "min_count"), bool(lowercase))
+
+
+def tree_text(tree):
+    """A tree in the treebank's notation, "(3 (2 a) (4 b))", from that notation, from an
+    unlabeled binarized sentence, "((a b) c)", or from nested tuples: (label, left, right)
+    and (label, word), or without labels (left, right) and words. Nodes without a label
+    get 2 (neutral), which the binary task does not score."""
+    if isinstance(tree, str):
+        text = tree.strip()
+        if re.match(r"\(\s*\d", text):
+            return text
+        return _tree_from_tokens(re.findall(r"\(|\)|[^\s()]+", text), text)
+    if isinstance(tree, (tuple, list)):
+        return _tree_from_tuple(tree)
+    raise Error(f"a tree is a string or nested tuples, got {type(tree).__name__}")
+
+
+def _tree_from_tuple(node):
+    if isinstance(node, str):
+        return f"(2 {node})"
+    if not isinstance(node, (tuple, list)) or not node:
+        raise Error(f"a tree node is a word, (label, word), (label, left, right) or (left, right), got {node!r}")
+    label, rest = (node[0], node[1:]) if isinstance(node[0], int) and not isinstance(node[0], bool) else (2, node)
+    if len(rest) == 1 and isinstance(rest[0], str):
+        return f"({label} {rest[0]})"
+    if len(rest) != 2:
+        raise Error(f"a tree node has a word or two children, got {node!r}")
+    return f"({label} {_tree_from_tuple(rest[0])} {_tree_from_tuple(rest[1])})"
+
+
+def _tree_from_tokens(tokens, text):
+    """An unlabeled bracketing, "((a b) c)", with label 2 on every node."""
+    position = 0
+
+    def node():
+        nonlocal position
+        if position >= len(tokens):
+            raise Error(f"tree {text!r}: it ends inside a bracket")
+        token = tokens[position]
+        position += 1
+        if token == ")":
+            raise Error(f"tree {text!r}: ')' where a word or '(' belongs")
+        if token != "(":
+            return (token,)
+        children = []
+        while position < len(tokens) and tokens[position] != ")":
+            children.append(node())
+        if position >= len(tokens):
+            raise Error(f"tree {text!r}: it ends inside a bracket")
+        position += 1
+        if len(children) == 1:
+            return children[0]
+        if len(children) != 2:
+            raise Error(f"tree {text!r}: a bracket holds {len(children)} parts; a binarized tree has two")
+        return tuple(children)
+
+    root = node()
+    if position != len(tokens):
+        raise Error(f"tree {text!r}: text after the tree")
+
+    def labeled(n):
+        return f"(2 {n[0]})" if len(n) == 1 else f"(2 {labeled(n[0])} {labeled(n[1])})"
+
+    return labeled(root)
 
 
 def gradcheck(model, batch=8, children=None, labeled=None, parent=False, sample=None, tolerance=1e-6, step=1e-5,
@@ -179,10 +263,10 @@ def gradcheck(model, batch=8, children=None, labeled=None, parent=False, sample=
     """Finite-difference check in float64 of d objective / d parameters of the model's
     training graph, as `pens gradcheck MODEL` runs it. sample: elements checked per
     tensor (0: all; default all up to 10,000 parameter elements, 64 above). tree: a tree
-    model's training graph is built for one tree, "(3 (2 a) (4 b))" (pens gradcheck
-    --tree)."""
-    if tree is not None and not isinstance(tree, str):
-        raise Error(f"tree must be a tree in the treebank's notation, '(3 (2 a) (4 b))', got {type(tree).__name__}")
+    model's training graph is built for one tree, "(3 (2 a) (4 b))" or as tree_text takes
+    it (pens gradcheck --tree)."""
+    if tree is not None:
+        tree = tree_text(tree)
     return _pens.gradcheck(_model(model), _count(batch, "batch"), _optional_count(children, "children", 1),
                            _optional_count(labeled, "labeled", 0), bool(parent), _optional_count(sample, "sample", 0),
                            _number(tolerance, "tolerance"), _number(step, "step"), _count(init_seed, "init_seed", 0),
@@ -282,8 +366,20 @@ def _evaluate(model, x, y, batch=1000, samples=0, output=None):
     return {"error": float((predicted != y).mean()), "confusion": confusion}
 
 
+def _predict_tree(model, tree, vocabulary):
+    """A tree model's class probabilities for a sentence's root (the unrolled parent,
+    noise off): tree as pens.tree_text takes it, words numbered by `vocabulary`."""
+    import numpy as np
+
+    program = compile(model, tree=tree, vocabulary=vocabulary)
+    scores = program.forward()[program.outputs[0]][program._core.root_row].astype(np.float64)
+    exp = np.exp(scores - scores.max())
+    return exp / exp.sum()
+
+
 Model.predict = _predict
 Model.evaluate = _evaluate
+Model.predict_tree = _predict_tree
 
 
 def noise(kind, **params):

@@ -28,6 +28,7 @@
 #include "pens/train/constraints.h"
 #include "pens/train/optimizer.h"
 #include "pens/train/run.h"
+#include "pens/train/tree_model.h"
 
 namespace py = pybind11;
 using namespace py::literals;
@@ -105,6 +106,7 @@ class Compiled {
   virtual const Graph& graph() const = 0;
   int64_t batch = 0;  // the row count compiled first
   std::vector<std::string> inputs, outputs;
+  int64_t root_row = -1;  // a tree program's: the root's row of its scores
 
  protected:
   // The lock, taken without the GIL (whose holder may be waiting for this lock).
@@ -138,7 +140,11 @@ std::string path_of(py::handle value, const char* what) {
 template <class T>
 class CompiledAs final : public Compiled {
  public:
-  CompiledAs(const Model& model, GraphOf graph_of, int64_t rows, uint64_t init_seed) : graph_of_(std::move(graph_of)) {
+  // `fed`: fills every input of the graph (a tree's words, labels and gathers) once; the
+  // program then takes no inputs.
+  CompiledAs(const Model& model, GraphOf graph_of, int64_t rows, uint64_t init_seed,
+             std::function<void(Tape<T>&)> fed = {})
+      : graph_of_(std::move(graph_of)) {
     Program& first = program(rows);
     params_ = std::make_unique<ParamStore<T>>(first.graph);
     if (model.values) {
@@ -154,9 +160,10 @@ class CompiledAs final : public Compiled {
     }
     first.tape = std::make_unique<Tape<T>>(first.graph, *params_, CompileOptions{.batch = rows});
     batch = rows;
+    if (fed) fed(*first.tape);
     for (NodeId v : first.graph.nodes()) {
       const Node& n = first.graph[v];
-      if (is_input(n)) {
+      if (is_input(n) && !fed) {
         inputs.push_back(n.name);
         // The row count is read from inputs with a row per example (not the labels of a
         // semi-supervised batch's labeled rows).
@@ -357,6 +364,35 @@ class CompiledAs final : public Compiled {
   NoiseKey key_{};
 };
 
+// A tree model compiled for one tree: its unrolled graph ("inference" or "parent", noise
+// off: what predictions read) or its training graph (the pseudo-ensemble, the loss over the labeled
+// nodes), fed the tree's words (ids from `vocabulary`), labels and level gathers once.
+std::unique_ptr<Compiled> compile_tree(const Model& model, const std::string& text, const Vocabulary* vocabulary,
+                                       const std::string& dtype, const std::string& graph, uint64_t init_seed) {
+  if (!model.tree) fail("the model is not a network over trees (it has no tree section): compile it with batch=");
+  if (!vocabulary) fail("a tree's words need the vocabulary they were numbered by: vocabulary=pens.vocabulary(dir)");
+  if (dtype != "float32") fail("tree programs compute in float32 (pens.gradcheck(model, tree=...) checks in float64)");
+  // A tree's unrolled parent computes with its noise off: "inference" and "parent" are one.
+  if (graph != "inference" && graph != "parent" && graph != "training") {
+    fail("graph must be 'inference' (or 'parent') or 'training' for a tree, got '", graph, "'");
+  }
+  std::vector<SentimentTree> trees = parse_trees(text, "tree");
+  if (trees.size() != 1) fail("tree: give one tree, got ", trees.size());
+  vocabulary->assign_ids(trees);
+  // The closures outlive this call: the model and its TreeModel (which refers to it) go
+  // with them.
+  const auto kept = std::make_shared<const Model>(model);
+  const auto tree_model = std::make_shared<const TreeModel>(*kept, task_of(*kept));
+  const auto unrolled = std::make_shared<UnrolledTree>(graph == "training" ? tree_model->training_tree(trees[0])
+                                                                           : tree_model->unroll(trees[0]));
+  auto program = std::make_unique<CompiledAs<float>>(
+      *kept, [unrolled](int64_t) { return unrolled->graph; }, 1, init_seed,
+      [kept, tree_model, unrolled, tree = trees[0]](Tape<float>& tape) { tree_model->feed(tape, *unrolled, tree); });
+  program->outputs = {unrolled->scores};
+  program->root_row = unrolled->row_of[static_cast<size_t>(trees[0].root())];
+  return program;
+}
+
 // An optimizer of a registered kind over a float32 program's parameters, with the
 // model's max-norm constraints after each update.
 class PythonOptimizer {
@@ -524,6 +560,7 @@ PYBIND11_MODULE(_pens, m) {
       .def_readonly("outputs", &Compiled::outputs)
       .def_property_readonly("dtype", &Compiled::dtype)
       .def_readonly("batch", &Compiled::batch)
+      .def_readonly("root_row", &Compiled::root_row)
       .def("forward", &Compiled::forward, "feed"_a)
       .def("backward", &Compiled::backward, "accumulate"_a)
       .def("zero_grad", &Compiled::zero_grad)
@@ -553,11 +590,16 @@ PYBIND11_MODULE(_pens, m) {
 
   m.def("compile", [](const Model& model, int64_t batch, const std::string& dtype, const std::string& graph,
                       int64_t samples, std::optional<int64_t> children, std::optional<int64_t> labeled,
-                      uint64_t init_seed) -> std::unique_ptr<Compiled> {
+                      uint64_t init_seed, std::optional<std::string> tree,
+                      const Vocabulary* vocabulary) -> std::unique_ptr<Compiled> {
+          if (tree) return compile_tree(model, *tree, vocabulary, dtype, graph, init_seed);
+          if (model.tree) {
+            fail("a tree model compiles for one tree: give tree=\"(3 (2 a) (4 b))\" and the vocabulary its words "
+                 "come from (pens.vocabulary)");
+          }
           if (batch < 1) fail("batch must be at least 1, got ", batch);
           Compiled::GraphOf graph_of;
           if (graph == "inference") {
-            if (model.tree) fail("tree models compile per tree: give graph='training' with a tree (not built yet)");
             if (samples < 0) fail("samples must be at least 0, got ", samples);
             graph_of = [inference = build_inference(model.graph, samples)](int64_t) { return inference; };
           } else if (graph == "training") {
@@ -574,7 +616,21 @@ PYBIND11_MODULE(_pens, m) {
           if (dtype == "float64") return std::make_unique<CompiledAs<double>>(model, std::move(graph_of), batch, init_seed);
           fail("dtype must be 'float32' or 'float64', got '", dtype, "'");
         }, "model"_a, "batch"_a, "dtype"_a = "float32", "graph"_a = "inference", "samples"_a = 0,
-        "children"_a = py::none(), "labeled"_a = py::none(), "init_seed"_a = 1);
+        "children"_a = py::none(), "labeled"_a = py::none(), "init_seed"_a = 1, "tree"_a = py::none(),
+        "vocabulary"_a = py::none());
+
+  py::class_<Vocabulary>(m, "Vocabulary")
+      .def("__len__", &Vocabulary::size)
+      .def("id", &Vocabulary::id, "word"_a, "The word's id (0, <unk>, for a word it does not know).")
+      .def("word", [](const Vocabulary& v, int32_t id) {
+             if (id < 0 || id >= v.size()) fail("no word with id ", id, " (the vocabulary has ", v.size(), ")");
+             return v.word(id);
+           }, "id"_a);
+  m.def("vocabulary", [](py::handle dir, int64_t min_count, bool lowercase) {
+          if (min_count < 1) fail("min_count must be at least 1, got ", min_count);
+          const std::string folder = path_of(dir, "dir");
+          return Vocabulary::from_trees(read_trees(folder + "/train.txt"), {.min_count = min_count, .lowercase = lowercase});
+        }, "dir"_a, "min_count"_a = 1, "lowercase"_a = false);
 
   m.def("gradcheck", [](const Model& model, int64_t batch, std::optional<int64_t> children,
                         std::optional<int64_t> labeled, bool parent, std::optional<int64_t> sample, double tolerance,

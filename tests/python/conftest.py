@@ -12,6 +12,12 @@ import pens
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
+# Under the sanitized build (scripts/test.sh --sanitize) this Python started with the
+# sanitizer runtime preloaded for the extension module; the pens tool it starts has the
+# runtime linked in, and must not load a second one.
+SANITIZED = os.environ.get("PENS_SANITIZED") == "1"
+os.environ.pop("LD_PRELOAD", None)
+
 
 @pytest.fixture(scope="session")
 def pens_binary():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import pens
-from conftest import ROOT, run_pens, small_model
+from conftest import ROOT, SANITIZED, run_pens, small_model
 
 
 def feed(rng, rows, labeled=None):
@@ -217,6 +217,7 @@ def test_numpy_types_and_paths_go_where_python_types_do(tmp_path):
     assert pens.load(pathlib.Path(tmp_path) / "m.json").trained
 
 
+@pytest.mark.skipif(SANITIZED, reason="AddressSanitizer reserves terabytes of address space")
 def test_a_batch_past_the_address_space_limit_is_refused_by_the_memory_limit():
     # Under ulimit -v (RLIMIT_AS) the limit is 90% of it: a clear refusal, not a
     # MemoryError from inside an allocation.
@@ -292,3 +293,64 @@ def test_data_given_as_arrays_is_checked(tmp_path, small_config, small_mnist):
     nan[5, 3] = np.nan
     with pytest.raises(pens.Error, match="example 5 holds a value that is not finite"):
         pens.train(small_config, out=tmp_path / "refused", data=(nan, y), test=test)
+
+
+@pytest.fixture
+def treebank(tmp_path, pens_binary):
+    """Three sentences as a treebank folder, and a CTN over its words with weight fuzzing
+    and subspace sampling."""
+    trees = "(3 (2 a) (4 (3 good) (2 film)))\n(1 (2 a) (0 (1 bad) (2 film)))\n(4 (4 good) (3 good))\n"
+    for part in ("train", "dev", "test"):
+        (tmp_path / f"{part}.txt").write_text(trees)
+    run_pens(pens_binary, "new", "ctn", "--sst", tmp_path, "--dim", 4, "--classes", 5, "--fuzz", 0.02,
+             "--subspace", 2, "--output", tmp_path / "ctn.json")
+    return tmp_path
+
+
+def test_trees_are_written_as_the_treebank_does_from_text_or_tuples():
+    assert pens.tree_text("(3 (2 a) (4 b))") == "(3 (2 a) (4 b))"
+    assert pens.tree_text("((a good) film)") == "(2 (2 (2 a) (2 good)) (2 film))"
+    assert pens.tree_text((3, (2, "a"), (4, "good"))) == "(3 (2 a) (4 good))"
+    assert pens.tree_text(("a", ("good", "film"))) == "(2 (2 a) (2 (2 good) (2 film)))"
+    for bad, message in [("((a b c) d)", "a bracket holds 3 parts"), ("((a b)", "ends inside a bracket"),
+                         ("(a b))", "text after the tree"), ((1, 2, 3, 4), "a word or two children"), (7, "got int")]:
+        with pytest.raises(pens.Error, match=re.escape(message)):
+            pens.tree_text(bad)
+
+
+def test_a_tree_model_runs_forward_backward_and_trains_on_one_tree_from_python(treebank):
+    words = pens.vocabulary(treebank)
+    assert len(words) == 5 and words.word(words.id("good")) == "good" and words.id("unseen") == 0
+    model = pens.load(treebank / "ctn.json")
+    sentence = "(3 (2 a) (4 (3 good) (2 film)))"
+    clean = pens.compile(model, tree=sentence, vocabulary=words)
+    assert clean.inputs == []
+    scores = clean.forward()[clean.outputs[0]]
+    assert scores.shape == (5, 5)  # a row per node, a column per class
+    root = scores[clean._core.root_row].astype(np.float64)
+    np.testing.assert_allclose(model.predict_tree(sentence, words), np.exp(root) / np.exp(root).sum(), rtol=1e-6)
+
+    training = pens.compile(model, tree=sentence, vocabulary=words, graph="training")
+    opt = pens.optim.AdaGrad(training, lr=0.1)
+    objectives = []
+    for step in range(40):
+        training.set_noise_key(1, step)
+        training.forward()
+        objectives.append(training.objective)
+        grads = training.backward()
+        opt.step()
+    assert set(grads) == {"C", "E", "Ml", "Mr", "T", "c", "m"}
+    assert np.mean(objectives[-5:]) < 0.6 * np.mean(objectives[:5])
+    training.copy_to(model)
+    assert model.predict_tree(sentence, words).argmax() == 3  # the root's label
+    assert pens.gradcheck(model, tree=(3, (2, "a"), (4, "good")))["passed"]
+    cases = [
+        (lambda: pens.compile(model, batch=4), "a tree model compiles for one tree"),
+        (lambda: pens.compile(model, tree=sentence), "need the vocabulary"),
+        (lambda: pens.compile(model, tree=sentence, vocabulary=words, dtype="float64"), "float32"),
+        (lambda: pens.compile(model, tree="(3 (2 a) (4 b)) (1 c)", vocabulary=words), "a line holds exactly one tree"),
+        (lambda: pens.compile(model, tree=sentence, vocabulary={"a": 1}), "vocabulary must be a pens.Vocabulary"),
+    ]
+    for call, message in cases:
+        with pytest.raises(pens.Error, match=re.escape(message)):
+            call()
