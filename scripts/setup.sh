@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 # gnuplot-nox draws pens train's learning-curve.png; without it the run says so and the
 # curve stays in curve.tsv. OpenSSL's libcrypto computes SHA-256, libpng writes PNG.
 # pybind11, numpy and pytest are for the Python package, built for Debian's python3
-# (/usr/bin/python3); matplotlib draws the curve of examples/python/train_pea.py.
+# (/usr/bin/python3); matplotlib draws the curve of examples/python/train_pea.py, whose
+# notebook the tests run in a Jupyter kernel (nbclient, ipykernel).
 # Open MPI runs data-parallel training (mpirun -np P pens train; docs/distributed.md).
 # ccache makes a second build of the same sources fast, in this folder or another clone
 # (scripts/ccache-env.sh). mkdocs builds the documentation site (scripts/docs.sh), which
@@ -16,6 +17,7 @@ cd "$(dirname "$0")/.."
 scripts/ensure-packages.sh g++ meson ninja-build pkg-config libeigen3-dev libboost-graph-dev \
   nlohmann-json3-dev libssl-dev libpng-dev doctest-dev gnuplot-nox \
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-matplotlib \
+  python3-nbclient python3-nbformat python3-ipykernel \
   libopenmpi-dev openmpi-bin ccache mkdocs
 
 source scripts/ccache-env.sh

@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # sanitizer runtime preloaded for the extension module; the pens tool it starts has the
 # runtime linked in, and must not load a second one.
 SANITIZED = os.environ.get("PENS_SANITIZED") == "1"
-os.environ.pop("LD_PRELOAD", None)
+PRELOAD = os.environ.pop("LD_PRELOAD", None)  # what another Python importing pens needs
 
 
 @pytest.fixture(scope="session")
