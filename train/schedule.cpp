@@ -54,10 +54,12 @@ OptimizerStep Schedule::at(int64_t step, double epoch) const {
   return {.step = step, .learning_rate = learning_rate_at(epoch), .momentum = momentum_at(epoch)};
 }
 
+double penalty_weight(const PenaltyHandle& penalty, double scale) {
+  return penalty.term.scheduled ? penalty.term.lambda * scale : penalty.term.lambda;
+}
+
 void set_penalty_weights(Tape<float>& tape, const std::vector<PenaltyHandle>& penalties, double scale) {
-  for (const PenaltyHandle& p : penalties) {
-    tape.set_constant(p.lambda, static_cast<float>(p.term.scheduled ? p.term.lambda * scale : p.term.lambda));
-  }
+  for (const PenaltyHandle& p : penalties) tape.set_constant(p.lambda, static_cast<float>(penalty_weight(p, scale)));
 }
 
 void PenaltyWeights::set(Tape<float>& tape, double scale) {

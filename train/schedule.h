@@ -54,8 +54,11 @@ struct Schedule {
   OptimizerStep at(int64_t step, double epoch) const;
 };
 
-// Writes the λ constants of `penalties` on a tape: each weight times `scale` where the λ
-// stages schedule it, the weight alone otherwise.
+// A penalty's λ at a scale of the λ stages: its weight times `scale` where the stages
+// schedule it, the weight alone otherwise.
+double penalty_weight(const PenaltyHandle& penalty, double scale);
+
+// Writes the λ constants of `penalties` on a tape (penalty_weight).
 void set_penalty_weights(Tape<float>& tape, const std::vector<PenaltyHandle>& penalties, double scale);
 
 // Keeps the λ constants of a pseudo-ensemble's penalties on a tape at their weights

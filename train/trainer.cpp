@@ -15,6 +15,7 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
+#include "pens/train/batch_plan.h"
 #include "pens/train/evaluation.h"
 #include "pens/train/report.h"
 #include "pens/train/run_folder.h"
@@ -26,28 +27,6 @@ namespace pens {
 namespace {
 
 using nlohmann::json;
-// The semi-supervised split of the config, or with data.labeled = 0 every non-validation
-// example labeled.
-Split training_split(const TrainConfig& config, const Dataset& train_set) {
-  if (config.labeled > 0) {
-    try {
-      return semi_supervised_split(train_set, config.labeled, config.validation, config.split_seed);
-    } catch (const Error& e) {
-      fail(config.source.empty() ? "" : config.source + ": ", "data.labeled = ", config.labeled,
-           ", data.validation = ", config.validation, ": ", e.what());
-    }
-  }
-  if (config.validation >= train_set.size) {
-    fail(config.source.empty() ? "" : config.source + ": ", "data.validation = ", config.validation,
-         " leaves none of the ", train_set.size, " training examples");
-  }
-  const std::vector<int64_t> order = permutation(train_set.size, config.split_seed, 1);
-  Split split;
-  split.validation.assign(order.begin(), order.begin() + config.validation);
-  split.labeled.assign(order.begin() + config.validation, order.end());
-  return split;
-}
-
 // Refuses a data-parallel run of an objective whose gradient, averaged over the
 // processes, would not be the one-process gradient: each loss term must be a mean over
 // batch rows (a `mean`, possibly times a factor free of the batch, as penalties are
@@ -188,10 +167,9 @@ class ClassifierRun {
   int64_t units_ = 1, first_unit_ = 0, local_units_ = 1;
   int64_t unit_labeled_ = 0, unit_unlabeled_ = 0;
   std::vector<RowRun> placement_;  // the unit being fed, in the global batch
-  Split split_;
+  std::unique_ptr<BatchPlan> plan_;
   Dataset validation_, train_eval_, test_share_;
   int64_t validation_total_ = 0, train_eval_total_ = 0;
-  std::unique_ptr<Cycler> labeled_rows_, unlabeled_rows_;
   std::vector<int64_t> rows_;
   std::vector<int64_t> recalibration_rows_;  // the same examples at every evaluation
 
@@ -287,23 +265,17 @@ void ClassifierRun::split_data() {
   if (train_set.dim != width) {
     fail(config_.model, ": input '", io_.x, "' takes ", width, " features, the data has ", train_set.dim);
   }
-  split_ = training_split(config_, train_set);
-  const auto labeled = static_cast<int64_t>(split_.labeled.size());
+  plan_ = std::make_unique<BatchPlan>(config_, train_set);
+  const Split& split = plan_->split();
+  const auto labeled = static_cast<int64_t>(split.labeled.size());
   const std::vector<int64_t> train_eval_rows(
-      split_.labeled.begin(), split_.labeled.begin() + std::min<int64_t>(config_.train_error_examples, labeled));
-  validation_ = subset(train_set, share_of(split_.validation, rank_, processes_));
+      split.labeled.begin(), split.labeled.begin() + std::min<int64_t>(config_.train_error_examples, labeled));
+  validation_ = subset(train_set, share_of(split.validation, rank_, processes_));
   train_eval_ = subset(train_set, share_of(train_eval_rows, rank_, processes_));
   if (processes_ > 1) test_share_ = subset(data_.test, share_of(all_rows(data_.test.size), rank_, processes_));
-  validation_total_ = static_cast<int64_t>(split_.validation.size());
+  validation_total_ = static_cast<int64_t>(split.validation.size());
   train_eval_total_ = static_cast<int64_t>(train_eval_rows.size());
-  // The unlabeled pool: every training example outside the validation set, the labeled
-  // ones included (their labels unused).
-  std::vector<int64_t> pool = split_.unlabeled;
-  pool.insert(pool.end(), split_.labeled.begin(), split_.labeled.end());
-  // Pass p of each cycler shuffles with stream base + p: the two bases keep their
-  // streams apart (and apart from the split's stream 1) for any realistic run.
-  labeled_rows_ = std::make_unique<Cycler>(split_.labeled, config_.seed, 1000);
-  unlabeled_rows_ = std::make_unique<Cycler>(pool, config_.seed, uint64_t{1} << 30);
+  const std::vector<int64_t>& pool = plan_->pool();
   // Batch statistics need one process and one shard, which check_shardable has enforced.
   if (config_.recalibrate_statistics > 0) {
     const int64_t batch = config_.batch_labeled + config_.batch_unlabeled;
@@ -313,8 +285,8 @@ void ClassifierRun::split_data() {
     observer_.on_message(cat("before each evaluation, running statistics from ", examples / batch, " batches of ", batch,
                              " training examples"));
   }
-  observer_.on_message(cat("split ", config_.split_seed, ": ", split_.labeled.size(), " labeled, ",
-                           split_.unlabeled.size(), " unlabeled, ", split_.validation.size(), " validation, ",
+  observer_.on_message(cat("split ", config_.split_seed, ": ", split.labeled.size(), " labeled, ",
+                           split.unlabeled.size(), " unlabeled, ", split.validation.size(), " validation, ",
                            data_.test.size, " test; ", model_.values->numel(), " parameters; batch ",
                            config_.batch_labeled, " labeled + ", config_.batch_unlabeled, " unlabeled; optimizer ",
                            config_.optimizer, sharing()));
@@ -378,10 +350,10 @@ void ClassifierRun::feed(Tape<float>& tape, int64_t unit) {
     }
     tape.set_row_placement(placement_);
   }
-  labeled_rows_->take(step_count_ * config_.batch_labeled + unit * unit_labeled_, unit_labeled_, rows_);
+  plan_->labeled(step_count_ * config_.batch_labeled + unit * unit_labeled_, unit_labeled_, rows_);
   gather_rows(train_set, rows_, 0, tape.input(io_.x), tape.input(io_.y));
   if (unit_unlabeled_ > 0) {
-    unlabeled_rows_->take(step_count_ * config_.batch_unlabeled + unit * unit_unlabeled_, unit_unlabeled_, rows_);
+    plan_->unlabeled(step_count_ * config_.batch_unlabeled + unit * unit_unlabeled_, unit_unlabeled_, rows_);
     gather_rows(train_set, rows_, unit_labeled_, tape.input(io_.x), {});
   }
 }
@@ -408,20 +380,17 @@ void ClassifierRun::run_steps() {
       std::max<int64_t>(1, std::llround(config_.checkpoint_every_epochs * static_cast<double>(config_.steps_per_epoch)));
   Tape<float>& tape = *step_tape_;
   for (; step_count_ < total_steps_; ++step_count_) {
-    const double epoch = epoch_of(step_count_);
+    const PlannedStep planned = planned_step(schedule_, step_count_, config_.steps_per_epoch);
+    const double epoch = planned.epoch;
     if (out_of_budget()) {
       observer_.on_message(cat("wall-clock budget of ", config_.budget_minutes, " minutes reached at step ", step_count_,
                                " (epoch ", epoch, ")"));
       return;
     }
-    weights_->set(tape, schedule_.lambda_scale_at(epoch));
-    // The optimizer's period: from the run's start or its last restart, whose first step
-    // resets the optimizer's state (also on a resume, which lands on it as any run does).
-    const double origin = schedule_.origin_at(epoch);
-    const auto first_step = static_cast<int64_t>(std::ceil(origin * static_cast<double>(config_.steps_per_epoch) - 1e-9));
-    if (origin > 0 && step_count_ == first_step) optimizer_->restart();
+    weights_->set(tape, planned.lambda_scale);
+    if (planned.restart) optimizer_->restart();
     hold_for(epoch);
-    const OptimizerStep update = schedule_.at(step_count_ - first_step, epoch);
+    const OptimizerStep& update = planned.update;
     const StepResult r =
         config_.batch_shards > 1
             ? step_->run_shards(update, tape, units_, first_unit_, local_units_,
@@ -498,9 +467,9 @@ TrainSummary ClassifierRun::finish() {
   }
   json& s = summary.json;
   s = run_summary(summary.diverged, step_count_, epoch_of(step_count_), folder_.seconds(), to_json(config_));
-  s["labeled"] = split_.labeled.size();
-  s["unlabeled"] = split_.unlabeled.size();
-  s["validation"] = split_.validation.size();
+  s["labeled"] = plan_->split().labeled.size();
+  s["unlabeled"] = plan_->split().unlabeled.size();
+  s["validation"] = plan_->split().validation.size();
   s["parameters"] = model_.values->numel();
   s["processes"] = processes_;
   if (summary.diverged) s["message"] = diverged_;

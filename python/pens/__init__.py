@@ -20,8 +20,8 @@ from ._pens import Error, Model, RunOptions, Vocabulary, set_threads
 from . import _pens
 from . import optim
 
-__all__ = ["Error", "Model", "ModelBuilder", "Program", "Vocabulary", "compile", "gradcheck", "load", "mnist", "optim",
-           "set_threads", "train", "tree_text", "vocabulary"]
+__all__ = ["Error", "Model", "ModelBuilder", "Program", "TrainingPlan", "Vocabulary", "compile", "gradcheck", "load",
+           "mnist", "optim", "set_threads", "train", "tree_text", "vocabulary"]
 
 
 def load(path):
@@ -67,11 +67,12 @@ class Program:
             raise Error(f"input {missing[0]!r} not given (the graph's inputs: {', '.join(self._core.inputs)})")
         return self._core.forward({name: _array(array, name) for name, array in feed.items()})
 
-    def backward(self, accumulate=False):
+    def backward(self, accumulate=False, return_grads=True):
         """The gradients of the last forward's objective: {parameter: array}. This call's
         alone, or with accumulate=True the sum since zero_grad() (or since the last call
-        without it)."""
-        return self._core.backward(bool(accumulate))
+        without it). return_grads=False returns None: a loop that hands the gradients to
+        an optimizer (pens.optim) skips copying them."""
+        return self._core.backward(bool(accumulate), bool(return_grads))
 
     def zero_grad(self):
         """Sets the parameters' gradients to 0, for backward(accumulate=True)."""
@@ -96,6 +97,11 @@ class Program:
     def set_noise_key(self, seed, step=0):
         """Keys the noise of the next forward passes: the same key draws the same noise."""
         self._core.set_noise_key(_count(seed, "seed", 0), _count(step, "step", 0))
+
+    def set_lambda_scale(self, scale):
+        """Scales the λ of the penalties the λ stages schedule (pens train's lambda_scale;
+        1 until set)."""
+        self._core.set_lambda_scale(_number(scale, "scale"))
 
 
 def _array(value, name):
@@ -288,25 +294,73 @@ def train(config, out=None, callback=None, *, data=None, test=None, init=None, d
     data.validation, data.split_seed)."""
     if callback is not None and not callable(callback):
         raise Error(f"callback must be callable, got {type(callback).__name__}")
+    options = _run_options(out=out, init=init, data_dir=data_dir, resume_from=resume_from, seed=seed, epochs=epochs,
+                           threads=threads, labels=labels, split_seed=split_seed, budget_minutes=budget_minutes)
+    options.resume = bool(resume)
+    return _pens.train(_path(config, "config"), options, callback, _arrays(data, test))
+
+
+def _run_options(budget_minutes=None, **given):
+    """RunOptions from keyword arguments, each checked: paths and whole numbers."""
     options = RunOptions()
-    paths = dict(out=out, init=init, data_dir=data_dir, resume_from=resume_from)
-    counts = dict(seed=(seed, 0), epochs=(epochs, 1), threads=(threads, 0), labels=(labels, 0),
-                  split_seed=(split_seed, 0))
-    for key, value in paths.items():
+    least = dict(seed=0, epochs=1, threads=0, labels=0, split_seed=0)
+    for key, value in given.items():
         if value is not None:
-            setattr(options, key, _path(value, key))
-    for key, (value, least) in counts.items():
-        if value is not None:
-            setattr(options, key, _count(value, key, least))
+            setattr(options, key, _count(value, key, least[key]) if key in least else _path(value, key))
     if budget_minutes is not None:
         options.budget_minutes = _number(budget_minutes, "budget_minutes")
-    options.resume = bool(resume)
+    return options
+
+
+def _arrays(data, test):
+    """(X, y, X_test, y_test) for the C++ half, or None."""
     if (data is None) != (test is None):
         raise Error("data and test go together: data=(X, y), test=(X_test, y_test)")
-    arrays = None
-    if data is not None:
-        arrays = (*_pair(data, "data"), *_pair(test, "test"))
-    return _pens.train(_path(config, "config"), options, callback, arrays)
+    return None if data is None else (*_pair(data, "data"), *_pair(test, "test"))
+
+
+class TrainingPlan:
+    """What `pens train CONFIG` would do, step by step, for a loop written in Python: the
+    model as the run starts it (values drawn with the config's init_seed, init_from
+    applied), batch(step) (the inputs of step `step`: the labeled rows, then the
+    unlabeled ones), at(step) (epoch, learning_rate, momentum, lambda_scale, restart,
+    optimizer_step: the noise key's step), the optimizer and the data (data("test"),
+    data("validation"), data("labeled")). A loop that compiles the model's training
+    graph for batch_labeled + batch_unlabeled rows (labeled=batch_labeled), keys its noise
+    (seed, optimizer_step), sets the λ scale and updates with the config's optimizer at
+    those settings trains exactly as pens train (bench/python_loop.py). Options as for
+    pens.train; dense configs without shards, trainable periods or recalibration."""
+
+    def __init__(self, config, *, data=None, test=None, init=None, data_dir=None, seed=None, epochs=None,
+                 labels=None, split_seed=None):
+        options = _run_options(init=init, data_dir=data_dir, seed=seed, epochs=epochs, labels=labels,
+                               split_seed=split_seed)
+        self._core = _pens.TrainingPlan(_path(config, "config"), options, _arrays(data, test))
+
+    model = property(lambda self: self._core.model, doc="the model with the values the run starts from")
+    total_steps = property(lambda self: self._core.total_steps)
+    steps_per_epoch = property(lambda self: self._core.steps_per_epoch)
+    seed = property(lambda self: self._core.seed, doc="the run's seed: the noise keys' first part")
+    threads = property(lambda self: self._core.threads, doc="the config's run.threads (0: every CPU)")
+    batch_labeled = property(lambda self: self._core.batch_labeled)
+    batch_unlabeled = property(lambda self: self._core.batch_unlabeled)
+    eval_batch = property(lambda self: self._core.eval_batch)
+    max_norm_rule = property(lambda self: self._core.max_norm_rule)
+
+    def optimizer(self, program):
+        """The config's optimizer (kind, settings, max-norm rule) over a program."""
+        first = self.at(0)
+        return optim.Optimizer(program, self._core.optimizer, first["learning_rate"], first["momentum"],
+                               self._core.max_norm_rule, **self._core.optimizer_settings)
+
+    def batch(self, step):
+        return self._core.batch(_count(step, "step", 0))
+
+    def at(self, step):
+        return self._core.at(_count(step, "step", 0))
+
+    def data(self, part):
+        return self._core.data(part)
 
 
 def _pair(value, what):

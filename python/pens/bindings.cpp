@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <variant>
 
@@ -24,8 +25,12 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
+#include "pens/train/train_config.h"
+#include "pens/train/trainer.h"
 #include "pens/train/inspect.h"
+#include "pens/train/batch_plan.h"
 #include "pens/train/constraints.h"
+#include "pens/train/evaluation.h"
 #include "pens/train/optimizer.h"
 #include "pens/train/run.h"
 #include "pens/train/tree_model.h"
@@ -83,19 +88,26 @@ BuildOptions build_options(int64_t batch, std::optional<int64_t> children, std::
 // runs with it released.
 class Compiled {
  public:
-  using GraphOf = std::function<Graph(int64_t rows)>;
+  // A graph for a row count, with its pseudo-ensemble's penalties (none outside training).
+  struct Built {
+    Graph graph;
+    std::vector<PenaltyHandle> penalties;
+  };
+  using GraphOf = std::function<Built(int64_t rows)>;
   virtual ~Compiled() = default;
   // Feeds the inputs, runs forward, returns copies of the outputs.
   virtual py::dict forward(const py::dict& feed) = 0;
-  // This call's parameter gradients (copies), or the sum with the earlier calls' since
-  // zero_grad() when `accumulate`.
-  virtual py::dict backward(bool accumulate) = 0;
+  // This call's parameter gradients (copies; None unless `copies`), or the sum with the
+  // earlier calls' since zero_grad() when `accumulate`.
+  virtual py::object backward(bool accumulate, bool copies) = 0;
   virtual void zero_grad() = 0;
   virtual double objective() = 0;
   virtual py::array value(const std::string& name, py::handle owner) = 0;
   virtual py::array grad(const std::string& name, py::handle owner) = 0;
   virtual py::dict parameters(py::handle owner, bool grads) = 0;
   virtual void set_noise_key(uint64_t seed, uint64_t step) = 0;
+  // The scale of the penalties' λ that the λ stages schedule (pens train's lambda_scale).
+  virtual void set_lambda_scale(double scale) = 0;
   // The model `model` with this program's parameter values (by name).
   virtual void copy_to(Model& model) = 0;
   // One optimizer update, the max-norm constraints and the moving averages after it.
@@ -147,6 +159,7 @@ class CompiledAs final : public Compiled {
       : graph_of_(std::move(graph_of)) {
     Program& first = program(rows);
     params_ = std::make_unique<ParamStore<T>>(first.graph);
+    penalties_ = first.penalties;
     if (model.values) {
       for (const ParamEntry& e : params_->entries()) {
         const ParamEntry* from = model.values->find(e.name);
@@ -181,6 +194,7 @@ class CompiledAs final : public Compiled {
     Tape<T>& tape = tape_for(rows_of(feed));
     for (const auto& [name, array] : feed) put(tape, py::cast<std::string>(name), array_of(name, array));
     tape.set_noise_key(key_);
+    for (const PenaltyHandle& p : penalties_) tape.set_constant(p.lambda, static_cast<T>(penalty_weight(p, lambda_scale_)));
     {
       py::gil_scoped_release unlocked;
       tape.forward();
@@ -195,7 +209,7 @@ class CompiledAs final : public Compiled {
     }
     return out;
   }
-  py::dict backward(bool accumulate) override {
+  py::object backward(bool accumulate, bool copies) override {
     const auto locked = lock();
     Tape<T>& tape = ran("backward()");
     if (tape.loss_count() == 0) {
@@ -207,6 +221,7 @@ class CompiledAs final : public Compiled {
       if (!accumulate) params_->zero_grad();
       tape.backward();
     }
+    if (!copies) return py::none();
     py::dict out;
     for (const ParamEntry& e : params_->entries()) {
       const TensorView<T> g = params_->grad(e);
@@ -247,6 +262,11 @@ class CompiledAs final : public Compiled {
     const auto locked = lock();
     key_ = {seed, step};
   }
+  void set_lambda_scale(double scale) override {
+    if (!std::isfinite(scale) || scale < 0) fail("the λ scale must be a finite number, at least 0, got ", scale);
+    const auto locked = lock();
+    lambda_scale_ = scale;
+  }
   void copy_to(Model& model) override {
     const auto locked = lock();
     auto values = std::make_shared<ParamStore<float>>(model.graph);
@@ -284,6 +304,7 @@ class CompiledAs final : public Compiled {
  private:
   struct Program {
     Graph graph;
+    std::vector<PenaltyHandle> penalties;
     std::unique_ptr<Tape<T>> tape;
   };
 
@@ -291,7 +312,9 @@ class CompiledAs final : public Compiled {
     auto [at, fresh] = programs_.try_emplace(rows);
     if (fresh) {
       try {
-        at->second.graph = graph_of_(rows);
+        Built built = graph_of_(rows);
+        at->second.graph = std::move(built.graph);
+        at->second.penalties = std::move(built.penalties);
       } catch (...) {
         programs_.erase(at);
         throw;
@@ -362,6 +385,8 @@ class CompiledAs final : public Compiled {
   std::unique_ptr<ParamStore<T>> params_;
   Tape<T>* last_ = nullptr;  // the tape of the last forward()
   NoiseKey key_{};
+  std::vector<PenaltyHandle> penalties_;  // the same λ constants in every row count's graph
+  double lambda_scale_ = 1;
 };
 
 // A tree model compiled for one tree: its unrolled graph ("inference" or "parent", noise
@@ -386,7 +411,7 @@ std::unique_ptr<Compiled> compile_tree(const Model& model, const std::string& te
   const auto unrolled = std::make_shared<UnrolledTree>(graph == "training" ? tree_model->training_tree(trees[0])
                                                                            : tree_model->unroll(trees[0]));
   auto program = std::make_unique<CompiledAs<float>>(
-      *kept, [unrolled](int64_t) { return unrolled->graph; }, 1, init_seed,
+      *kept, [unrolled](int64_t) { return Compiled::Built{unrolled->graph, unrolled->penalties}; }, 1, init_seed,
       [kept, tree_model, unrolled, tree = trees[0]](Tape<float>& tape) { tree_model->feed(tape, *unrolled, tree); });
   program->outputs = {unrolled->scores};
   program->root_row = unrolled->row_of[static_cast<size_t>(trees[0].root())];
@@ -473,6 +498,108 @@ Dataset dataset_of(py::handle x_object, py::handle y_object, const std::string& 
   for (int64_t i = 0; i < size; ++i) d.y[static_cast<size_t>(i)] = static_cast<float>(y.data()[i]);
   return d;
 }
+
+// (X, y, X_test, y_test) from Python, or none.
+std::optional<GivenData> given_data(py::handle data) {
+  if (data.is_none()) return std::nullopt;
+  const auto arrays = data.cast<py::tuple>();
+  TrainData d{dataset_of(arrays[0], arrays[1], "data"), dataset_of(arrays[2], arrays[3], "test")};
+  d.train.classes = d.test.classes = std::max(d.train.classes, d.test.classes);
+  return GivenData{std::move(d), "<arrays from Python>"};
+}
+
+// pens train's plan for a dense config, for a loop written in Python: its model as the
+// run starts it, the batches each step reads, the schedule at each step and the data.
+class PythonPlan {
+ public:
+  PythonPlan(const std::string& config, const RunOptions& options, std::optional<GivenData> data)
+      : run_(prepare_run(config, options, std::move(data))) {
+    if (run_.trees) fail(config, ": a tree config; a training plan is for dense configs");
+    const TrainConfig& c = run_.mnist;
+    model_ = std::make_shared<Model>(load_configured_model(c.source, c.model));
+    io_ = classifier_io(model_->graph, c.model);
+    if (!model_->values) {
+      model_->values = std::make_shared<ParamStore<float>>(model_->graph);
+      model_->values->initialize(model_->graph, c.init_seed);
+    }
+    if (!c.init_from.empty()) initialize_from(*model_->values, model_->graph, c.init_from);
+    schedule_ = c.schedule;
+    if (model_->ensemble) schedule_.lambda_stages = c.lambda_schedule.value_or(model_->ensemble->lambda_schedule);
+    if (c.batch_shards > 1 || !c.trainable_periods.empty() || c.recalibrate_statistics > 0) {
+      fail(config, ": a training plan follows one unit per step, every parameter trained and no recalibration: "
+           "batch.shards, trainable periods and eval.recalibrate_statistics are pens train's alone");
+    }
+    plan_ = std::make_unique<BatchPlan>(c, run_.mnist_data.train);
+  }
+
+  std::shared_ptr<Model> model() const { return model_; }
+  const TrainConfig& config() const { return run_.mnist; }
+  const ClassifierIo& io() const { return io_; }
+  int64_t total_steps() const { return config().epochs * config().steps_per_epoch; }
+
+  // The feed of step `step`: the labeled rows, then the unlabeled ones.
+  py::dict batch(int64_t step) {
+    const TrainConfig& c = config();
+    if (step < 0) fail("step must be at least 0, got ", step);
+    const Dataset& train = run_.mnist_data.train;
+    const int64_t rows = c.batch_labeled + c.batch_unlabeled;
+    py::array_t<float> x({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(train.dim)});
+    py::array_t<int64_t> y(static_cast<py::ssize_t>(c.batch_labeled));
+    plan_->labeled(step * c.batch_labeled, c.batch_labeled, rows_);
+    copy_rows(train, rows_, 0, x, &y);
+    if (c.batch_unlabeled > 0) {
+      plan_->unlabeled(step * c.batch_unlabeled, c.batch_unlabeled, rows_);
+      copy_rows(train, rows_, c.batch_labeled, x, nullptr);
+    }
+    py::dict out;
+    out[py::str(io_.x)] = x;
+    out[py::str(io_.y)] = y;
+    return out;
+  }
+
+  py::dict at(int64_t step) const {
+    const PlannedStep p = planned_step(schedule_, step, config().steps_per_epoch);
+    return py::dict("epoch"_a = p.epoch, "learning_rate"_a = p.update.learning_rate, "momentum"_a = p.update.momentum,
+                    "lambda_scale"_a = p.lambda_scale, "restart"_a = p.restart, "optimizer_step"_a = p.update.step);
+  }
+
+  // A part of the data as (X, y): "train" (the training set whole), "validation", "test".
+  py::tuple data(const std::string& part) const {
+    const TrainData& d = run_.mnist_data;
+    if (part == "test") {
+      std::vector<int64_t> every(static_cast<size_t>(d.test.size));
+      std::iota(every.begin(), every.end(), int64_t{0});
+      return arrays(d.test, every);
+    }
+    if (part == "validation") return arrays(d.train, plan_->split().validation);
+    if (part == "labeled") return arrays(d.train, plan_->split().labeled);
+    fail("part must be 'labeled', 'validation' or 'test', got '", part, "'");
+  }
+
+ private:
+  static void copy_rows(const Dataset& d, const std::vector<int64_t>& rows, int64_t at, py::array_t<float>& x,
+                        py::array_t<int64_t>* y) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto row = static_cast<size_t>(rows[i]);
+      std::memcpy(x.mutable_data(at + static_cast<int64_t>(i)), d.x.data() + row * static_cast<size_t>(d.dim),
+                  sizeof(float) * static_cast<size_t>(d.dim));
+      if (y) y->mutable_data()[i] = static_cast<int64_t>(d.y[row]);
+    }
+  }
+  static py::tuple arrays(const Dataset& d, const std::vector<int64_t>& rows) {
+    py::array_t<float> x({static_cast<py::ssize_t>(rows.size()), static_cast<py::ssize_t>(d.dim)});
+    py::array_t<int64_t> y(static_cast<py::ssize_t>(rows.size()));
+    copy_rows(d, rows, 0, x, &y);
+    return py::make_tuple(x, y);
+  }
+
+  PreparedRun run_;
+  std::shared_ptr<Model> model_;
+  ClassifierIo io_;
+  Schedule schedule_;
+  std::unique_ptr<BatchPlan> plan_;
+  std::vector<int64_t> rows_;
+};
 
 // Reports a training run to a Python callable: callback(event, data), with the GIL held
 // only while it runs. An exception it raises stops the run (the last checkpoint stays).
@@ -562,10 +689,11 @@ PYBIND11_MODULE(_pens, m) {
       .def_readonly("batch", &Compiled::batch)
       .def_readonly("root_row", &Compiled::root_row)
       .def("forward", &Compiled::forward, "feed"_a)
-      .def("backward", &Compiled::backward, "accumulate"_a)
+      .def("backward", &Compiled::backward, "accumulate"_a, "copies"_a)
       .def("zero_grad", &Compiled::zero_grad)
       .def_property_readonly("objective", &Compiled::objective)
       .def("set_noise_key", &Compiled::set_noise_key, "seed"_a, "step"_a = 0)
+      .def("set_lambda_scale", &Compiled::set_lambda_scale, "scale"_a)
       .def("copy_to", &Compiled::copy_to, "model"_a)
       .def("value", [](py::object self, const std::string& name) { return self.cast<Compiled&>().value(name, self); })
       .def("grad", [](py::object self, const std::string& name) { return self.cast<Compiled&>().grad(name, self); })
@@ -601,14 +729,18 @@ PYBIND11_MODULE(_pens, m) {
           Compiled::GraphOf graph_of;
           if (graph == "inference") {
             if (samples < 0) fail("samples must be at least 0, got ", samples);
-            graph_of = [inference = build_inference(model.graph, samples)](int64_t) { return inference; };
+            graph_of = [inference = build_inference(model.graph, samples)](int64_t) {
+              return Compiled::Built{inference, {}};
+            };
           } else if (graph == "training") {
             // The training graph depends on the rows (the labeled ones among them).
             graph_of = [model, children, labeled](int64_t rows) {
-              return build_graph(model, build_options(rows, children, labeled, false, std::nullopt)).graph;
+              BuiltGraph built = build_graph(model, build_options(rows, children, labeled, false, std::nullopt));
+              return Compiled::Built{std::move(built.graph),
+                                     built.ensemble ? built.ensemble->penalties : std::vector<PenaltyHandle>{}};
             };
           } else if (graph == "parent") {
-            graph_of = [parent = model.graph](int64_t) { return parent; };
+            graph_of = [parent = model.graph](int64_t) { return Compiled::Built{parent, {}}; };
           } else {
             fail("graph must be 'inference', 'training' or 'parent', got '", graph, "'");
           }
@@ -659,14 +791,7 @@ PYBIND11_MODULE(_pens, m) {
         "sample"_a = py::none(), "tolerance"_a = 1e-6, "step"_a = 1e-5, "init_seed"_a = 1, "tree"_a = py::none());
 
   m.def("train", [](const std::string& config, const RunOptions& options, py::object callback, py::object data) {
-          std::optional<GivenData> given;
-          if (!data.is_none()) {
-            const auto arrays = data.cast<py::tuple>();
-            TrainData d{dataset_of(arrays[0], arrays[1], "data"), dataset_of(arrays[2], arrays[3], "test")};
-            d.train.classes = d.test.classes = std::max(d.train.classes, d.test.classes);
-            given = GivenData{std::move(d), "<arrays from Python>"};
-          }
-          const PreparedRun run = prepare_run(config, options, std::move(given));
+          const PreparedRun run = prepare_run(config, options, given_data(data));
           PythonObserver observer(std::move(callback));
           TrainSummary summary;
           {
@@ -678,6 +803,28 @@ PYBIND11_MODULE(_pens, m) {
           out["diverged"] = summary.diverged;
           return out;
         }, "config"_a, "options"_a, "callback"_a = py::none(), "data"_a = py::none());
+
+  py::class_<PythonPlan>(m, "TrainingPlan")
+      .def(py::init([](const std::string& config, const RunOptions& options, py::object data) {
+             return std::make_unique<PythonPlan>(config, options, given_data(data));
+           }), "config"_a, "options"_a, "data"_a = py::none())
+      .def_property_readonly("model", &PythonPlan::model)
+      .def_property_readonly("total_steps", &PythonPlan::total_steps)
+      .def_property_readonly("steps_per_epoch", [](const PythonPlan& p) { return p.config().steps_per_epoch; })
+      .def_property_readonly("seed", [](const PythonPlan& p) { return p.config().seed; })
+      .def_property_readonly("threads", [](const PythonPlan& p) { return p.config().threads; })
+      .def_property_readonly("batch_labeled", [](const PythonPlan& p) { return p.config().batch_labeled; })
+      .def_property_readonly("batch_unlabeled", [](const PythonPlan& p) { return p.config().batch_unlabeled; })
+      .def_property_readonly("eval_batch", [](const PythonPlan& p) { return p.config().eval_batch; })
+      .def_property_readonly("optimizer", [](const PythonPlan& p) { return p.config().optimizer; })
+      .def_property_readonly("optimizer_settings", [](const PythonPlan& p) {
+             return to_python(attributes_json(p.config().optimizer_settings));
+           })
+      .def_property_readonly("max_norm_rule", [](const PythonPlan& p) { return p.config().max_norm_rule; })
+      .def_property_readonly("inputs", [](const PythonPlan& p) { return py::make_tuple(p.io().x, p.io().y); })
+      .def("batch", &PythonPlan::batch, "step"_a)
+      .def("at", &PythonPlan::at, "step"_a)
+      .def("data", &PythonPlan::data, "part"_a);
 
   py::class_<RunOptions>(m, "RunOptions")
       .def(py::init<>())

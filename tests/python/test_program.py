@@ -50,6 +50,10 @@ def test_backward_returns_this_calls_gradients_and_accumulates_only_when_asked()
     net.zero_grad()
     net.forward(inputs)
     np.testing.assert_allclose(net.backward(accumulate=True)["W1"], first["W1"], rtol=1e-12)
+    # return_grads=False leaves the gradients in the program (for an optimizer) alone.
+    net.forward(inputs)
+    assert net.backward(return_grads=False) is None
+    np.testing.assert_array_equal(net.grad("W1"), first["W1"])
     # What backward() returned is the caller's: a later call does not change it.
     kept = first["W1"].copy()
     net.forward(feed(np.random.default_rng(3), 6))
@@ -354,3 +358,44 @@ def test_a_tree_model_runs_forward_backward_and_trains_on_one_tree_from_python(t
     for call, message in cases:
         with pytest.raises(pens.Error, match=re.escape(message)):
             call()
+
+
+def train_by_plan(plan):
+    """The loop of docs/api.md ("A training loop in Python")."""
+    model = plan.model
+    net = pens.compile(model, batch=plan.batch_labeled + plan.batch_unlabeled, graph="training",
+                       labeled=plan.batch_labeled)
+    opt = plan.optimizer(net)
+    for step in range(plan.total_steps):
+        at = plan.at(step)
+        if at["restart"]:
+            opt.restart()
+        opt.lr, opt.momentum = at["learning_rate"], at["momentum"]
+        net.set_lambda_scale(at["lambda_scale"])
+        net.set_noise_key(plan.seed, at["optimizer_step"])
+        net.forward(plan.batch(step))
+        net.backward(return_grads=False)
+        opt.step()
+    net.copy_to(model)
+    return model
+
+
+def test_a_loop_written_in_python_trains_exactly_as_pens_train(tmp_path, small_config):
+    # λ stages and a learning-rate restart, so that the plan's schedule is all used.
+    config = json.loads(small_config.read_text())
+    config["lambda_schedule"] = [{"epochs": 1, "scale": 0.5}, {"epochs": 1, "scale": 2},
+                                 {"epochs": 1, "scale": 2, "restart": True, "learning_rate": 0.05}]
+    config["optimizer"].update(kind="adam", learning_rate=0.02)
+    small_config.write_text(json.dumps(config))
+    summary = pens.train(small_config, out=tmp_path / "run")
+    plan = pens.TrainingPlan(small_config)
+    assert plan.total_steps == 30 and plan.at(25)["restart"] is False and plan.at(20)["restart"] is True
+    assert [plan.at(step)["lambda_scale"] for step in (0, 10, 29)] == [0.5, 2, 2]
+    model = train_by_plan(plan)
+    trained = pens.load(tmp_path / "run" / "model.json").parameters()
+    for name, value in model.parameters().items():
+        np.testing.assert_array_equal(value, trained[name], err_msg=name)
+    assert model.evaluate(*plan.data("test"))["error"] == summary["final"]["test_error"]
+    batch = plan.batch(0)
+    assert batch["x"].shape == (32, 16) and batch["y"].shape == (16,)
+    assert len(plan.data("labeled")[1]) == 100 and len(plan.data("validation")[1]) == 100
