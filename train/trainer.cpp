@@ -221,6 +221,10 @@ void ClassifierRun::load_model_and_graphs() {
   if (!config_.init_from.empty()) observer_.on_message(initialize_from(*model_.values, model_.graph, config_.init_from));
   const int64_t batch = unit_labeled_ + unit_unlabeled_;
   step_tape_ = std::make_unique<Tape<float>>(training.graph, *model_.values, CompileOptions{.batch = batch});
+  if (step_tape_->loss_count() == 0) {
+    fail(config_.model, ": no node is marked as a loss (\"flags\": [\"loss\"]; Python's ModelBuilder: loss=True), "
+         "so there is no objective to train");
+  }
   if (units_ > 1) check_shardable(training.graph, batch, config_.model);
   eval_tape_ = std::make_unique<Tape<float>>(build_inference(model_.graph), *model_.values,
                                              CompileOptions{.batch = config_.eval_batch});

@@ -13,6 +13,7 @@ one-line message on bad input.
 
 docs/api.md lists the whole API with examples.
 """
+import functools
 import json
 import re
 
@@ -434,6 +435,38 @@ def _predict_tree(model, tree, vocabulary):
 Model.predict = _predict
 Model.evaluate = _evaluate
 Model.predict_tree = _predict_tree
+
+
+def _in_pens_words(function, name):
+    """`function` (a C++ method) with pybind11's TypeError for arguments of the wrong type
+    ("incompatible function arguments" and every overload) as one pens.Error line that
+    names the call, what it takes and what it got."""
+
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except TypeError as e:
+            text = str(e)
+            if "incompatible function arguments" not in text and "incompatible constructor arguments" not in text:
+                raise
+            takes = re.search(r"1\. (\(.*?\))(?: -> |\n|$)", text)
+            # (py::handle is how the C++ half takes a path.)
+            takes = (takes.group(1).replace("pens._pens.", "").replace(": handle", ": str or pathlib.Path")
+                     if takes else "other arguments")
+            got = ", ".join([type(a).__name__ for a in args] + [f"{k}={type(v).__name__}" for k, v in kwargs.items()])
+            raise Error(f"{name} takes {takes}, got ({got})") from None
+
+    return checked
+
+
+for _name in ("initialize", "inspect", "parameters", "save", "to_json"):
+    setattr(Model, _name, _in_pens_words(getattr(Model, _name), f"Model.{_name}"))
+for _name in ("load", "from_json"):
+    setattr(Model, _name, staticmethod(_in_pens_words(getattr(Model, _name), f"Model.{_name}")))
+for _name in ("id", "word"):
+    setattr(Vocabulary, _name, _in_pens_words(getattr(Vocabulary, _name), f"Vocabulary.{_name}"))
+set_threads = _in_pens_words(set_threads, "set_threads")
 
 
 def noise(kind, **params):

@@ -399,3 +399,30 @@ def test_a_loop_written_in_python_trains_exactly_as_pens_train(tmp_path, small_c
     batch = plan.batch(0)
     assert batch["x"].shape == (32, 16) and batch["y"].shape == (16,)
     assert len(plan.data("labeled")[1]) == 100 and len(plan.data("validation")[1]) == 100
+
+
+def test_arguments_of_the_wrong_type_to_the_cpp_half_are_refused_in_pens_words(tmp_path, small_config):
+    model = small_model()
+    cases = [
+        (lambda: model.initialize(seed="x"), "Model.initialize takes (self: Model, seed: int = 1), got (Model, seed=str)"),
+        (lambda: model.inspect(batch="8"), "Model.inspect takes (self: Model, format: str = 'text', batch: int = 8"),
+        (lambda: model.save(tmp_path / "m.json", storage=3), "path: str or pathlib.Path, storage: str = 'auto'"),
+        (lambda: pens.Model.from_json(3), "Model.from_json takes (text: str"),
+        (lambda: pens.set_threads("2"), "set_threads takes (threads: int), got (str)"),
+    ]
+    for call, message in cases:
+        with pytest.raises(pens.Error, match=re.escape(message)) as refused:
+            call()
+        assert "\n" not in str(refused.value)
+    # A model whose loss node is not marked has nothing to train: refused, not trained.
+    config = json.loads(small_config.read_text())
+    doc = json.loads(model.to_json())
+    for node in doc["nodes"] + doc["inputs"]:
+        node.pop("flags", None)
+        node.pop("noise", None)
+    doc.pop("pseudo_ensemble")
+    (tmp_path / "no-loss.json").write_text(json.dumps(doc))
+    config.update(model=str(tmp_path / "no-loss.json"), batch={"labeled": 16, "unlabeled": 0})
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(pens.Error, match="no node is marked as a loss"):
+        pens.train(tmp_path / "config.json", out=tmp_path / "run")

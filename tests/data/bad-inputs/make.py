@@ -141,6 +141,13 @@ config('labeled-not-per-class', lambda c: c['data'].update(labeled=25), expect='
 config('data-dir-missing', lambda c: c['data'].update(dir='../data/none'), expect='no such file')
 # Written as before 2026-11-29, relative to the working directory (the corpus).
 config('data-dir-from-working-directory', lambda c: c['data'].update(dir='data/good'), expect='working directory')
+# A network whose loss node lost its flag: nothing to train.
+raw = json.load(open(f'{repo}/examples/mnist/raw.model.json'))
+for raw_node in raw['nodes']:
+    raw_node.pop('flags', None)
+json.dump(raw, open(f'{root}/configs/no-loss.model.json', 'w'), indent=1)
+config('model-marks-no-loss', lambda c: (c.update(model='no-loss.model.json'), c['batch'].update(unlabeled=0)),
+       expect='no node is marked as a loss')
 config('text-after-config', text=json.dumps(good_config).encode() + b' trailing', expect=':')
 config('empty-config', text=b'', expect='empty')
 config('config-is-array', text=b'[]', expect='')
