@@ -52,14 +52,12 @@ def pens_train(binary, config, out):
     return {"run": "pens train", "test_error": last["test_error"], "seconds": last["elapsed_seconds"]}
 
 
-def python_loop(config):
-    plan = pens.TrainingPlan(config)
-    pens.set_threads(plan.threads)
+def train_by_plan(plan):
+    """The loop: plan.model trained as pens train would (tests/python runs it too)."""
     model = plan.model
     net = pens.compile(model, batch=plan.batch_labeled + plan.batch_unlabeled, graph="training",
                        labeled=plan.batch_labeled if plan.batch_unlabeled else None)
     opt = plan.optimizer(net)
-    start = time.perf_counter()
     for step in range(plan.total_steps):
         at = plan.at(step)
         if at["restart"]:
@@ -71,6 +69,14 @@ def python_loop(config):
         net.backward(return_grads=False)
         opt.step()
     net.copy_to(model)
+    return model
+
+
+def python_loop(config):
+    plan = pens.TrainingPlan(config)
+    pens.set_threads(plan.threads)
+    start = time.perf_counter()
+    model = train_by_plan(plan)
     # The evaluation pens train makes: training error (the labeled examples), validation
     # and test error.
     errors = {part: model.evaluate(*plan.data(part), batch=plan.eval_batch)["error"]

@@ -15,6 +15,9 @@ import pytest
 import pens
 from conftest import ROOT, SANITIZED, run_pens, small_model
 
+sys.path.insert(0, str(ROOT / "bench"))
+import python_loop  # noqa: E402  (the loop the benchmark times)
+
 
 def feed(rng, rows, labeled=None):
     return {"x": rng.random((rows, 16)), "y": rng.integers(0, 10, labeled if labeled is not None else rows // 2)}
@@ -360,26 +363,6 @@ def test_a_tree_model_runs_forward_backward_and_trains_on_one_tree_from_python(t
             call()
 
 
-def train_by_plan(plan):
-    """The loop of docs/api.md ("A training loop in Python")."""
-    model = plan.model
-    net = pens.compile(model, batch=plan.batch_labeled + plan.batch_unlabeled, graph="training",
-                       labeled=plan.batch_labeled)
-    opt = plan.optimizer(net)
-    for step in range(plan.total_steps):
-        at = plan.at(step)
-        if at["restart"]:
-            opt.restart()
-        opt.lr, opt.momentum = at["learning_rate"], at["momentum"]
-        net.set_lambda_scale(at["lambda_scale"])
-        net.set_noise_key(plan.seed, at["optimizer_step"])
-        net.forward(plan.batch(step))
-        net.backward(return_grads=False)
-        opt.step()
-    net.copy_to(model)
-    return model
-
-
 def test_a_loop_written_in_python_trains_exactly_as_pens_train(tmp_path, small_config):
     # λ stages and a learning-rate restart, so that the plan's schedule is all used.
     config = json.loads(small_config.read_text())
@@ -391,7 +374,7 @@ def test_a_loop_written_in_python_trains_exactly_as_pens_train(tmp_path, small_c
     plan = pens.TrainingPlan(small_config)
     assert plan.total_steps == 30 and plan.at(25)["restart"] is False and plan.at(20)["restart"] is True
     assert [plan.at(step)["lambda_scale"] for step in (0, 10, 29)] == [0.5, 2, 2]
-    model = train_by_plan(plan)
+    model = python_loop.train_by_plan(plan)  # bench/python_loop.py's loop, docs/api.md's
     trained = pens.load(tmp_path / "run" / "model.json").parameters()
     for name, value in model.parameters().items():
         np.testing.assert_array_equal(value, trained[name], err_msg=name)
