@@ -15,7 +15,11 @@ docs/api.md lists the whole API with examples.
 """
 import functools
 import json
+import numbers
+import os
 import re
+
+import numpy as np
 
 from ._pens import Error, Model, RunOptions, Vocabulary, set_threads
 from . import _pens
@@ -106,8 +110,6 @@ class Program:
 
 
 def _array(value, name):
-    import numpy as np
-
     array = np.asarray(value)
     if array.dtype == object:
         raise Error(f"input {name!r}: not a numeric array")
@@ -116,8 +118,6 @@ def _array(value, name):
 
 def _path(value, what):
     """A path argument as a str: a str or an os.PathLike, else pens.Error."""
-    import os
-
     if isinstance(value, (str, os.PathLike)):
         return os.fspath(value)
     raise Error(f"{what} must be a path (a str or a pathlib.Path), got {type(value).__name__}")
@@ -125,8 +125,6 @@ def _path(value, what):
 
 def _count(value, what, least=1):
     """A whole-number argument (an int or a NumPy integer, not a bool), at least `least`."""
-    import numbers
-
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise Error(f"{what} must be a whole number, got {value!r}")
     if value < least:
@@ -136,8 +134,6 @@ def _count(value, what, least=1):
 
 def _number(value, what):
     """A real-number argument (int, float or a NumPy scalar, not a bool)."""
-    import numbers
-
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise Error(f"{what} must be a number, got {value!r}")
     return float(value)
@@ -148,8 +144,6 @@ def _dtype(value):
     if isinstance(value, str):
         return value
     try:
-        import numpy as np
-
         return np.dtype(value).name
     except TypeError:
         raise Error(f"dtype must be 'float32' or 'float64', got {value!r}") from None
@@ -366,8 +360,6 @@ class TrainingPlan:
 
 def _pair(value, what):
     """(X, y) as two NumPy arrays."""
-    import numpy as np
-
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise Error(f"{what} must be a pair (X, y) of arrays, got {type(value).__name__}")
     return tuple(_array(part, f"{what}[{i}]") for i, part in enumerate(value))
@@ -398,16 +390,12 @@ def _predict(model, x, batch=1000, samples=0, output=None):
     (name,) = [n for n in program.inputs]  # the inference graph reads one input
     parts = [program.forward({name: x[start:start + program.batch]})[output]
              for start in range(0, len(x), program.batch)]
-    import numpy as np
-
     return np.concatenate(parts)
 
 
 def _evaluate(model, x, y, batch=1000, samples=0, output=None):
     """The classification error of the model on (x, y), as a fraction (as metrics.jsonl
     has it), and the confusion matrix: counts[true class][predicted class]."""
-    import numpy as np
-
     y = _array(y, "y")
     scores = _predict(model, x, batch, samples, output)
     if y.shape != (len(scores),) or y.dtype.kind not in "iu":
@@ -424,8 +412,6 @@ def _evaluate(model, x, y, batch=1000, samples=0, output=None):
 def _predict_tree(model, tree, vocabulary):
     """A tree model's class probabilities for a sentence's root (the unrolled parent,
     noise off): tree as pens.tree_text takes it, words numbered by `vocabulary`."""
-    import numpy as np
-
     program = compile(model, tree=tree, vocabulary=vocabulary)
     scores = program.forward()[program.outputs[0]][program._core.root_row].astype(np.float64)
     exp = np.exp(scores - scores.max())
@@ -548,8 +534,6 @@ class ModelBuilder:
     def _shape(shape):
         """None or -1: the batch; every other dimension a whole number (7 / 2 is refused,
         not cut to 3)."""
-        import numbers
-
         dims = []
         for d in shape:
             if d is None:

@@ -25,14 +25,14 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
-#include "pens/train/train_config.h"
-#include "pens/train/trainer.h"
-#include "pens/train/inspect.h"
 #include "pens/train/batch_plan.h"
 #include "pens/train/constraints.h"
 #include "pens/train/evaluation.h"
+#include "pens/train/inspect.h"
 #include "pens/train/optimizer.h"
 #include "pens/train/run.h"
+#include "pens/train/train_config.h"
+#include "pens/train/trainer.h"
 #include "pens/train/tree_model.h"
 
 namespace py = pybind11;
@@ -111,7 +111,8 @@ class Compiled {
   // The model `model` with this program's parameter values (by name).
   virtual void copy_to(Model& model) = 0;
   // One optimizer update, the max-norm constraints and the moving averages after it.
-  virtual void update(Optimizer& optimizer, const OptimizerStep& step, std::span<const std::unique_ptr<Constraint>> constraints) = 0;
+  virtual void update(Optimizer& optimizer, const OptimizerStep& step,
+                      std::span<const std::unique_ptr<Constraint>> constraints) = 0;
   // What an optimizer of this program updates (float32 programs only).
   virtual ParamStore<float>& float_params() = 0;
   virtual std::string dtype() const = 0;
@@ -194,7 +195,9 @@ class CompiledAs final : public Compiled {
     Tape<T>& tape = tape_for(rows_of(feed));
     for (const auto& [name, array] : feed) put(tape, py::cast<std::string>(name), array_of(name, array));
     tape.set_noise_key(key_);
-    for (const PenaltyHandle& p : penalties_) tape.set_constant(p.lambda, static_cast<T>(penalty_weight(p, lambda_scale_)));
+    for (const PenaltyHandle& p : penalties_) {
+      tape.set_constant(p.lambda, static_cast<T>(penalty_weight(p, lambda_scale_)));
+    }
     {
       py::gil_scoped_release unlocked;
       tape.forward();
@@ -390,8 +393,9 @@ class CompiledAs final : public Compiled {
 };
 
 // A tree model compiled for one tree: its unrolled graph ("inference" or "parent", noise
-// off: what predictions read) or its training graph (the pseudo-ensemble, the loss over the labeled
-// nodes), fed the tree's words (ids from `vocabulary`), labels and level gathers once.
+// off: what predictions read) or its training graph (the pseudo-ensemble, the loss over
+// the labeled nodes), fed the tree's words (ids from `vocabulary`), labels and level
+// gathers once.
 std::unique_ptr<Compiled> compile_tree(const Model& model, const std::string& text, const Vocabulary* vocabulary,
                                        const std::string& dtype, const std::string& graph, uint64_t init_seed) {
   if (!model.tree) fail("the model is not a network over trees (it has no tree section): compile it with batch=");
@@ -468,8 +472,11 @@ class PythonOptimizer {
 // A data set from NumPy arrays: x [examples, values] (any real dtype, as float32) and y
 // [examples] (class indices 0, 1, ...). `what` names it in errors.
 Dataset dataset_of(py::handle x_object, py::handle y_object, const std::string& what) {
-  const py::array x_any = array_of(py::str(what + "[0]"), x_object), y_any = array_of(py::str(what + "[1]"), y_object);
-  if (x_any.ndim() != 2) fail(what, ": the examples must be a 2-D array (examples, values), got ", x_any.ndim(), " dimensions");
+  const py::array x_any = array_of(py::str(what + "[0]"), x_object);
+  const py::array y_any = array_of(py::str(what + "[1]"), y_object);
+  if (x_any.ndim() != 2) {
+    fail(what, ": the examples must be a 2-D array (examples, values), got ", x_any.ndim(), " dimensions");
+  }
   if (y_any.ndim() != 1) fail(what, ": the labels must be a 1-D array, got ", y_any.ndim(), " dimensions");
   if (x_any.dtype().kind() != 'f' && x_any.dtype().kind() != 'i' && x_any.dtype().kind() != 'u') {
     fail(what, ": the examples must be numbers, got dtype ", py::str(x_any.dtype()).cast<std::string>());
@@ -563,7 +570,7 @@ class PythonPlan {
                     "lambda_scale"_a = p.lambda_scale, "restart"_a = p.restart, "optimizer_step"_a = p.update.step);
   }
 
-  // A part of the data as (X, y): "train" (the training set whole), "validation", "test".
+  // A part of the data as (X, y): the split's "labeled" or "validation" examples, or "test".
   py::tuple data(const std::string& part) const {
     const TrainData& d = run_.mnist_data;
     if (part == "test") {
