@@ -18,7 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // The options every config takes, over the config's values. Paths are resolved by the one
-// rule (resolve_config_paths) and made absolute, so that the effective config (the run
+// rule (run.h: a path written in the config from its folder, one on the command line from
+// the working directory) and made absolute, so that the effective config (the run
 // folder's config.json, the checkpoint's copy) names the same files from wherever it is
 // read or resumed.
 template <class Config>
