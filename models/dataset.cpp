@@ -95,28 +95,38 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed, uint64_t stream) {
   return p;
 }
 
+int64_t labeled_examples(const Dataset& d) {
+  return std::count_if(d.y.begin(), d.y.end(), [](float label) { return label >= 0; });
+}
+
 Split semi_supervised_split(const Dataset& train, int64_t labeled, int64_t validation, uint64_t seed) {
   if (train.classes <= 0) fail("the training set has no classes");
   if (labeled <= 0 || labeled % train.classes != 0) {
     fail("labeled examples: ", labeled, " is not a positive multiple of the ", train.classes,
          " classes (the labeled set holds the same number of each class)");
   }
-  if (validation < 0 || validation + labeled > train.size) {
-    fail(labeled, " labeled and ", validation, " validation examples do not fit a training set of ", train.size);
+  const int64_t with_labels = labeled_examples(train);
+  if (validation < 0 || validation + labeled > with_labels) {
+    fail(labeled, " labeled and ", validation, " validation examples do not fit a training set of ", with_labels,
+         with_labels < train.size ? " examples with labels" : "");
   }
   // Stream 1 of the split seed shuffles; training draws use other streams.
   const std::vector<int64_t> order = permutation(train.size, seed, 1);
   Split s;
-  s.validation.assign(order.begin(), order.begin() + validation);
   const int64_t per_class = labeled / train.classes;
   std::vector<int64_t> taken(static_cast<size_t>(train.classes), 0);
-  for (auto it = order.begin() + validation; it != order.end(); ++it) {
-    const auto c = static_cast<size_t>(train.y[static_cast<size_t>(*it)]);
+  for (const int64_t row : order) {
+    const float label = train.y[static_cast<size_t>(row)];
+    if (label < 0 || static_cast<int64_t>(s.validation.size()) < validation) {
+      (label < 0 ? s.unlabeled : s.validation).push_back(row);
+      continue;
+    }
+    const auto c = static_cast<size_t>(label);
     if (taken[c] < per_class) {
       ++taken[c];
-      s.labeled.push_back(*it);
+      s.labeled.push_back(row);
     } else {
-      s.unlabeled.push_back(*it);
+      s.unlabeled.push_back(row);
     }
   }
   for (size_t c = 0; c < taken.size(); ++c) {

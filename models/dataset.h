@@ -18,7 +18,7 @@ struct Dataset {
   int64_t dim = 0;
   int64_t classes = 0;
   std::vector<float> x;  // size × dim, row-major
-  std::vector<float> y;  // size labels, as exact integers
+  std::vector<float> y;  // size labels, as exact integers; -1: an example given without one
   MemoryCharge memory;   // x and y against pens' memory limit (ops/ir/memory.h)
 };
 
@@ -53,10 +53,14 @@ struct Split {
   std::vector<int64_t> validation;
 };
 
+// The examples of `d` that carry a label.
+int64_t labeled_examples(const Dataset& d);
+
 // The split a seed fixes, the same on every machine: the examples are shuffled by a
-// Philox stream of `seed`; the first `validation` become the validation set; walking
-// the rest in order, each class's first labeled / classes examples are labeled and
-// everything else is unlabeled. `labeled` must be a multiple of the class count.
+// Philox stream of `seed`; the first `validation` with a label become the validation set;
+// walking the rest in order, each class's first labeled / classes examples are labeled and
+// everything else (the examples without a label among it) is unlabeled. `labeled` must
+// be a multiple of the class count.
 Split semi_supervised_split(const Dataset& train, int64_t labeled, int64_t validation, uint64_t seed);
 
 // Visits every row of `d` a batch at a time, for a tape compiled for `batch` rows: the

@@ -15,14 +15,23 @@ Split training_split(const TrainConfig& config, const Dataset& train_set) {
            ", data.validation = ", config.validation, ": ", e.what());
     }
   }
-  if (config.validation >= train_set.size) {
+  const int64_t with_labels = labeled_examples(train_set);
+  if (config.validation >= with_labels) {
     fail(config.source.empty() ? "" : config.source + ": ", "data.validation = ", config.validation,
-         " leaves none of the ", train_set.size, " training examples");
+         " leaves none of the ", with_labels, " training examples with labels");
   }
+  // The first data.validation examples with a label are held out, the others with one are
+  // labeled, those without one unlabeled.
   const std::vector<int64_t> order = permutation(train_set.size, config.split_seed, 1);
   Split split;
-  split.validation.assign(order.begin(), order.begin() + config.validation);
-  split.labeled.assign(order.begin() + config.validation, order.end());
+  for (const int64_t row : order) {
+    if (train_set.y[static_cast<size_t>(row)] < 0) {
+      split.unlabeled.push_back(row);
+    } else {
+      (static_cast<int64_t>(split.validation.size()) < config.validation ? split.validation : split.labeled)
+          .push_back(row);
+    }
+  }
   return split;
 }
 

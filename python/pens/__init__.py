@@ -282,11 +282,12 @@ def train(config, out=None, callback=None, *, data=None, test=None, init=None, d
     metrics) after every evaluation (the line written to metrics.jsonl) and ("message",
     text); an exception it raises stops the run, whose last checkpoint stays.
 
-    data=(X, y), test=(X_test, y_test): NumPy arrays in place of the files of the
-    config's data.dir (a dense config, not a tree one): X [examples, values] taken as
-    they are (pens' MNIST loader gives pixels / 255), y class indices 0, 1, ... The
-    config's split applies to `data` as to MNIST's training set (data.labeled,
-    data.validation, data.split_seed)."""
+    data=(X, y) or (X, y, X_unlabeled), test=(X_test, y_test): NumPy arrays in place of
+    the files of the config's data.dir (a dense config, not a tree one): X [examples,
+    values] taken as they are (pens' MNIST loader gives pixels / 255), y class indices
+    0, 1, ..., X_unlabeled examples without labels. The config's split applies to `data`
+    as to MNIST's training set (data.labeled, data.validation, data.split_seed; the
+    examples of X_unlabeled are only ever unlabeled)."""
     if callback is not None and not callable(callback):
         raise Error(f"callback must be callable, got {type(callback).__name__}")
     options = _run_options(out=out, init=init, data_dir=data_dir, resume_from=resume_from, seed=seed, epochs=epochs,
@@ -308,10 +309,22 @@ def _run_options(budget_minutes=None, **given):
 
 
 def _arrays(data, test):
-    """(X, y, X_test, y_test) for the C++ half, or None."""
+    """(X, y, X_unlabeled or None, X_test, y_test) for the C++ half, or None."""
     if (data is None) != (test is None):
         raise Error("data and test go together: data=(X, y), test=(X_test, y_test)")
-    return None if data is None else (*_pair(data, "data"), *_pair(test, "test"))
+    if data is None:
+        return None
+    given = _arrays_of(data, "data", (2, 3))
+    return (*given, None)[:3] + _arrays_of(test, "test", (2,))
+
+
+def _arrays_of(value, what, sizes):
+    """A tuple of `sizes` arrays: (X, y) or (X, y, X_unlabeled)."""
+    if not isinstance(value, (tuple, list)) or len(value) not in sizes:
+        shape = "(X, y) or (X, y, X_unlabeled)" if 3 in sizes else "(X, y)"
+        raise Error(f"{what} must be {shape} of arrays, got {type(value).__name__}"
+                    + (f" of {len(value)}" if isinstance(value, (tuple, list)) else ""))
+    return tuple(_array(part, f"{what}[{i}]") for i, part in enumerate(value))
 
 
 class TrainingPlan:
@@ -356,13 +369,6 @@ class TrainingPlan:
 
     def data(self, part):
         return self._core.data(part)
-
-
-def _pair(value, what):
-    """(X, y) as two NumPy arrays."""
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise Error(f"{what} must be a pair (X, y) of arrays, got {type(value).__name__}")
-    return tuple(_array(part, f"{what}[{i}]") for i, part in enumerate(value))
 
 
 def mnist(dir="data/mnist", part="train"):

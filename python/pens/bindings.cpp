@@ -470,8 +470,10 @@ class PythonOptimizer {
 };
 
 // A data set from NumPy arrays: x [examples, values] (any real dtype, as float32) and y
-// [examples] (class indices 0, 1, ...). `what` names it in errors.
-Dataset dataset_of(py::handle x_object, py::handle y_object, const std::string& what) {
+// [examples] (class indices 0, 1, ...), then the rows of `unlabeled` [examples, values]
+// (None: none) without a label. `what` names it in errors.
+Dataset dataset_of(py::handle x_object, py::handle y_object, const std::string& what,
+                   py::handle unlabeled_object = py::none()) {
   const py::array x_any = array_of(py::str(what + "[0]"), x_object);
   const py::array y_any = array_of(py::str(what + "[1]"), y_object);
   if (x_any.ndim() != 2) {
@@ -489,28 +491,43 @@ Dataset dataset_of(py::handle x_object, py::handle y_object, const std::string& 
     fail(what, ": ", size, " examples but ", y_any.shape(0), " labels");
   }
   if (size == 0) fail(what, ": no examples");
-  const auto x = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(x_any);
+  using Floats = py::array_t<float, py::array::c_style | py::array::forcecast>;
+  const auto x = Floats::ensure(x_any);
   const auto y = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(y_any);
+  Floats unlabeled;
+  if (!unlabeled_object.is_none()) {
+    unlabeled = Floats::ensure(array_of(py::str(what + "[2]"), unlabeled_object));
+    if (unlabeled.ndim() != 2 || unlabeled.shape(1) != dim) {
+      fail(what, ": the unlabeled examples must be a 2-D array of ", dim, " values per example, as the labeled ones");
+    }
+  }
+  const int64_t extra = unlabeled ? static_cast<int64_t>(unlabeled.shape(0)) : 0;
   int64_t classes = 0;
   for (int64_t i = 0; i < size; ++i) {
     const int64_t label = y.data()[i];
     if (label < 0) fail(what, ": label ", label, " of example ", i, " is not a class index (0, 1, ...)");
     classes = std::max(classes, label + 1);
   }
-  Dataset d = make_dataset(size, dim, classes, what);
-  for (int64_t i = 0; i < size * dim; ++i) {
-    if (!std::isfinite(x.data()[i])) fail(what, ": example ", i / dim, " holds a value that is not finite");
-  }
+  Dataset d = make_dataset(size + extra, dim, classes, what);
   std::memcpy(d.x.data(), x.data(), sizeof(float) * static_cast<size_t>(size * dim));
-  for (int64_t i = 0; i < size; ++i) d.y[static_cast<size_t>(i)] = static_cast<float>(y.data()[i]);
+  if (extra > 0) {
+    std::memcpy(d.x.data() + size * dim, unlabeled.data(), sizeof(float) * static_cast<size_t>(extra * dim));
+  }
+  for (int64_t i = 0; i < (size + extra) * dim; ++i) {
+    if (!std::isfinite(d.x[static_cast<size_t>(i)])) {
+      fail(what, ": ", i / dim < size ? "example " : "unlabeled example ", i / dim < size ? i / dim : i / dim - size,
+           " holds a value that is not finite");
+    }
+  }
+  for (int64_t i = 0; i < size + extra; ++i) d.y[static_cast<size_t>(i)] = i < size ? static_cast<float>(y.data()[i]) : -1;
   return d;
 }
 
-// (X, y, X_test, y_test) from Python, or none.
+// (X, y, X_unlabeled or None, X_test, y_test) from Python, or none.
 std::optional<GivenData> given_data(py::handle data) {
   if (data.is_none()) return std::nullopt;
   const auto arrays = data.cast<py::tuple>();
-  TrainData d{dataset_of(arrays[0], arrays[1], "data"), dataset_of(arrays[2], arrays[3], "test")};
+  TrainData d{dataset_of(arrays[0], arrays[1], "data", arrays[2]), dataset_of(arrays[3], arrays[4], "test")};
   d.train.classes = d.test.classes = std::max(d.train.classes, d.test.classes);
   return GivenData{std::move(d), "<arrays from Python>"};
 }

@@ -55,6 +55,21 @@ TEST_CASE("a semi-supervised split is balanced per class, disjoint, complete and
   CHECK(other.labeled != s.labeled);
 }
 
+TEST_CASE("examples without a label are never validation or labeled, and leave the others' split as it was") {
+  Dataset d = make_teacher_task(3000, 8, 10, 3);
+  const Split whole = semi_supervised_split(d, 100, 500, 7);
+  // Unlabel every example the split left unlabeled but the first 100: the same rows are
+  // drawn for validation and the labeled set.
+  std::set<int64_t> without(whole.unlabeled.begin() + 100, whole.unlabeled.end());
+  for (int64_t row : without) d.y[static_cast<size_t>(row)] = -1;
+  CHECK(labeled_examples(d) == 700);
+  const Split s = semi_supervised_split(d, 100, 500, 7);
+  CHECK(s.validation == whole.validation);
+  CHECK(s.labeled == whole.labeled);
+  CHECK(s.unlabeled == whole.unlabeled);  // in the order they were walked
+  CHECK_ERROR_MENTIONS(semi_supervised_split(d, 300, 500, 7), "do not fit a training set of 700 examples with labels");
+}
+
 TEST_CASE("impossible splits are refused with the reason") {
   const Dataset d = make_teacher_task(300, 8, 10, 1);
   CHECK_ERROR_MENTIONS(semi_supervised_split(d, 105, 10, 1), "105", "multiple of the 10 classes");

@@ -290,7 +290,8 @@ def test_data_given_as_arrays_is_checked(tmp_path, small_config, small_mnist):
         (dict(data=(x, y.astype(np.float32)), test=test), "labels must be class indices"),
         (dict(data=(x[:, :15], y), test=test), "takes 16 values per example, but <arrays from Python> has 15"),
         (dict(data=(x, y), test=(test[0], -test[1] - 1)), "is not a class index"),
-        (dict(data=x, test=test), "data must be a pair"),
+        (dict(data=x, test=test), "data must be (X, y) or (X, y, X_unlabeled) of arrays"),
+        (dict(data=(x, y, x[:, :3]), test=test), "the unlabeled examples must be a 2-D array of 16 values"),
         (dict(data=(x, y), test=test, data_dir="data"), "data is given as arrays"),
     ]
     for kwargs, message in cases:
@@ -409,3 +410,19 @@ def test_arguments_of_the_wrong_type_to_the_cpp_half_are_refused_in_pens_words(t
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(pens.Error, match="no node is marked as a loss"):
         pens.train(tmp_path / "config.json", out=tmp_path / "run")
+
+
+def test_examples_without_labels_join_the_unlabeled_pool_only(tmp_path, small_config, small_mnist):
+    x, y = pens.mnist(small_mnist, "train")
+    test = pens.mnist(small_mnist, "test")
+    summary = pens.train(small_config, out=tmp_path / "run", data=(x[:300], y[:300], x[300:]), test=test)
+    # 100 validation and 100 labeled examples from the 300 with labels; the other 100 and
+    # the 300 without labels are unlabeled.
+    assert (summary["labeled"], summary["validation"], summary["unlabeled"]) == (100, 100, 400)
+    plan = pens.TrainingPlan(small_config, data=(x[:300], y[:300], x[300:]), test=test)
+    labeled_x, labeled_y = plan.data("labeled")
+    assert len(labeled_y) == 100 and np.bincount(labeled_y).tolist() == [10] * 10
+    rows = {tuple(row) for row in x[300:]}
+    assert not any(tuple(row) in rows for row in np.vstack([labeled_x, plan.data("validation")[0]]))
+    with pytest.raises(pens.Error, match="do not fit a training set of 120 examples with labels"):
+        pens.train(small_config, out=tmp_path / "refused", data=(x[:120], y[:120], x[120:]), test=test)
