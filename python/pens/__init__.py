@@ -377,10 +377,14 @@ def mnist(dir="data/mnist", part="train"):
     return _pens.load_mnist(_path(dir, "dir"), part)
 
 
-def _predict(model, x, batch=1000, samples=0, output=None):
+def _predict(model, x, batch=1000, samples=0, output=None, vocabulary=None):
     """The model's scores for the rows of x, in batches: its output (the one it has, or
     `output` by name) as a NumPy array, from the inference graph (noise off; samples=K:
-    the mean class probabilities of K noisy children)."""
+    the mean class probabilities of K noisy children). A tree model's x is a sentence's
+    tree (as tree_text takes it), whose words `vocabulary` numbers: its root's class
+    probabilities (predict_tree)."""
+    if model.is_tree_model:
+        return _predict_tree(model, x, vocabulary)
     x = _array(x, "x")
     if x.ndim != 2 or len(x) == 0:
         raise Error(f"x must be a 2-D array of examples, got shape {x.shape}")

@@ -337,6 +337,7 @@ def test_a_tree_model_runs_forward_backward_and_trains_on_one_tree_from_python(t
     assert scores.shape == (5, 5)  # a row per node, a column per class
     root = scores[clean._core.root_row].astype(np.float64)
     np.testing.assert_allclose(model.predict_tree(sentence, words), np.exp(root) / np.exp(root).sum(), rtol=1e-6)
+    np.testing.assert_array_equal(model.predict(sentence, vocabulary=words), model.predict_tree(sentence, words))
 
     training = pens.compile(model, tree=sentence, vocabulary=words, graph="training")
     opt = pens.optim.AdaGrad(training, lr=0.1)
