@@ -35,6 +35,12 @@ Split training_split(const TrainConfig& config, const Dataset& train_set) {
   return split;
 }
 
+Schedule run_schedule(const TrainConfig& config, const Model& model) {
+  Schedule schedule = config.schedule;
+  if (model.ensemble) schedule.lambda_stages = config.lambda_schedule.value_or(model.ensemble->lambda_schedule);
+  return schedule;
+}
+
 PlannedStep planned_step(const Schedule& schedule, int64_t step, int64_t steps_per_epoch) {
   PlannedStep p;
   p.epoch = static_cast<double>(step) / static_cast<double>(steps_per_epoch);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pens/models/dataset.h"
+#include "pens/serialization/model.h"
 #include "pens/train/optimizer.h"
 #include "pens/train/schedule.h"
 #include "pens/train/train_config.h"
@@ -19,6 +20,10 @@ namespace pens {
 // held out), or with data.labeled = 0 every non-validation example labeled. Errors name
 // the config's fields.
 Split training_split(const TrainConfig& config, const Dataset& train_set);
+
+// The schedule a run of `config` follows: the config's, with the λ stages of its
+// lambda_schedule, or else of the model's pseudo-ensemble.
+Schedule run_schedule(const TrainConfig& config, const Model& model);
 
 // The schedule at one step of a run of `steps_per_epoch` steps per epoch.
 struct PlannedStep {

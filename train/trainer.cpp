@@ -202,23 +202,18 @@ void ClassifierRun::load_model_and_graphs() {
   }
   unit_labeled_ = config_.batch_labeled / units_;
   unit_unlabeled_ = config_.batch_unlabeled / units_;
-  schedule_ = config_.schedule;
+  schedule_ = run_schedule(config_, model_);
   // The model as it is, or its pseudo-ensemble.
   PseudoEnsemble training{.graph = model_.graph};
   if (model_.ensemble) {
     PseudoEnsembleSpec spec = *model_.ensemble;
-    if (config_.lambda_schedule) spec.lambda_schedule = *config_.lambda_schedule;
+    spec.lambda_schedule = schedule_.lambda_stages;
     training = build_pseudo_ensemble(model_.graph, spec, {.labeled_rows = semi_supervised ? unit_labeled_ : -1});
-    schedule_.lambda_stages = spec.lambda_schedule;
   } else if (semi_supervised) {
     fail(config_.model, ": batch.unlabeled = ", config_.batch_unlabeled,
          " but the model has no pseudo_ensemble section: nothing would read unlabeled rows");
   }
-  if (!model_.values) {
-    model_.values = std::make_shared<ParamStore<float>>(model_.graph);
-    model_.values->initialize(model_.graph, config_.init_seed);
-  }
-  if (!config_.init_from.empty()) observer_.on_message(initialize_from(*model_.values, model_.graph, config_.init_from));
+  if (const std::string loaded = start_values(model_, config_); !loaded.empty()) observer_.on_message(loaded);
   const int64_t batch = unit_labeled_ + unit_unlabeled_;
   step_tape_ = std::make_unique<Tape<float>>(training.graph, *model_.values, CompileOptions{.batch = batch});
   if (step_tape_->loss_count() == 0) {
@@ -493,6 +488,14 @@ TrainSummary ClassifierRun::finish() {
 }
 
 }  // namespace
+
+std::string start_values(Model& model, const TrainConfig& config) {
+  if (!model.values) {
+    model.values = std::make_shared<ParamStore<float>>(model.graph);
+    model.values->initialize(model.graph, config.init_seed);
+  }
+  return config.init_from.empty() ? "" : initialize_from(*model.values, model.graph, config.init_from);
+}
 
 std::string initialize_from(ParamStore<float>& params, const Graph& graph, const std::string& path) {
   if (!std::filesystem::exists(path)) fail(path, ": no such model file to initialize from (pens pretrain writes one)");

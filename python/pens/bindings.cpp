@@ -542,13 +542,8 @@ class PythonPlan {
     const TrainConfig& c = run_.mnist;
     model_ = std::make_shared<Model>(load_configured_model(c.source, c.model));
     io_ = classifier_io(model_->graph, c.model);
-    if (!model_->values) {
-      model_->values = std::make_shared<ParamStore<float>>(model_->graph);
-      model_->values->initialize(model_->graph, c.init_seed);
-    }
-    if (!c.init_from.empty()) initialize_from(*model_->values, model_->graph, c.init_from);
-    schedule_ = c.schedule;
-    if (model_->ensemble) schedule_.lambda_stages = c.lambda_schedule.value_or(model_->ensemble->lambda_schedule);
+    start_values(*model_, c);
+    schedule_ = run_schedule(c, *model_);
     if (c.batch_shards > 1 || !c.trainable_periods.empty() || c.recalibrate_statistics > 0) {
       fail(config, ": a training plan follows one unit per step, every parameter trained and no recalibration: "
            "batch.shards, trainable periods and eval.recalibrate_statistics are pens train's alone");
