@@ -13,7 +13,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <numeric>
 #include <set>
 #include <variant>
 
@@ -523,6 +522,16 @@ Dataset dataset_of(py::handle x_object, py::handle y_object, const std::string& 
   return d;
 }
 
+// A data set as NumPy arrays (X [examples, values] float32, y [examples] int64): what
+// dataset_of reads back.
+py::tuple arrays_of(const Dataset& d) {
+  py::array_t<float> x({static_cast<py::ssize_t>(d.size), static_cast<py::ssize_t>(d.dim)});
+  std::memcpy(x.mutable_data(), d.x.data(), sizeof(float) * d.x.size());
+  py::array_t<int64_t> y(static_cast<py::ssize_t>(d.size));
+  for (int64_t i = 0; i < d.size; ++i) y.mutable_data()[i] = static_cast<int64_t>(d.y[static_cast<size_t>(i)]);
+  return py::make_tuple(x, y);
+}
+
 // (X, y, X_unlabeled or None, X_test, y_test) from Python, or none.
 std::optional<GivenData> given_data(py::handle data) {
   if (data.is_none()) return std::nullopt;
@@ -563,12 +572,16 @@ class PythonPlan {
     const Dataset& train = run_.mnist_data.train;
     const int64_t rows = c.batch_labeled + c.batch_unlabeled;
     py::array_t<float> x({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(train.dim)});
+    const TensorView<float> into{x.mutable_data(), Shape{rows, train.dim}};
     py::array_t<int64_t> y(static_cast<py::ssize_t>(c.batch_labeled));
     plan_->labeled(step * c.batch_labeled, c.batch_labeled, rows_);
-    copy_rows(train, rows_, 0, x, &y);
+    gather_rows(train, rows_, 0, into, {});
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      y.mutable_data()[i] = static_cast<int64_t>(train.y[static_cast<size_t>(rows_[i])]);
+    }
     if (c.batch_unlabeled > 0) {
       plan_->unlabeled(step * c.batch_unlabeled, c.batch_unlabeled, rows_);
-      copy_rows(train, rows_, c.batch_labeled, x, nullptr);
+      gather_rows(train, rows_, c.batch_labeled, into, {});
     }
     py::dict out;
     out[py::str(io_.x)] = x;
@@ -585,33 +598,13 @@ class PythonPlan {
   // A part of the data as (X, y): the split's "labeled" or "validation" examples, or "test".
   py::tuple data(const std::string& part) const {
     const TrainData& d = run_.mnist_data;
-    if (part == "test") {
-      std::vector<int64_t> every(static_cast<size_t>(d.test.size));
-      std::iota(every.begin(), every.end(), int64_t{0});
-      return arrays(d.test, every);
-    }
-    if (part == "validation") return arrays(d.train, plan_->split().validation);
-    if (part == "labeled") return arrays(d.train, plan_->split().labeled);
+    if (part == "test") return arrays_of(d.test);
+    if (part == "validation") return arrays_of(subset(d.train, plan_->split().validation));
+    if (part == "labeled") return arrays_of(subset(d.train, plan_->split().labeled));
     fail("part must be 'labeled', 'validation' or 'test', got '", part, "'");
   }
 
  private:
-  static void copy_rows(const Dataset& d, const std::vector<int64_t>& rows, int64_t at, py::array_t<float>& x,
-                        py::array_t<int64_t>* y) {
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const auto row = static_cast<size_t>(rows[i]);
-      std::memcpy(x.mutable_data(at + static_cast<int64_t>(i)), d.x.data() + row * static_cast<size_t>(d.dim),
-                  sizeof(float) * static_cast<size_t>(d.dim));
-      if (y) y->mutable_data()[i] = static_cast<int64_t>(d.y[row]);
-    }
-  }
-  static py::tuple arrays(const Dataset& d, const std::vector<int64_t>& rows) {
-    py::array_t<float> x({static_cast<py::ssize_t>(rows.size()), static_cast<py::ssize_t>(d.dim)});
-    py::array_t<int64_t> y(static_cast<py::ssize_t>(rows.size()));
-    copy_rows(d, rows, 0, x, &y);
-    return py::make_tuple(x, y);
-  }
-
   PreparedRun run_;
   std::shared_ptr<Model> model_;
   ClassifierIo io_;
@@ -860,12 +853,7 @@ PYBIND11_MODULE(_pens, m) {
       .def_readwrite("resume_from", &RunOptions::resume_from);
 
   m.def("load_mnist", [](py::handle dir, const std::string& part) {
-          const Dataset d = load_mnist(path_of(dir, "dir"), part);
-          py::array_t<float> x({static_cast<py::ssize_t>(d.size), static_cast<py::ssize_t>(d.dim)});
-          std::memcpy(x.mutable_data(), d.x.data(), sizeof(float) * d.x.size());
-          py::array_t<int64_t> y(static_cast<py::ssize_t>(d.size));
-          for (int64_t i = 0; i < d.size; ++i) y.mutable_data()[i] = static_cast<int64_t>(d.y[static_cast<size_t>(i)]);
-          return py::make_tuple(x, y);
+          return arrays_of(load_mnist(path_of(dir, "dir"), part));
         }, "dir"_a, "part"_a);
 
   m.def("set_threads", &set_threads, "threads"_a, "Threads for pens' products (0: every CPU this process may use).");
