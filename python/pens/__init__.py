@@ -31,7 +31,7 @@ __all__ = ["Error", "Model", "ModelBuilder", "Program", "TrainingPlan", "Vocabul
 
 def load(path):
     """Reads a model file (and its sidecar of values, when it has one)."""
-    return Model.load(_path(path, "the model file"))
+    return Model.load(path)  # a str or a pathlib.Path, checked by the C++ half
 
 
 class Program:
@@ -192,7 +192,7 @@ def compile(model, batch=None, dtype="float32", graph="inference", samples=0, ch
 def vocabulary(dir, min_count=1, lowercase=False):
     """The words of a treebank's training trees (dir/train.txt) as a tree config numbers
     them (data.min_count, data.lowercase): what a tree model's word table is indexed by."""
-    return _pens.vocabulary(_path(dir, "dir"), _count(min_count, "min_count"), bool(lowercase))
+    return _pens.vocabulary(dir, _count(min_count, "min_count"), bool(lowercase))
 
 
 def tree_text(tree):
@@ -374,7 +374,7 @@ class TrainingPlan:
 def mnist(dir="data/mnist", part="train"):
     """MNIST as pens reads it (the IDX files, checked): (X, y), X float32 [examples, 784]
     of pixels / 255, y int64 labels. part: "train" (60,000) or "test" (10,000)."""
-    return _pens.load_mnist(_path(dir, "dir"), part)
+    return _pens.load_mnist(dir, part)
 
 
 def _predict(model, x, batch=1000, samples=0, output=None, vocabulary=None):

@@ -1,5 +1,6 @@
 """Shared pieces of the Python tests: the pens binary, the repository, a small data set
 in MNIST's IDX form (4 x 4 images, 10 classes) and a model that fits it."""
+import json
 import os
 import pathlib
 import struct
@@ -100,3 +101,10 @@ def small_config(tmp_path, small_mnist):
     path = tmp_path / "small.json"
     path.write_text(json.dumps(config))
     return path
+
+
+def metrics_without_timings(folder):
+    """A run folder's metrics.jsonl without its clock: what two runs of the same bits share."""
+    lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    timing = ("elapsed_seconds", "examples_per_second", "wall_seconds")
+    return [{k: v for k, v in m.items() if k not in timing} for m in lines]

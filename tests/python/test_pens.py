@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import pens
-from conftest import ROOT, run_pens, small_model
+from conftest import ROOT, metrics_without_timings, run_pens, small_model
 
 
 def test_a_model_from_examples_loads_and_inspects():
@@ -66,13 +66,8 @@ def test_training_from_python_gives_the_metrics_of_pens_train(tmp_path, small_co
     summary = pens.train(small_config, out=tmp_path / "py", callback=lambda event, data: events.append((event, data)))
     assert summary["out_dir"] == str(tmp_path / "py") and not summary["diverged"]
 
-    def metrics(folder):
-        lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-        timing = ("elapsed_seconds", "examples_per_second", "wall_seconds")
-        return [{k: v for k, v in m.items() if k not in timing} for m in lines]
-
-    assert metrics(tmp_path / "py") == metrics(tmp_path / "cli")
-    assert len(metrics(tmp_path / "py")) == 3
+    assert metrics_without_timings(tmp_path / "py") == metrics_without_timings(tmp_path / "cli")
+    assert len(metrics_without_timings(tmp_path / "py")) == 3
     steps = [data for event, data in events if event == "step"]
     assert [s["step"] for s in steps] == list(range(1, 31))
     assert [data["epoch"] for event, data in events if event == "eval"] == [1, 2, 3]

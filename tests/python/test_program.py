@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import pens
-from conftest import ROOT, SANITIZED, run_pens, small_model
+from conftest import ROOT, SANITIZED, metrics_without_timings, run_pens, small_model
 
 sys.path.insert(0, str(ROOT / "bench"))
 import python_loop  # noqa: E402  (the loop the benchmark times)
@@ -255,11 +255,6 @@ def test_a_noisy_tree_model_is_gradient_checked_for_the_tree_it_is_given(tmp_pat
         pens.gradcheck(model)
     refused = subprocess.run([pens_binary, "gradcheck", str(path)], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 1 and "--tree" in refused.stderr
-
-
-def metrics_without_timings(folder):
-    lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in m.items() if k not in ("elapsed_seconds", "examples_per_second")} for m in lines]
 
 
 def test_training_on_numpy_arrays_is_training_on_the_files_they_came_from(tmp_path, small_config, small_mnist):
