@@ -86,8 +86,6 @@ def small_model():
 @pytest.fixture
 def small_config(tmp_path, small_mnist):
     """A training config for small_model() on small_mnist: 3 epochs of 10 steps."""
-    import json
-
     small_model().save(str(tmp_path / "small.model.json"))
     config = {
         "model": "small.model.json",
