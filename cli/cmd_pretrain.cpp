@@ -10,7 +10,6 @@
 #include "pens/models/mnist.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
-#include "pens/serialization/files.h"
 #include "pens/serialization/json_text.h"
 #include "pens/train/pretrain.h"
 #include "pens/train/run.h"
@@ -65,8 +64,7 @@ namespace {
 // pens pretrain on a skip-gram config: word vectors for a tree network.
 int pretrain_skipgram(const Args& args, const std::string& config_path, const json& j) {
   SkipgramConfig config = parse_skipgram_config(j, config_path);
-  config.data_dir = configured_data_dir(config_path, j, config.data_dir);
-  if (auto v = args.option("data-dir")) config.data_dir = absolute_path(*v);
+  config.data_dir = configured_data_dir(config_path, j, config.data_dir, args.option("data-dir"));
   config.epochs = args.option_int("epochs", config.epochs, 1, kMaxCount);
   config.threads = static_cast<int>(args.option_int("threads", config.threads, 0, 1024));
   config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed), 0, kMaxSeed));
@@ -94,8 +92,7 @@ int run_pretrain(const std::vector<std::string>& argv) {
   if (is_skipgram_config(j)) return pretrain_skipgram(args, config_path, j);
   PretrainConfig config = parse_pretrain_config(j, config_path);
   config.model = relative_to_config(config_path, config.model);
-  config.data_dir = configured_data_dir(config_path, j, config.data_dir);
-  if (auto v = args.option("data-dir")) config.data_dir = absolute_path(*v);
+  config.data_dir = configured_data_dir(config_path, j, config.data_dir, args.option("data-dir"));
   if (args.option("epochs")) {
     const int64_t epochs = args.option_int("epochs", 1, 1, kMaxCount);
     for (PretrainLayer& layer : config.layers) layer.epochs = epochs;

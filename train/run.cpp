@@ -25,10 +25,9 @@ namespace fs = std::filesystem;
 template <class Config>
 void apply(const RunOptions& o, const std::string& config_path, const nlohmann::json& written, Config& config) {
   config.model = relative_to_config(config_path, config.model);
-  config.data_dir = configured_data_dir(config_path, written, config.data_dir);
+  config.data_dir = configured_data_dir(config_path, written, config.data_dir, o.data_dir);
   config.init_from = relative_to_config(config_path, config.init_from);
   if (o.init) config.init_from = absolute_path(*o.init);
-  if (o.data_dir) config.data_dir = absolute_path(*o.data_dir);
   if (o.seed) config.seed = *o.seed;
   if (o.epochs) {
     if (*o.epochs < 1) fail("epochs must be at least 1, got ", *o.epochs);
@@ -70,7 +69,8 @@ std::string relative_to_config(const std::string& config_path, const std::string
 }
 
 std::string configured_data_dir(const std::string& config_path, const nlohmann::json& written,
-                                const std::string& data_dir) {
+                                const std::string& data_dir, const std::optional<std::string>& given) {
+  if (given) return absolute_path(*given);
   const bool dir_written = written.contains("data") && written["data"].is_object() && written["data"].contains("dir");
   if (!dir_written) return absolute_path(data_dir);  // the default: a folder in the working directory
   const std::string resolved = relative_to_config(config_path, data_dir);

@@ -73,9 +73,10 @@ TrainSummary run_training(const PreparedRun& run, TrainObserver& observer, Commu
 // A path written in a config (model, init_from).
 std::string relative_to_config(const std::string& config_path, const std::string& path);
 
-// The config's data folder: `written` is the config's JSON, which says whether data.dir
-// was written (relative to the config) or left to its default (the working directory).
+// The run's data folder: `given` on the command line (from the working directory), else the
+// config's; `written` is the config's JSON, which says whether data.dir was written
+// (relative to the config) or left to its default (the working directory).
 std::string configured_data_dir(const std::string& config_path, const nlohmann::json& written,
-                                const std::string& data_dir);
+                                const std::string& data_dir, const std::optional<std::string>& given = std::nullopt);
 
 }  // namespace pens

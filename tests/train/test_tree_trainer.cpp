@@ -482,6 +482,8 @@ TEST_CASE("one rule for paths: written in a config, from its folder; on the comm
                        doctest::Contains("configs/c.json: data.dir \"sst\" is read from the config's folder"), Error);
   CHECK_THROWS_WITH_AS(configured_data_dir(config, written("sst"), "sst"), doctest::Contains("write \"../sst\""),
                        Error);
+  // ... or --data-dir, as the message says: the command line's folder, from here.
+  CHECK(configured_data_dir(config, written("sst"), "sst", "sst") == here + "/sst");
 
   // Through prepare_run: the config's data.dir from configs/, --data-dir from here.
   const nlohmann::json c = {{"task", "binary"}, {"model", "../ctn.model.json"}, {"data", {{"dir", ".."}}}};
