@@ -39,25 +39,15 @@ class Optimizer:
     kind = property(lambda self: self._core.kind, doc="the registered kind")
     steps = property(lambda self: self._core.steps, doc="updates made so far")
 
-    @property
-    def lr(self):
-        return self._core.learning_rate
+    lr = property(lambda self: self._core.learning_rate, lambda self, value: self._set("learning_rate", value, "lr"),
+                  doc="the learning rate of the next step")
+    momentum = property(lambda self: self._core.momentum, lambda self, value: self._set("momentum", value, "momentum"),
+                        doc="the momentum of the next step (for kinds that have one)")
 
-    @lr.setter
-    def lr(self, value):
+    def _set(self, field, value, name):
         from . import _number
 
-        self._core.learning_rate = _number(value, "lr")
-
-    @property
-    def momentum(self):
-        return self._core.momentum
-
-    @momentum.setter
-    def momentum(self, value):
-        from . import _number
-
-        self._core.momentum = _number(value, "momentum")
+        setattr(self._core, field, _number(value, name))
 
     def step(self):
         """One update from the gradients the program holds (its last backward())."""
