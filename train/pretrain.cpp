@@ -15,6 +15,7 @@
 #include "pens/train/run_folder.h"
 #include "pens/train/schedule.h"
 #include "pens/train/step.h"
+#include "pens/train/trainer.h"
 
 namespace pens {
 
@@ -78,10 +79,7 @@ class Pretraining {
       : config_(config), images_(images), folder_(out_dir), observer_(observer) {
     set_threads(config.threads);
     network_ = load_model(config.model);
-    if (!network_.values) {
-      network_.values = std::make_shared<ParamStore<float>>(network_.graph);
-      network_.values->initialize(network_.graph, config.init_seed);
-    }
+    start_values(network_, config.init_seed, "");
     examples_ = classifier_io(network_.graph, config.model, false).x;
     // Reconstruction is watched on a fixed sample of the images, clean.
     std::vector<int64_t> watched(static_cast<size_t>(std::min<int64_t>(images.size, 10000)));

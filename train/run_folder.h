@@ -44,6 +44,8 @@ class RunFolder {
   explicit RunFolder(std::string dir, int64_t keep_checkpoints = 1, bool writes = true);
 
   const std::string& dir() const { return dir_; }
+  // How many checkpoints stay on disk from now on (a run's config says, once read).
+  void set_checkpoints_kept(int64_t keep) { keep_checkpoints_ = keep; }
   bool writes() const { return writes_; }
   std::string path(const std::string& name) const;
 

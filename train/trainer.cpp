@@ -1,11 +1,9 @@
 #include "pens/train/trainer.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <vector>
 
@@ -17,8 +15,7 @@
 #include "pens/serialization/model_file.h"
 #include "pens/train/batch_plan.h"
 #include "pens/train/evaluation.h"
-#include "pens/train/report.h"
-#include "pens/train/run_folder.h"
+#include "pens/train/run_loop.h"
 #include "pens/train/schedule.h"
 #include "pens/train/step.h"
 
@@ -76,19 +73,10 @@ std::vector<int64_t> all_rows(int64_t n) {
   return rows;
 }
 
-// FNV-1a over the values' bits: what every process's parameters must agree on.
-uint64_t fingerprint(std::span<const float> values) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (const float v : values) {
-    h ^= std::bit_cast<uint32_t>(v);
-    h *= 0x100000001B3ull;
-  }
-  return h;
-}
-
-// One training run of a classifier, stage by stage: the constructor loads the model and
-// splits the data; start() begins or resumes; run_steps() trains until the run's length,
-// its budget or a divergence ends it; finish() evaluates, saves and summarizes.
+// A classifier's run on a dense data set, as a task of the run loop (train/run_loop.h):
+// the constructor loads the model, builds its pseudo-ensemble and splits the data; each
+// step feeds this process's rows of the batch and follows the schedule; an evaluation
+// measures the clean parent's errors.
 //
 // A global batch is computed in parts ("units") of equal labeled and unlabeled rows: unit
 // u holds labeled rows u * B_l / U .. and unlabeled rows u * B_u / U .., with the noise those
@@ -96,18 +84,15 @@ uint64_t fingerprint(std::span<const float> values) {
 // gradients the Step adds in a fixed order (Step::run_shards); otherwise a data-parallel
 // run's units are its P processes (Step::set_communicator), and a one-process run's one
 // unit is the whole batch. Data-parallel (a communicator of P > 1 processes): each process
-// computes its units; evaluations are shared out and their counts summed; process 0 alone
-// writes the run folder.
-class ClassifierRun {
+// computes its units; evaluations are shared out and their counts summed.
+class ClassifierTask : public RunTask {
  public:
-  ClassifierRun(const TrainConfig& config, const TrainData& data, const std::string& out_dir, TrainObserver& observer,
-                Communicator* communicator)
+  ClassifierTask(const TrainConfig& config, const TrainData& data, TrainObserver& observer, Communicator* communicator)
       : config_(config),
         data_(data),
         comm_(communicator && communicator->size() > 1 ? communicator : nullptr),
         rank_(comm_ ? comm_->rank() : 0),
         processes_(comm_ ? comm_->size() : 1),
-        folder_(out_dir, config.checkpoint_keep, rank_ == 0),
         observer_(observer) {
     set_threads(config.threads);
     load_model_and_graphs();
@@ -115,9 +100,24 @@ class ClassifierRun {
     split_data();
   }
 
-  void start(const Resume& resume);
-  void run_steps();
-  TrainSummary finish();
+  RunLength length() const override {
+    return {.steps_per_epoch = config_.steps_per_epoch,
+            .epochs = config_.epochs,
+            .eval_every = steps_in(config_.eval_every_epochs, config_.steps_per_epoch),
+            .checkpoint_every = steps_in(config_.checkpoint_every_epochs, config_.steps_per_epoch),
+            .budget_minutes = config_.budget_minutes,
+            .checkpoint_keep = config_.checkpoint_keep,
+            .seed = config_.seed};
+  }
+  json config() const override { return to_json(config_); }
+  json as_read(const json& config, const std::string& where) const override {
+    return to_json(parse_train_config(config, where));
+  }
+  Model& model() override { return model_; }
+  Optimizer& optimizer() override { return *optimizer_; }
+  StepResult step(int64_t step) override;
+  json evaluate(int64_t done, const TrainingWindow& window) override;
+  void summarize(json& summary, const json& last, const json& best) const override;
 
  private:
   void load_model_and_graphs();
@@ -126,27 +126,14 @@ class ClassifierRun {
   // such periods).
   void hold_for(double epoch);
   void split_data();
-  void feed(Tape<float>& tape, int64_t unit);
+  void feed(Tape<float>& tape, int64_t step, int64_t unit);
   std::string sharing() const;
   double error_over(const Dataset& share, int64_t total);
-  bool out_of_budget() const;
-  void evaluate(int64_t done);
-  bool checkpoint(int64_t done);
-  double epoch_of(int64_t step) const {
-    return static_cast<double>(step) / static_cast<double>(config_.steps_per_epoch);
-  }
-  // The error a run selects its best parameters by: the validation error, or without a
-  // validation set the latest evaluation.
-  double selection_error(const json& m) const {
-    return validation_.size > 0 ? m["validation_error"].get<double>() : -m["step"].get<double>();
-  }
-  void note(const json& m);  // keeps the last and the best evaluation
 
   const TrainConfig& config_;
   const TrainData& data_;
   Communicator* comm_;  // null: one process
   int rank_, processes_;
-  RunFolder folder_;
   TrainObserver& observer_;
 
   // The model and its graphs.
@@ -172,18 +159,10 @@ class ClassifierRun {
   int64_t validation_total_ = 0, train_eval_total_ = 0;
   std::vector<int64_t> rows_;
   std::vector<int64_t> recalibration_rows_;  // the same examples at every evaluation
-
-  // Progress.
-  int64_t step_count_ = 0, total_steps_ = 0;
-  std::vector<double> loss_sums_;
-  double objective_sum_ = 0, window_start_ = 0;
-  int64_t window_steps_ = 0;
-  double best_error_ = std::numeric_limits<double>::infinity();
-  json best_ = nullptr, last_ = nullptr;
-  std::string diverged_;
+  std::vector<double> loss_sums_;  // the loss terms' sums since the last evaluation
 };
 
-void ClassifierRun::load_model_and_graphs() {
+void ClassifierTask::load_model_and_graphs() {
   model_ = load_configured_model(config_.source, config_.model);
   io_ = classifier_io(model_.graph, config_.model);
   check_data_fits(model_.graph, io_, data_.train, config_.model, config_.data_dir);
@@ -213,7 +192,7 @@ void ClassifierRun::load_model_and_graphs() {
     fail(config_.model, ": batch.unlabeled = ", config_.batch_unlabeled,
          " but the model has no pseudo_ensemble section: nothing would read unlabeled rows");
   }
-  if (const std::string loaded = start_values(model_, config_); !loaded.empty()) observer_.on_message(loaded);
+  if (const std::string loaded = start_values(model_, config_.init_seed, config_.init_from); !loaded.empty()) observer_.on_message(loaded);
   const int64_t batch = unit_labeled_ + unit_unlabeled_;
   step_tape_ = std::make_unique<Tape<float>>(training.graph, *model_.values, CompileOptions{.batch = batch});
   if (step_tape_->loss_count() == 0) {
@@ -227,7 +206,7 @@ void ClassifierRun::load_model_and_graphs() {
   loss_sums_.assign(step_tape_->loss_count(), 0.0);
 }
 
-void ClassifierRun::make_optimizer_and_step() {
+void ClassifierTask::make_optimizer_and_step() {
   ParamStore<float>& params = *model_.values;
   optimizer_ = make_optimizer(config_.optimizer, params, config_.optimizer_settings);
   step_ = std::make_unique<Step>(params, *optimizer_,
@@ -247,7 +226,7 @@ void ClassifierRun::make_optimizer_and_step() {
   }
 }
 
-void ClassifierRun::hold_for(double epoch) {
+void ClassifierTask::hold_for(double epoch) {
   int period = -1;
   for (size_t i = 0; i < config_.trainable_periods.size(); ++i) {
     const TrainablePeriod& p = config_.trainable_periods[i];
@@ -258,7 +237,7 @@ void ClassifierRun::hold_for(double epoch) {
   held_period_ = period;
 }
 
-void ClassifierRun::split_data() {
+void ClassifierTask::split_data() {
   const Dataset& train_set = data_.train;
   const int64_t width = model_.graph[io_.x].attrs.get_ints("shape").back();
   if (train_set.dim != width) {
@@ -292,7 +271,7 @@ void ClassifierRun::split_data() {
 }
 
 // How the batch is shared out, for the run's first lines: "" for one process at once.
-std::string ClassifierRun::sharing() const {
+std::string ClassifierTask::sharing() const {
   std::string out;
   if (config_.batch_shards > 1) {
     out += cat("; ", config_.batch_shards, " shards of ", unit_labeled_, " labeled + ", unit_unlabeled_,
@@ -305,41 +284,9 @@ std::string ClassifierRun::sharing() const {
   return out;
 }
 
-void ClassifierRun::note(const json& m) {
-  last_ = m;
-  if (selection_error(m) < best_error_) {
-    best_error_ = selection_error(m);
-    best_ = m;
-  }
-}
-
-void ClassifierRun::start(const Resume& resume) {
-  total_steps_ = config_.epochs * config_.steps_per_epoch;
-  if (!resume.on) {
-    folder_.write_config(to_json(config_));
-    folder_.start_metrics();
-    return;
-  }
-  const TrainingState state = folder_.load_checkpoint(*model_.values, optimizer_->checkpoint_state(), resume.from);
-  // Read back as this pens reads configs: one from an earlier pens gets today's defaults.
-  const std::vector<std::string> changed =
-      folder_.accept_resume(to_json(parse_train_config(state.config, folder_.loaded_from())), to_json(config_));
-  step_count_ = state.step;
-  window_start_ = folder_.seconds();
-  // Evaluations the interrupted run made after its checkpoint are dropped: the resumed
-  // run makes them again.
-  for (const json& m : folder_.start_metrics(step_count_)) note(m);
-  observer_.on_message(cat("resuming from ", folder_.loaded_from(), " at step ", step_count_));
-  for (const std::string& c : changed) observer_.on_message(cat("  changed on resume: ", c));
-  if (state.version < kCheckpointVersion) {
-    observer_.on_message(cat("note: checkpoint format ", state.version, " was written by an earlier pens, whose noise "
-                             "draws differ; from here on the run draws with this pens' noise keys"));
-  }
-}
-
 // Unit `unit` of the step's global batch, placed there for its noise: the same batch order
 // as a one-process run's, whatever the number of processes and shards.
-void ClassifierRun::feed(Tape<float>& tape, int64_t unit) {
+void ClassifierTask::feed(Tape<float>& tape, int64_t step, int64_t unit) {
   const Dataset& train_set = data_.train;
   if (units_ > 1) {
     placement_.assign({{.local = 0, .global = unit * unit_labeled_, .count = unit_labeled_}});
@@ -349,152 +296,80 @@ void ClassifierRun::feed(Tape<float>& tape, int64_t unit) {
     }
     tape.set_row_placement(placement_);
   }
-  plan_->labeled(step_count_ * config_.batch_labeled + unit * unit_labeled_, unit_labeled_, rows_);
+  plan_->labeled(step * config_.batch_labeled + unit * unit_labeled_, unit_labeled_, rows_);
   gather_rows(train_set, rows_, 0, tape.input(io_.x), tape.input(io_.y));
   if (unit_unlabeled_ > 0) {
-    plan_->unlabeled(step_count_ * config_.batch_unlabeled + unit * unit_unlabeled_, unit_unlabeled_, rows_);
+    plan_->unlabeled(step * config_.batch_unlabeled + unit * unit_unlabeled_, unit_unlabeled_, rows_);
     gather_rows(train_set, rows_, unit_labeled_, tape.input(io_.x), {});
   }
 }
 
 // The error over a whole evaluation set of `total` examples, this process holding `share`.
-double ClassifierRun::error_over(const Dataset& share, int64_t total) {
+double ClassifierTask::error_over(const Dataset& share, int64_t total) {
   const auto share_size = static_cast<double>(share.size);
   double wrong = share.size > 0 ? std::round(classification_error(*eval_tape_, io_, share) * share_size) : 0.0;
   if (comm_) comm_->sum({&wrong, 1});
   return wrong / static_cast<double>(total);
 }
 
-// Process 0's clock decides for all: the processes stop at the same step.
-bool ClassifierRun::out_of_budget() const {
-  if (config_.budget_minutes <= 0) return false;
-  const bool out = folder_.seconds() > 60.0 * config_.budget_minutes;
-  return comm_ ? comm_->broadcast(out ? 1 : 0) != 0 : out;
-}
-
-void ClassifierRun::run_steps() {
-  const auto eval_every =
-      std::max<int64_t>(1, std::llround(config_.eval_every_epochs * static_cast<double>(config_.steps_per_epoch)));
-  const auto checkpoint_every =
-      std::max<int64_t>(1, std::llround(config_.checkpoint_every_epochs * static_cast<double>(config_.steps_per_epoch)));
+StepResult ClassifierTask::step(int64_t step) {
+  const PlannedStep planned = planned_step(schedule_, step, config_.steps_per_epoch);
   Tape<float>& tape = *step_tape_;
-  for (; step_count_ < total_steps_; ++step_count_) {
-    const PlannedStep planned = planned_step(schedule_, step_count_, config_.steps_per_epoch);
-    const double epoch = planned.epoch;
-    if (out_of_budget()) {
-      observer_.on_message(cat("wall-clock budget of ", config_.budget_minutes, " minutes reached at step ", step_count_,
-                               " (epoch ", epoch, ")"));
-      return;
-    }
-    weights_->set(tape, planned.lambda_scale);
-    if (planned.restart) optimizer_->restart();
-    hold_for(epoch);
-    const OptimizerStep& update = planned.update;
-    const StepResult r =
-        config_.batch_shards > 1
-            ? step_->run_shards(update, tape, units_, first_unit_, local_units_,
-                                [&](Tape<float>& t, size_t unit) { feed(t, static_cast<int64_t>(unit)); })
-            : step_->run(update, tape, [&](Tape<float>& t, size_t) { feed(t, first_unit_); });
-    if (!r.finite) {
-      diverged_ = cat("training diverged at step ", step_count_, " (epoch ", epoch, "): ", r.problem);
-      return;
-    }
-    objective_sum_ += r.objective;
+  weights_->set(tape, planned.lambda_scale);
+  if (planned.restart) optimizer_->restart();
+  hold_for(planned.epoch);
+  const OptimizerStep& update = planned.update;
+  const StepResult r =
+      config_.batch_shards > 1
+          ? step_->run_shards(update, tape, units_, first_unit_, local_units_,
+                              [&](Tape<float>& t, size_t unit) { feed(t, step, static_cast<int64_t>(unit)); })
+          : step_->run(update, tape, [&](Tape<float>& t, size_t) { feed(t, step, first_unit_); });
+  if (r.finite) {
     for (size_t i = 0; i < loss_sums_.size(); ++i) loss_sums_[i] += r.losses[i];
-    ++window_steps_;
-    const int64_t done = step_count_ + 1;
-    observer_.on_step(done, total_steps_, epoch, r.objective, folder_.seconds());
-    if (done % eval_every == 0 || done == total_steps_) evaluate(done);
-    if (done % checkpoint_every == 0 && !checkpoint(done)) {
-      diverged_ = cat("training diverged by step ", done, ": a parameter or optimizer state value is not finite");
-      step_count_ = done;
-      return;
-    }
   }
+  return r;
 }
 
-void ClassifierRun::evaluate(int64_t done) {
-  const double epoch = epoch_of(done);
-  const double elapsed = folder_.seconds();
+json ClassifierTask::evaluate(int64_t done, const TrainingWindow& window) {
+  const double epoch = static_cast<double>(done) / static_cast<double>(config_.steps_per_epoch);
   json m = {{"step", done}, {"epoch", epoch}, {"learning_rate", schedule_.learning_rate_at(epoch)},
             {"momentum", schedule_.momentum_at(epoch)}, {"lambda_scale", schedule_.lambda_scale_at(epoch)}};
-  const double steps = static_cast<double>(std::max<int64_t>(1, window_steps_));
+  const double steps = static_cast<double>(std::max<int64_t>(1, window.steps));
   json losses = json::object();
   for (size_t i = 0; i < loss_sums_.size(); ++i) losses[step_tape_->loss_name(i)] = loss_sums_[i] / steps;
   m["losses"] = losses;
-  m["objective"] = objective_sum_ / steps;
+  m["objective"] = window.objective;
   if (recalibration_) recalibration_->run(data_.train, recalibration_rows_);
   m["train_error"] = error_over(train_eval_, train_eval_total_);
   m["validation_error"] = validation_total_ > 0 ? json(error_over(validation_, validation_total_)) : json(nullptr);
   m["test_error"] = error_over(processes_ > 1 ? test_share_ : data_.test, data_.test.size);
   const int64_t batch = config_.batch_labeled + config_.batch_unlabeled;
-  m["examples_per_second"] = static_cast<double>(window_steps_ * batch) / std::max(1e-9, elapsed - window_start_);
-  m["elapsed_seconds"] = elapsed;
-  folder_.append_metrics(m);
-  observer_.on_eval(m);
-  const double best_before = best_error_;
-  note(m);
-  if (best_error_ < best_before) folder_.save_model(model_, "best.model.json");
+  m["examples_per_second"] = static_cast<double>(window.steps * batch) / std::max(1e-9, window.seconds);
   std::fill(loss_sums_.begin(), loss_sums_.end(), 0.0);
-  objective_sum_ = 0;
-  window_steps_ = 0;
-  window_start_ = folder_.seconds();
+  return m;
 }
 
-bool ClassifierRun::checkpoint(int64_t done) {
-  if (comm_) {
-    // Every process applied the same updates to the same parameters; a sum that differed
-    // between processes would show here.
-    const uint64_t mine = fingerprint(model_.values->values());
-    const std::string problem = comm_->first_problem(
-        comm_->broadcast(mine) == mine ? "" : cat("the parameters differ from process 0's at step ", done));
-    if (!problem.empty()) throw CollectiveError(problem);
-  }
-  const TrainingState state{.step = done, .seed = config_.seed, .config = to_json(config_)};
-  return folder_.save_checkpoint(state, *model_.values, optimizer_->checkpoint_state());
-}
-
-TrainSummary ClassifierRun::finish() {
-  TrainSummary summary;
-  summary.diverged = !diverged_.empty();
-  if (summary.diverged) {
-    observer_.on_message(diverged_ + folder_.checkpoint_note());
-  } else {
-    if (window_steps_ > 0 || last_.is_null()) evaluate(step_count_);
-    checkpoint(step_count_);
-    folder_.save_model(model_, "model.json");
-  }
-  json& s = summary.json;
-  s = run_summary(summary.diverged, step_count_, epoch_of(step_count_), folder_.seconds(), to_json(config_));
+void ClassifierTask::summarize(json& s, const json& last, const json& best) const {
   s["labeled"] = plan_->split().labeled.size();
   s["unlabeled"] = plan_->split().unlabeled.size();
   s["validation"] = plan_->split().validation.size();
-  s["parameters"] = model_.values->numel();
-  s["processes"] = processes_;
-  if (summary.diverged) s["message"] = diverged_;
-  if (!folder_.resume_changes().is_null()) s["changed_on_resume"] = folder_.resume_changes();
-  if (!last_.is_null()) {
-    s["final"] = {{"epoch", last_["epoch"]}, {"test_error", last_["test_error"]}, {"validation_error", last_["validation_error"]}};
+  if (!last.is_null()) {
+    s["final"] = {{"epoch", last["epoch"]}, {"test_error", last["test_error"]}, {"validation_error", last["validation_error"]}};
   }
-  if (!best_.is_null()) {
-    s["best_validation"] = {{"epoch", best_["epoch"]}, {"test_error", best_["test_error"]}, {"validation_error", best_["validation_error"]}};
-    s["test_error"] = best_["test_error"];
+  if (!best.is_null()) {
+    s["best_validation"] = {{"epoch", best["epoch"]}, {"test_error", best["test_error"]}, {"validation_error", best["validation_error"]}};
+    s["test_error"] = best["test_error"];
   }
-  folder_.write_summary(s);
-  if (folder_.writes()) {
-    for (const std::string& problem : write_reports(folder_.dir(), model_)) observer_.on_message(problem);
-  }
-  return summary;
 }
 
 }  // namespace
 
-std::string start_values(Model& model, const TrainConfig& config) {
+std::string start_values(Model& model, uint64_t init_seed, const std::string& init_from) {
   if (!model.values) {
     model.values = std::make_shared<ParamStore<float>>(model.graph);
-    model.values->initialize(model.graph, config.init_seed);
+    model.values->initialize(model.graph, init_seed);
   }
-  return config.init_from.empty() ? "" : initialize_from(*model.values, model.graph, config.init_from);
+  return init_from.empty() ? "" : initialize_from(*model.values, model.graph, init_from);
 }
 
 std::string initialize_from(ParamStore<float>& params, const Graph& graph, const std::string& path) {
@@ -511,18 +386,8 @@ std::string initialize_from(ParamStore<float>& params, const Graph& graph, const
 
 TrainSummary train(const TrainConfig& config, const TrainData& data, const std::string& out_dir,
                    TrainObserver& observer, const Resume& resume, Communicator* communicator) {
-  std::unique_ptr<ClassifierRun> run;
-  const auto set_up = [&] {
-    run = std::make_unique<ClassifierRun>(config, data, out_dir, observer, communicator);
-    run->start(resume);
-  };
-  if (communicator && communicator->size() > 1) {
-    together(*communicator, set_up);
-  } else {
-    set_up();
-  }
-  run->run_steps();
-  return run->finish();
+  return run_task([&] { return std::make_unique<ClassifierTask>(config, data, observer, communicator); }, out_dir,
+                  observer, resume, communicator);
 }
 
 }  // namespace pens

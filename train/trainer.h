@@ -47,9 +47,10 @@ TrainSummary train(const TrainConfig& config, const TrainData& data, const std::
 // new values, so a teacher starts from the loaded student, not from the random one.
 std::string initialize_from(ParamStore<float>& params, const Graph& graph, const std::string& path);
 
-// Gives `model` the values a run of `config` starts from: drawn from the init attributes
-// with run.init_seed when the file holds none, then init_from's copied in. Returns
-// initialize_from's line, "" without init_from.
-std::string start_values(Model& model, const TrainConfig& config);
+// Gives `model` the values a run starts from: drawn from the init attributes with
+// `init_seed` (a config's run.init_seed) when the file holds none, then the values of the
+// model file `init_from` (when not empty) copied in. Returns initialize_from's line, ""
+// without init_from.
+std::string start_values(Model& model, uint64_t init_seed, const std::string& init_from);
 
 }  // namespace pens

@@ -551,7 +551,7 @@ class PythonPlan {
     const TrainConfig& c = run_.mnist;
     model_ = std::make_shared<Model>(load_configured_model(c.source, c.model));
     io_ = classifier_io(model_->graph, c.model);
-    start_values(*model_, c);
+    start_values(*model_, c.init_seed, c.init_from);
     schedule_ = run_schedule(c, *model_);
     if (c.batch_shards > 1 || !c.trainable_periods.empty() || c.recalibrate_statistics > 0) {
       fail(config, ": a training plan follows one unit per step, every parameter trained and no recalibration: "
