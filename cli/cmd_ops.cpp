@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "pens/graph/noise.h"
 #include "pens/graph/penalty.h"
+#include "pens/models/data_source.h"
 #include "pens/ops/registry.h"
 #include "pens/serialization/json_text.h"
 #include "pens/serialization/model_file.h"
@@ -109,10 +110,12 @@ int run_kinds(const std::vector<std::string>& argv) {
   const auto noise = NoiseRegistry::global().all();
   const auto penalties = PenaltyRegistry::global().all();
   const auto optimizers = OptimizerRegistry::global().all();
+  const auto sources = DataSourceRegistry::global().all();
   if (args.flag("json")) {
     nlohmann::json out = {{"noise", nlohmann::json::array()},
                           {"penalty", nlohmann::json::array()},
-                          {"optimizer", nlohmann::json::array()}};
+                          {"optimizer", nlohmann::json::array()},
+                          {"data_source", nlohmann::json::array()}};
     for (const NoiseKind* k : noise) {
       out["noise"].push_back({{"name", k->name}, {"summary", k->summary}, {"parameters_only", k->parameters_only},
                               {"params", schema_json(k->params)}});
@@ -123,6 +126,9 @@ int run_kinds(const std::vector<std::string>& argv) {
     }
     for (const OptimizerKind* k : optimizers) {
       out["optimizer"].push_back({{"name", k->name}, {"summary", k->summary}, {"settings", schema_json(k->settings)}});
+    }
+    for (const DataSourceKind* k : sources) {
+      out["data_source"].push_back({{"name", k->name}, {"summary", k->summary}, {"settings", schema_json(k->settings)}});
     }
     std::cout << format_json(out) << "\n";
     return 0;
@@ -139,6 +145,8 @@ int run_kinds(const std::vector<std::string>& argv) {
   }
   std::cout << "optimizers (a training config's optimizer.kind):\n";
   for (const OptimizerKind* k : optimizers) print_row(k->name, k->summary, schema_text(k->settings));
+  std::cout << "data sources (a dense config's data.source):\n";
+  for (const DataSourceKind* k : sources) print_row(k->name, k->summary, schema_text(k->settings));
   return 0;
 }
 

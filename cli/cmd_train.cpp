@@ -13,7 +13,7 @@
 #include "cli/args.h"
 #include "pens/autodiff/tape.h"
 #include "pens/graph/pseudo_ensemble.h"
-#include "pens/models/mnist.h"
+#include "pens/models/data_source.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/json_text.h"
@@ -165,6 +165,9 @@ struct EvalSource {
   std::string model_path;
   std::optional<std::string> data_dir;
   VocabularyPolicy vocabulary;
+  // A dense run's data source and its settings (a model file alone: MNIST's).
+  std::string data_source = "mnist";
+  Attributes data_settings;
 };
 
 EvalSource eval_source(const std::string& given) {
@@ -181,7 +184,10 @@ EvalSource eval_source(const std::string& given) {
     source.data_dir = c.data_dir;
     source.vocabulary = c.vocabulary;
   } else {
-    source.data_dir = parse_train_config(j, config_path).data_dir;
+    const TrainConfig c = parse_train_config(j, config_path);
+    source.data_dir = c.data_dir;
+    source.data_source = c.data_source;
+    source.data_settings = c.data_settings;
   }
   return source;
 }
@@ -310,8 +316,10 @@ int run_eval(const std::vector<std::string>& argv) {
   }
   if (args.option("task")) fail(model_path, ": --task is for tree models");
   const std::string part = args.option("data").value_or("test");
+  if (part != "train" && part != "test") fail("--data ", part, ": expected train or test");
   const std::string data_dir = args.option("data-dir").value_or(source.data_dir.value_or("data/mnist"));
-  const Dataset d = load_mnist(data_dir, part);
+  const Dataset d = DataSourceRegistry::global().at(source.data_source).load(data_dir, source.data_settings, part);
+  if (d.size == 0) fail(data_dir, ": the ", source.data_source, " data source holds no ", part, " examples");
   const int64_t samples = args.option_int("samples", 0, 0, kMaxSamples);
   const auto seed = static_cast<uint64_t>(args.option_int("seed", 1, 0, kMaxSeed));
   const Graph g = build_inference(model.graph, samples);
@@ -324,15 +332,16 @@ int run_eval(const std::vector<std::string>& argv) {
   const auto confusion = confusion_matrix(tape, io.x, io.output, d);
   int64_t wrong = d.size;
   for (size_t c = 0; c < confusion.size(); ++c) wrong -= confusion[c][c];
-  std::printf("%s on MNIST %s (%lld examples)%s: error %.2f%% (%lld wrong)\n\n", model_path.c_str(), part.c_str(),
+  std::printf("%s on %s %s (%lld examples)%s: error %.2f%% (%lld wrong)\n\n", model_path.c_str(),
+              source.data_source == "mnist" ? "MNIST" : data_dir.c_str(), part.c_str(),
               static_cast<long long>(d.size), samples > 0 ? cat(", mean of ", samples, " sampled children").c_str() : "",
               100.0 * static_cast<double>(wrong) / static_cast<double>(d.size), static_cast<long long>(wrong));
   std::printf("confusion (rows: true class, columns: predicted)\n      ");
-  for (int c = 0; c < 10; ++c) std::printf("%6d", c);
+  for (size_t c = 0; c < confusion.size(); ++c) std::printf("%6zu", c);
   std::printf("\n");
-  for (int t = 0; t < 10; ++t) {
-    std::printf("%6d", t);
-    for (int c = 0; c < 10; ++c) std::printf("%6lld", static_cast<long long>(confusion[static_cast<size_t>(t)][static_cast<size_t>(c)]));
+  for (size_t t = 0; t < confusion.size(); ++t) {
+    std::printf("%6zu", t);
+    for (size_t c = 0; c < confusion.size(); ++c) std::printf("%6lld", static_cast<long long>(confusion[t][c]));
     std::printf("\n");
   }
   return 0;

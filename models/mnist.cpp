@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "pens/models/data_source.h"
 #include "pens/ops/ir/error.h"
 #include "pens/serialization/idx.h"
 
@@ -34,6 +35,13 @@ Dataset load_mnist(const std::string& dir, const std::string& part) {
     d.y[i] = labels.data[i];
   }
   return d;
+}
+
+DataSourceKind mnist_source() {
+  return {.name = "mnist",
+          .summary = "MNIST's four IDX files (train-images-idx3-ubyte, ...; scripts/fetch-mnist.sh)",
+          .settings = {},
+          .load = [](const std::string& dir, const Attributes&, const std::string& part) { return load_mnist(dir, part); }};
 }
 
 }  // namespace pens

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/data_source.h"
 #include "pens/ops/ir/attributes.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/ir/suggest.h"
@@ -134,6 +135,13 @@ inline const OptimizerKind& configured_optimizer(const std::string& kind, const 
   if (!found) {
     fail(source, ": optimizer.kind: ", OptimizerRegistry::global().unknown(kind));
   }
+  return *found;
+}
+
+// The data source a config's data.source names; an Error with the registered ones.
+inline const DataSourceKind& configured_data_source(const std::string& kind, const std::string& source) {
+  const DataSourceKind* found = DataSourceRegistry::global().find(kind);
+  if (!found) fail(source, ": data.source: ", DataSourceRegistry::global().unknown(kind));
   return *found;
 }
 

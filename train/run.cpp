@@ -4,7 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "pens/models/mnist.h"
+#include "pens/models/data_source.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/files.h"
@@ -127,7 +127,7 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
     run.mnist.data_dir = given->name;
     run.mnist_data = std::move(given->data);
   } else {
-    run.mnist_data = TrainData{load_mnist(run.mnist.data_dir, "train"), load_mnist(run.mnist.data_dir, "test")};
+    run.mnist_data = load_data(run.mnist.data_source, run.mnist.data_dir, run.mnist.data_settings);
   }
   run.description = cat("pens train: ", run.mnist.model, " on ", run.mnist.data_dir, " for ", run.mnist.epochs,
                         " epochs of ", run.mnist.steps_per_epoch, " steps", budget_text(run.budget_minutes()), ", ",

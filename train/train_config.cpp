@@ -19,10 +19,15 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
   top.string("init_from", c.init_from);
   if (const json* d = top.child("data")) {
     ConfigSection s(*d, "data", source);
+    s.string("source", c.data_source);
     s.string("dir", c.data_dir);
     s.number("labeled", c.labeled, 0, 1e9);
     s.number("validation", c.validation, 0, 1e9);
     s.number("split_seed", c.split_seed, 0, kConfigHuge);
+    const DataSourceKind& kind = configured_data_source(c.data_source, source);
+    c.data_settings = s.settings(kind.settings, "data source " + kind.name);
+  } else {
+    normalize_attrs(configured_data_source(c.data_source, source).settings, c.data_settings, "data");
   }
   if (const json* b = top.child("batch")) {
     ConfigSection s(*b, "batch", source);
@@ -106,11 +111,14 @@ json to_json(const TrainConfig& c) {
   json optimizer = attributes_json(c.optimizer_settings);
   optimizer.update(schedule_json(c.schedule, c.max_norm_rule));
   optimizer["kind"] = c.optimizer;
+  json data = attributes_json(c.data_settings);
+  data.update({{"source", c.data_source}, {"dir", c.data_dir}, {"labeled", c.labeled}, {"validation", c.validation},
+               {"split_seed", c.split_seed}});
   json j = {
       {"description", c.description},
       {"model", c.model},
       {"init_from", c.init_from},
-      {"data", {{"dir", c.data_dir}, {"labeled", c.labeled}, {"validation", c.validation}, {"split_seed", c.split_seed}}},
+      {"data", data},
       {"batch", {{"labeled", c.batch_labeled}, {"unlabeled", c.batch_unlabeled}, {"shards", c.batch_shards}}},
       {"optimizer", optimizer},
       {"run",

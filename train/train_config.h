@@ -33,7 +33,11 @@ struct TrainConfig {
   // shape, replace the model's initial ones; "" for none. Relative paths as for `model`.
   std::string init_from;
   // Data: the split of the training set.
+  // Where the examples come from: a registered data source (models/data_source.h), its
+  // folder and its settings (the data section's other fields).
+  std::string data_source = "mnist";
   std::string data_dir = "data/mnist";
+  Attributes data_settings;
   int64_t labeled = 0;         // 0: every example outside the validation set is labeled
   int64_t validation = 10000;  // held out of the training set; 0: none
   uint64_t split_seed = 1;

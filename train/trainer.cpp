@@ -342,7 +342,8 @@ json ClassifierTask::evaluate(int64_t done, const TrainingWindow& window) {
   if (recalibration_) recalibration_->run(data_.train, recalibration_rows_);
   m["train_error"] = error_over(train_eval_, train_eval_total_);
   m["validation_error"] = validation_total_ > 0 ? json(error_over(validation_, validation_total_)) : json(nullptr);
-  m["test_error"] = error_over(processes_ > 1 ? test_share_ : data_.test, data_.test.size);
+  m["test_error"] =
+      data_.test.size > 0 ? json(error_over(processes_ > 1 ? test_share_ : data_.test, data_.test.size)) : json(nullptr);
   const int64_t batch = config_.batch_labeled + config_.batch_unlabeled;
   m["examples_per_second"] = static_cast<double>(window.steps * batch) / std::max(1e-9, window.seconds);
   std::fill(loss_sums_.begin(), loss_sums_.end(), 0.0);

@@ -7,18 +7,13 @@
 #include <string>
 
 #include "pens/autodiff/param_store.h"
-#include "pens/models/dataset.h"
+#include "pens/models/data_source.h"
 #include "pens/train/communicator.h"
 #include "pens/train/observer.h"
 #include "pens/train/run_folder.h"
 #include "pens/train/train_config.h"
 
 namespace pens {
-
-struct TrainData {
-  Dataset train;
-  Dataset test;
-};
 
 // Trains into `out_dir`: config.json, metrics.jsonl, summary.json, checkpoint.pens,
 // model.json (the last parameters), best.model.json (those of the best validation

@@ -11,7 +11,9 @@
 #include <sstream>
 #include <string>
 
+#include "pens/models/synthetic.h"
 #include "pens/ops/registry.h"
+#include "tests/support/npy.h"
 #include "tests/support/paths.h"
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
@@ -135,6 +137,50 @@ TEST_CASE("a misspelt name is answered with the nearest ones, by kind of name") 
   std::ofstream(dir / "c.json") << R"({"model": "m.json", "optimizer": {"kind": "adagard"}})";
   check_refused(pens_cli("train " + (dir / "c.json")),
                 {"optimizer.kind: unknown optimizer 'adagard' (did you mean 'adagrad'? registered: "});
+}
+
+TEST_CASE("pens train on a data set that is not MNIST: a config naming two .npy files, then pens eval") {
+  pens::testing::TempDir dir;
+  // The teacher task: 12 features, 4 classes; the test set drawn apart.
+  const pens::Dataset train = pens::make_teacher_task(2000, 12, 4, 3);
+  const pens::Dataset test = pens::make_teacher_task(500, 12, 4, 4);
+  pens::testing::write_npy_floats(dir / "x.npy", {train.size, 12}, train.x);
+  pens::testing::write_npy_labels(dir / "y.npy", std::vector<int64_t>(train.y.begin(), train.y.end()));
+  pens::testing::write_npy_floats(dir / "tx.npy", {test.size, 12}, test.x);
+  pens::testing::write_npy_labels(dir / "ty.npy", std::vector<int64_t>(test.y.begin(), test.y.end()));
+  REQUIRE(pens_cli("new mlp --layers 12,32,4 --mask-hidden 0.3 --penalty logits:kl:1:all --weight-std 0.3 --output " +
+                   (dir / "m.json")).status == 0);
+  const std::string config = R"({"model": "m.json",
+    "data": {"source": "npy", "dir": ".", "test_x": "tx.npy", "test_y": "ty.npy", "labeled": 100, "validation": 200},
+    "batch": {"labeled": 20, "unlabeled": 40},
+    "optimizer": {"learning_rate": 0.1, "warmup_epochs": 0},
+    "run": {"epochs": 6, "steps_per_epoch": 50, "threads": 1}})";
+  std::ofstream(dir / "c.json") << config;
+  const Run trained = pens_cli("train " + (dir / "c.json") + " --out " + (dir / "run"));
+  INFO(trained.out);
+  REQUIRE(trained.status == 0);
+  CHECK(trained.out.find("split 1: 100 labeled, 1700 unlabeled, 200 validation, 500 test") != std::string::npos);
+  const nlohmann::json summary = nlohmann::json::parse(std::ifstream(dir / "run/summary.json"));
+  MESSAGE("PEA on 100 labels of the teacher task: test error ", summary["test_error"].get<double>());
+  // Four classes: chance is 3/4 wrong.
+  CHECK(summary["test_error"].get<double>() < 0.5);
+  CHECK(summary["config"]["data"]["source"] == "npy");
+  const Run eval = pens_cli("eval " + (dir / "run"));
+  INFO(eval.out);
+  CHECK(eval.status == 0);
+  CHECK(eval.out.find("test (500 examples): error ") != std::string::npos);
+
+  // Faults of the data name the file and the fault.
+  std::ofstream(dir / "y.npy", std::ios::trunc) << "not numpy";
+  check_refused(pens_cli("train " + (dir / "c.json") + " --out " + (dir / "run2")),
+                {dir / "y.npy", "not a .npy file"});
+  pens::testing::write_npy_labels(dir / "y.npy", std::vector<int64_t>(7, 0));
+  check_refused(pens_cli("train " + (dir / "c.json") + " --out " + (dir / "run2")),
+                {"y.npy holds 7 labels but", "x.npy holds 2000 examples"});
+  std::ofstream(dir / "c.json", std::ios::trunc) << R"({"model": "m.json", "data": {"source": "npz"}})";
+  check_refused(pens_cli("train " + (dir / "c.json")), {"data.source: unknown data source 'npz' (did you mean 'npy'?"});
+  std::ofstream(dir / "c.json", std::ios::trunc) << R"({"model": "m.json", "data": {"source": "npy", "text_x": "a"}})";
+  check_refused(pens_cli("train " + (dir / "c.json")), {"unknown field data.text_x (did you mean 'test_x'"});
 }
 
 TEST_CASE("a path that cannot be used is the user's mistake: one line, exit status 1") {

@@ -15,15 +15,20 @@
 #include "examples/extending/rmsprop_optimizer.h"
 #include "examples/extending/sign_adversarial_noise.h"
 #include "examples/extending/softplus_op.h"
+#include "examples/extending/standardized_source.h"
 #include "pens/autodiff/gradcheck.h"
 #include "pens/autodiff/tape.h"
 #include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/data_source.h"
 #include "pens/models/mlp.h"
+#include "pens/models/synthetic.h"
 #include "pens/ops/random.h"
 #include "pens/ops/registry.h"
 #include "pens/serialization/files.h"
+#include "pens/train/run.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
+#include "tests/support/npy.h"
 #include "tests/support/paths.h"
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
@@ -41,6 +46,7 @@ void register_extensions() {
   if (!NoiseRegistry::global().find("sign_adversarial")) NoiseRegistry::register_global(sign_adversarial_noise());
   if (!PenaltyRegistry::global().find("cosine")) PenaltyRegistry::register_global(cosine_penalty());
   if (!OptimizerRegistry::global().find("rmsprop")) OptimizerRegistry::register_global(rmsprop_optimizer());
+  if (!DataSourceRegistry::global().find("standardized")) DataSourceRegistry::register_global(standardized_source());
 }
 
 std::string source(const std::string& path) {
@@ -244,6 +250,72 @@ TEST_CASE("an optimizer from outside: RMSprop against a hand-computed update, it
   CHECK(restored.value("w")[0] == params.value("w")[0]);
 }
 
+// The teacher task's examples as a .npy pair whose features are on scales apart (feature
+// f times 10^(f mod 4), shifted by f): what the standardized source is for.
+void write_scaled_pair(const pens::testing::TempDir& dir, const std::string& stem, int64_t n, uint64_t seed) {
+  const Dataset d = make_teacher_task(n, 8, 3, seed);
+  std::vector<float> x = d.x;
+  std::vector<int64_t> y(d.y.begin(), d.y.end());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const auto f = static_cast<int>(i % 8);
+    x[i] = x[i] * static_cast<float>(std::pow(10.0, f % 4)) + static_cast<float>(f);
+  }
+  pens::testing::write_npy_floats(dir / (stem + "_x.npy"), {n, 8}, x);
+  pens::testing::write_npy_labels(dir / (stem + "_y.npy"), y);
+}
+
+TEST_CASE("a registered data source: standardized features, and pens' run on them learns") {
+  register_extensions();
+  const pens::testing::TempDir dir;
+  write_scaled_pair(dir, "train", 1200, 1);
+  write_scaled_pair(dir, "test", 400, 2);
+  const Attributes settings{{"x", std::string("train_x.npy")}, {"y", std::string("train_y.npy")},
+                            {"test_x", std::string("test_x.npy")}, {"test_y", std::string("test_y.npy")}};
+  const TrainData data = load_data("standardized", dir.path(), settings);
+  REQUIRE(data.train.size == 1200);
+  REQUIRE(data.test.size == 400);
+  CHECK(data.train.classes == 3);
+  for (int64_t f = 0; f < 8; ++f) {
+    double sum = 0, squares = 0;
+    for (int64_t i = 0; i < data.train.size; ++i) {
+      const double v = data.train.x[static_cast<size_t>(i * 8 + f)];
+      sum += v, squares += v * v;
+    }
+    CHECK(sum / 1200 == doctest::Approx(0).epsilon(1e-5));
+    CHECK(squares / 1200 == doctest::Approx(1).epsilon(1e-3));
+  }
+
+  // A config names the source; pens' run reads and trains it.
+  write_file_atomically(dir / "net.model.json",
+                        R"({"format_version": 1, "opset_version": 1,
+  "inputs": [{"name": "x", "shape": [-1, 8]}, {"name": "y", "shape": [-1], "dtype": "index"}],
+  "parameters": [{"name": "W1", "shape": [8, 16], "init": {"kind": "normal", "std": 0.3}},
+                 {"name": "b1", "shape": [16], "init": {"kind": "constant", "value": 0.0}},
+                 {"name": "W2", "shape": [16, 3], "init": {"kind": "normal", "std": 0.3}},
+                 {"name": "b2", "shape": [3], "init": {"kind": "constant", "value": 0.0}}],
+  "nodes": [{"name": "a1", "op": "affine", "inputs": ["x", "W1", "b1"]},
+            {"name": "h1", "op": "tanh", "inputs": ["a1"]},
+            {"name": "logits", "op": "affine", "inputs": ["h1", "W2", "b2"]},
+            {"name": "xent", "op": "softmax_xent", "inputs": ["logits", "y"]},
+            {"name": "loss", "op": "mean", "inputs": ["xent"], "flags": ["loss"]}],
+  "outputs": ["logits"]})");
+  write_file_atomically(dir / "run.json", R"({"model": "net.model.json",
+  "data": {"source": "standardized", "dir": ".", "x": "train_x.npy", "y": "train_y.npy",
+           "test_x": "test_x.npy", "test_y": "test_y.npy", "validation": 200},
+  "batch": {"labeled": 50},
+  "optimizer": {"learning_rate": 0.1, "warmup_epochs": 0},
+  "run": {"epochs": 6, "steps_per_epoch": 20, "threads": 1}})");
+  const PreparedRun run = prepare_run(dir / "run.json", {.out = dir / "out"});
+  struct Quiet : TrainObserver {} quiet;
+  const TrainSummary summary = run_training(run, quiet);
+  INFO(summary.json.dump());
+  REQUIRE_FALSE(summary.diverged);
+  CHECK(summary.json["config"]["data"]["source"] == "standardized");
+  // Three classes: chance is 2/3 wrong.
+  MESSAGE("test error on the standardized teacher task: ", summary.json["final"]["test_error"].get<double>());
+  CHECK(summary.json["final"]["test_error"].get<double>() < 0.25);
+}
+
 TEST_CASE("the docs show every extension file as it is") {
   const std::vector<std::pair<std::string, std::string>> shown = {
       {"docs/adding-an-op.md", "examples/extending/softplus_op.h"},
@@ -251,6 +323,7 @@ TEST_CASE("the docs show every extension file as it is") {
       {"docs/adding-a-noise-kind.md", "examples/extending/sign_adversarial_noise.h"},
       {"docs/adding-a-penalty.md", "examples/extending/cosine_penalty.h"},
       {"docs/adding-an-optimizer.md", "examples/extending/rmsprop_optimizer.h"},
+      {"docs/adding-a-data-set.md", "examples/extending/standardized_source.h"},
   };
   for (const auto& item : shown) {
     const auto& doc = item.first;  // not bindings: doctest captures them (clang < 16)

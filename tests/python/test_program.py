@@ -422,3 +422,18 @@ def test_examples_without_labels_join_the_unlabeled_pool_only(tmp_path, small_co
     assert not any(tuple(row) in rows for row in np.vstack([labeled_x, plan.data("validation")[0]]))
     with pytest.raises(pens.Error, match="do not fit a training set of 120 examples with labels"):
         pens.train(small_config, out=tmp_path / "refused", data=(x[:120], y[:120], x[120:]), test=test)
+
+
+def test_a_config_naming_npy_files_trains_as_the_arrays_saved_in_them(tmp_path, small_config, small_mnist):
+    (x, y), test = pens.mnist(small_mnist, "train"), pens.mnist(small_mnist, "test")
+    arrays = pens.train(small_config, out=tmp_path / "arrays", data=(x, y), test=test)
+    for name, array in {"x": x, "y": y, "test_x": test[0], "test_y": test[1]}.items():
+        np.save(tmp_path / f"{name}.npy", array)
+    config = json.loads(small_config.read_text())
+    config["data"].update(source="npy", dir=".", test_x="test_x.npy", test_y="test_y.npy")
+    (tmp_path / "npy.json").write_text(json.dumps(config))
+    files = pens.train(tmp_path / "npy.json", out=tmp_path / "npy")
+    assert metrics_without_timings(tmp_path / "npy") == metrics_without_timings(tmp_path / "arrays")
+    assert files["final"] == arrays["final"]
+    saved = json.loads((tmp_path / "npy" / "config.json").read_text())
+    assert saved["data"]["source"] == "npy" and saved["data"]["dir"] == str(tmp_path)
