@@ -136,12 +136,7 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
 }
 
 TrainSummary run_training(const PreparedRun& run, TrainObserver& observer, Communicator* communicator) {
-  if (run.trees) {
-    if (communicator && communicator->size() > 1) {
-      fail(run.config_path, ": sentiment-tree runs train in one process; data-parallel runs are for MNIST configs");
-    }
-    return train_trees(run.tree, run.tree_data, run.out_dir, observer, run.resume);
-  }
+  if (run.trees) return train_trees(run.tree, run.tree_data, run.out_dir, observer, run.resume, communicator);
   return train(run.mnist, run.mnist_data, run.out_dir, observer, run.resume, communicator);
 }
 

@@ -159,7 +159,7 @@ StepResult Step::run(const OptimizerStep& update, Tape<float>& tape, const Feed&
 }
 
 StepResult Step::run_groups(const OptimizerStep& update, Groups& work) {
-  if (communicator_) fail("a data-parallel step runs one graph per process, not groups of graphs");
+  Communicator* comm = communicator_ && communicator_->size() > 1 ? communicator_ : nullptr;
   const size_t groups = work.count();
   const size_t n = params_.grads().size();
   if (group_grads_.size() + 1 < groups) group_grads_.resize(groups - 1);
@@ -228,18 +228,21 @@ StepResult Step::run_groups(const OptimizerStep& update, Groups& work) {
       o.error = e.what();
     }
   });
+  // The first group's error or non-finite objective, in group order; the processes of a
+  // data-parallel step learn of any process's (agree) and all stop together.
   StepResult result;
+  std::string error, problem;
+  double objective = 0;
   for (const Outcome& o : outcomes) {
-    if (!o.error.empty()) throw Error(o.error);
+    if (error.empty()) error = o.error;
+    if (problem.empty()) problem = o.problem;
+    objective += o.objective;
   }
-  for (const Outcome& o : outcomes) {
-    if (!o.problem.empty()) {
-      result.finite = false;
-      result.problem = o.problem;
-      return result;
-    }
-    result.objective += o.objective;
-  }
+  totals_.assign(3, 0.0);
+  totals_[0] = objective;
+  // Each tree's loss is already scaled by the step's tree count: the processes' objectives
+  // and gradients add up (one part).
+  if (!agree(result, comm, error, problem, 1.0)) return result;
   // The sum in group order, ((g0 + g1) + g2) + ...: the dense parts by element blocks on
   // the pool, then each sparse row (its groups in the same order).
   sparse_params_ = groups > 1 ? params_of(outcomes[1].sparse) : std::vector<const ParamEntry*>{};
@@ -272,6 +275,10 @@ StepResult Step::run_groups(const OptimizerStep& update, Groups& work) {
     }
   }
   group_grads_zero_ = true;
+  if (comm) {
+    comm->start_sum(params_.grads());
+    comm->finish_sums();
+  }
   apply_update(update, {});
   work.update_averages();
   return result;

@@ -89,6 +89,12 @@ class Step {
   // update depends on the grouping, never on the thread count. An error in a group is
   // thrown (the first group's in order) once every group has finished.
   //
+  // Data-parallel (set_communicator): each process runs its own groups (its share of the
+  // step's graphs, whose objectives must already be scaled to add up to the step's); the
+  // processes agree on errors and non-finite objectives as run() does, and sum their
+  // gradients before the update. The sum across processes is taken in MPI's order: the
+  // bits then differ from one process's by float round-off.
+  //
   // A group may say that its graphs write some parameters' gradients at a few rows only
   // (an embedding table looked up by the group's words): then only those rows of its
   // array are summed and cleared, not the whole table.

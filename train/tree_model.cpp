@@ -234,8 +234,8 @@ void TreeModel::evaluate_chunk(ParamStore<float>& params, const std::vector<cons
   }
 }
 
-TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<SentimentTree>& trees,
-                                   int64_t samples, uint64_t seed, size_t forest, bool fold_to_binary) const {
+TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples,
+                                   uint64_t seed, size_t forest, bool fold_to_binary, size_t first_key) const {
   if (fold_to_binary && classes_ != task_classes(SentimentTask::Fine)) {
     fail("only a fine-grained model (5 classes) folds its predictions to the binary task; this one scores ", classes_);
   }
@@ -256,7 +256,8 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, const std::vector<
     try {
       std::vector<const SentimentTree*> members;
       for (size_t i = first; i < std::min(trees.size(), first + chunk); ++i) members.push_back(&trees[i]);
-      evaluate_chunk(params, members, sampled ? samples : 0, seed, first, fold_to_binary, tallies[static_cast<size_t>(c)]);
+      evaluate_chunk(params, members, sampled ? samples : 0, seed, first_key + first, fold_to_binary,
+                     tallies[static_cast<size_t>(c)]);
     } catch (const Error& error) {
       errors[static_cast<size_t>(c)] = error.what();
     }

@@ -81,9 +81,11 @@ class TreeModel {
   // graph per tree, with no other noise (no fuzz, no activation noise: the paper's test
   // time); others, and samples = 0, use the clean parent on forests of `forest` trees.
   // fold_to_binary: a fine-grained model evaluated on the binary task (its non-neutral
-  // labels), predicting positive where P(3) + P(4) > P(0) + P(1).
-  TreeEvaluation evaluate(ParamStore<float>& params, const std::vector<SentimentTree>& trees, int64_t samples,
-                          uint64_t seed, size_t forest = 64, bool fold_to_binary = false) const;
+  // labels), predicting positive where P(3) + P(4) > P(0) + P(1). `first_key`: the index
+  // of trees[0] in the set it was taken from (a process's share of a set keys its draws
+  // as the whole set does).
+  TreeEvaluation evaluate(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples,
+                          uint64_t seed, size_t forest = 64, bool fold_to_binary = false, size_t first_key = 0) const;
 
  private:
   const Model& model_;

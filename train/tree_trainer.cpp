@@ -58,7 +58,7 @@ namespace {
 // training sample, dev and test.
 class TreeTask : public RunTask {
  public:
-  TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver& observer);
+  TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver& observer, Communicator* communicator);
 
   RunLength length() const override {
     return {.steps_per_epoch = steps_per_epoch_,
@@ -90,11 +90,20 @@ class TreeTask : public RunTask {
   uint64_t eval_seed() const { return config_.seed + 0x5eed; }
   double epoch_of(int64_t step) const { return static_cast<double>(step) / static_cast<double>(steps_per_epoch_); }
   bool has_penalties() const { return model_.ensemble && !model_.ensemble->penalties.empty(); }
+  // This process's share of `n` things (trees of a step, of an evaluation set): [first, end).
+  std::pair<size_t, size_t> share_of(size_t n) const {
+    const auto p = static_cast<size_t>(processes_), r = static_cast<size_t>(rank_);
+    return {n * r / p, n * (r + 1) / p};
+  }
+  // Root and node accuracy on `trees`, this process evaluating its share.
+  TreeEvaluation evaluate_set(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples);
 
   const TreeConfig& config_;
   const TreeData& data_;
   SentimentTask task_;
   TrainObserver& observer_;
+  Communicator* comm_;  // null: one process
+  int rank_, processes_;
   Model model_;
   std::unique_ptr<TreeModel> trees_;
   Schedule lambda_schedule_;  // its λ stages: the config's lambda_schedule, else the model's
@@ -114,8 +123,14 @@ class TreeTask : public RunTask {
   json final_ = nullptr;      // finishing()'s evaluation with eval.final_samples draws
 };
 
-TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver& observer)
-    : config_(config), data_(data), task_(parse_sentiment_task(config.task)), observer_(observer) {
+TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver& observer, Communicator* communicator)
+    : config_(config),
+      data_(data),
+      task_(parse_sentiment_task(config.task)),
+      observer_(observer),
+      comm_(communicator && communicator->size() > 1 ? communicator : nullptr),
+      rank_(comm_ ? comm_->rank() : 0),
+      processes_(comm_ ? comm_->size() : 1) {
   set_threads(config.threads);
   model_ = load_configured_model(config.source, config.model);
   try {
@@ -143,6 +158,7 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
   optimizer_ = make_optimizer(config.optimizer, params, config.optimizer_settings);
   step_ = std::make_unique<Step>(params, *optimizer_, std::vector<std::unique_ptr<Constraint>>{}, config.seed);
   step_->set_gradient_hook([this](ParamStore<float>& p) { regularize(p); });
+  step_->set_communicator(comm_);
   train_rows_ = trainable(data.bank.train, task_);
   if (train_rows_.empty()) fail(config.data_dir, ": no training tree carries a label for the ", config.task, " task");
   steps_per_epoch_ = (static_cast<int64_t>(train_rows_.size()) + config.batch_trees - 1) / config.batch_trees;
@@ -155,7 +171,10 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
                           params.numel(), " parameters; ", config.batch_trees, " trees per step, ", steps_per_epoch_,
                           " steps per epoch; optimizer ", config.optimizer,
                           trees_->samples_subspaces() ? cat("; evaluation averages ", config.eval_samples, " subspace draws")
-                                                      : std::string("; evaluation by the clean parent")));
+                                                      : std::string("; evaluation by the clean parent"),
+                          processes_ > 1 ? cat("; ", processes_, " processes, each computing its share of every "
+                                               "step's trees and of every evaluation")
+                                         : std::string()));
 }
 
 void TreeTask::regularize(ParamStore<float>& params) {
@@ -174,11 +193,13 @@ StepResult TreeTask::step(int64_t step) {
   const size_t first = static_cast<size_t>(step % steps_per_epoch_) * batch;
   const size_t count = std::min(batch, order_.size() - first);
   members_.clear(), examples_.clear();
+  const auto [mine, mine_end] = share_of(count);
   for (size_t i = 0; i < count; ++i) {
     const auto index = static_cast<size_t>(train_rows_[static_cast<size_t>(order_[first + i])]);
+    window_nodes_ += data_.bank.train[index].size();
+    if (i < mine || i >= mine_end) continue;
     members_.push_back(&data_.bank.train[index]);
     examples_.push_back(index + 1);
-    window_nodes_ += members_.back()->size();
   }
   if (step % steps_per_epoch_ == 0 && restarts_at(epoch)) optimizer_->restart();
   step_graphs_.assign(*trees_, *model_.values, members_, examples_, lambda_schedule_.lambda_scale_at(epoch_of(step)),
@@ -190,9 +211,9 @@ StepResult TreeTask::step(int64_t step) {
 json TreeTask::evaluate(int64_t done, const TrainingWindow& window) {
   ParamStore<float>& params = *model_.values;
   const Clock::time_point eval_start = Clock::now();
-  const TreeEvaluation train = trees_->evaluate(params, train_eval_, config_.eval_samples, eval_seed());
-  const TreeEvaluation dev = trees_->evaluate(params, data_.bank.dev, config_.eval_samples, eval_seed());
-  const TreeEvaluation test = trees_->evaluate(params, data_.bank.test, config_.eval_samples, eval_seed());
+  const TreeEvaluation train = evaluate_set(params, train_eval_, config_.eval_samples);
+  const TreeEvaluation dev = evaluate_set(params, data_.bank.dev, config_.eval_samples);
+  const TreeEvaluation test = evaluate_set(params, data_.bank.test, config_.eval_samples);
   int64_t eval_nodes = 0;
   for (const std::vector<SentimentTree>* set : {&std::as_const(train_eval_), &data_.bank.dev, &data_.bank.test}) {
     for (const SentimentTree& t : *set) eval_nodes += t.size();
@@ -223,6 +244,26 @@ json TreeTask::evaluate(int64_t done, const TrainingWindow& window) {
   return m;
 }
 
+TreeEvaluation TreeTask::evaluate_set(ParamStore<float>& params, std::span<const SentimentTree> trees,
+                                      int64_t samples) {
+  const auto [first, end] = share_of(trees.size());
+  TreeEvaluation e = trees_->evaluate(params, trees.subspan(first, end - first), samples,
+                                      eval_seed(), 64, false, first);
+  if (!comm_) return e;
+  // The processes' counts add up to the whole set's.
+  std::vector<double> counts = {static_cast<double>(e.roots), static_cast<double>(e.roots_right),
+                                static_cast<double>(e.nodes), static_cast<double>(e.nodes_right)};
+  for (const std::vector<int64_t>& row : e.confusion) counts.insert(counts.end(), row.begin(), row.end());
+  comm_->sum(counts);
+  e.roots = std::llround(counts[0]), e.roots_right = std::llround(counts[1]);
+  e.nodes = std::llround(counts[2]), e.nodes_right = std::llround(counts[3]);
+  size_t at = 4;
+  for (std::vector<int64_t>& row : e.confusion) {
+    for (int64_t& c : row) c = std::llround(counts[at++]);
+  }
+  return e;
+}
+
 // The best-dev model (best.model.json, so that a resumed run finds it too) on dev and test
 // with eval.final_samples subspace draws; none for a model without subspace sampling, or
 // when the epochs' evaluations used as many draws.
@@ -230,8 +271,8 @@ void TreeTask::finishing(const RunFolder& folder, const json& best) {
   const int64_t samples = config_.final_samples;
   if (best.is_null() || !trees_->samples_subspaces() || samples <= 0 || samples == config_.eval_samples) return;
   const Model best_model = load_model(folder.path("best.model.json"));
-  const TreeEvaluation dev = trees_->evaluate(*best_model.values, data_.bank.dev, samples, eval_seed());
-  const TreeEvaluation test = trees_->evaluate(*best_model.values, data_.bank.test, samples, eval_seed());
+  const TreeEvaluation dev = evaluate_set(*best_model.values, data_.bank.dev, samples);
+  const TreeEvaluation test = evaluate_set(*best_model.values, data_.bank.test, samples);
   observer_.on_message(cat("the best dev epoch's model (epoch ", best["epoch"].get<double>(), ") with ", samples,
                            " subspace draws: root accuracy dev ", dev.root_accuracy(), " test ", test.root_accuracy()));
   final_ = {{"samples", samples},
@@ -270,9 +311,9 @@ TreeData load_tree_data(const std::string& dir, const VocabularyPolicy& vocabula
 }
 
 TrainSummary train_trees(const TreeConfig& config, const TreeData& data, const std::string& out_dir,
-                         TrainObserver& observer, const Resume& resume) {
-  return run_task([&] { return std::make_unique<TreeTask>(config, data, observer); }, out_dir, observer, resume,
-                  nullptr);
+                         TrainObserver& observer, const Resume& resume, Communicator* communicator) {
+  return run_task([&] { return std::make_unique<TreeTask>(config, data, observer, communicator); }, out_dir, observer,
+                  resume, communicator);
 }
 
 }  // namespace pens

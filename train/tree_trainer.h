@@ -11,6 +11,7 @@
 
 #include "pens/autodiff/param_store.h"
 #include "pens/models/sst.h"
+#include "pens/train/communicator.h"
 #include "pens/train/observer.h"
 #include "pens/train/run_folder.h"
 #include "pens/train/tree_config.h"
@@ -30,7 +31,11 @@ void add_l2_gradients(ParamStore<float>& params, const std::map<std::string, dou
 
 // Trains into out_dir; with `resume`, continues from its checkpoint (or the one it names)
 // exactly as an unbroken run would (tree order and noise are functions of seed and step).
+// With a communicator of P > 1 processes the run is data-parallel: each process computes
+// 1/P of every step's trees and of every evaluation set, their gradients and counts are
+// summed, and process 0 writes out_dir (the figures then match one process's up to the
+// order of the sums).
 TrainSummary train_trees(const TreeConfig& config, const TreeData& data, const std::string& out_dir,
-                         TrainObserver& observer, const Resume& resume = {});
+                         TrainObserver& observer, const Resume& resume = {}, Communicator* communicator = nullptr);
 
 }  // namespace pens

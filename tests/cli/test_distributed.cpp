@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "pens/models/ctn.h"
 #include "pens/models/mlp.h"
 #include "pens/models/synthetic.h"
 #include "pens/serialization/files.h"
@@ -20,6 +21,7 @@
 #include "tests/support/paths.h"
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/treebank.h"
 
 namespace test_distributed {
 
@@ -170,6 +172,47 @@ TEST_CASE("mpirun -np 2 pens train computes the one-process run, and writes one 
     CHECK_MESSAGE((name == "model.json" || name == "config.json" || name == "data" || name == "one" || name == "two"),
                   name);
   }
+}
+
+TEST_CASE("a tree run under mpirun -np 2 computes the one-process run" * doctest::skip(!mpi_runs())) {
+  testing::TempDir dir;
+  // A CTN with fuzzed weights and sampled subspaces (noise per tree, keyed by the tree)
+  // on 120 random trees: steps of 10 trees, 5 each per process, 2 groups each.
+  testing::write_treebank(dir.path(), 120, 30, 30, 5);
+  const int64_t words = 9;  // the random trees' 8 words and <unk>
+  save_model(build_ctn({.vocabulary = words, .dim = 6, .classes = 5, .fuzz = 0.02, .subspace = 4}), dir / "ctn.json");
+  const json config = {{"task", "fine"},
+                       {"model", "ctn.json"},
+                       {"data", {{"dir", dir.path()}}},
+                       {"batch", {{"trees", 10}, {"groups", 2}}},
+                       {"optimizer", {{"learning_rate", 0.05}}},
+                       {"l2", {{"T", 1e-4}, {"E", 1e-4}}},
+                       {"run", {{"epochs", 2}, {"seed", 3}, {"threads", 1}}},
+                       {"eval", {{"samples", 3}, {"final_samples", 5}, {"train_trees", 40}}}};
+  std::ofstream(dir / "trees.json") << config.dump(2);
+  train_ok("", (dir / "trees.json") + " --out " + (dir / "one"));
+  const Run two = train_ok(mpirun(2), (dir / "trees.json") + " --out " + (dir / "two"));
+  CHECK(two.out.find("2 processes, each computing its share of every step's trees") != std::string::npos);
+  CHECK(occurrences(two.out, "pens train: ") == 1);
+  const std::vector<json> a = metrics(dir / "one"), b = metrics(dir / "two");
+  REQUIRE(a.size() == 2);
+  REQUIRE(b.size() == a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(b[i]["objective"].get<double>() - a[i]["objective"].get<double>()) < kObjectiveTolerance);
+    // Every tree is evaluated by one process or the other, with the draws of its index.
+    for (const char* key : {"train_root_accuracy", "dev_root_accuracy", "test_node_accuracy"}) {
+      CHECK(b[i][key] == a[i][key]);
+    }
+    CHECK(b[i]["test_confusion"] == a[i]["test_confusion"]);
+  }
+  const double distance = parameter_distance(dir / "one/model.json", dir / "two/model.json");
+  MESSAGE("largest parameter difference between the 1- and 2-process tree runs: " << distance);
+  CHECK(distance < kParameterTolerance);
+  const json one_summary = json::parse(read_file(dir / "one/summary.json", 1 << 20));
+  const json two_summary = json::parse(read_file(dir / "two/summary.json", 1 << 20));
+  CHECK(two_summary["processes"] == 2);
+  CHECK(two_summary["best_dev"]["final_evaluation"] == one_summary["best_dev"]["final_evaluation"]);
 }
 
 TEST_CASE("with batch shards, 1, 2 and 4 processes train the same parameters, bit for bit" * doctest::skip(!mpi_runs())) {

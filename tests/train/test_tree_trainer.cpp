@@ -19,6 +19,7 @@
 #include "pens/train/tree_trainer.h"
 #include "tests/support/paths.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/treebank.h"
 
 namespace test_tree_trainer {
 
@@ -27,39 +28,10 @@ using pens::testing::TempDir;
 
 namespace {
 
-// A random binary tree over 2..7 words; a node's label is the sign of the sum of its
-// words' polarities (good/great +1, bad/awful -1, others 0), as 1, 2 or 3.
-std::string random_tree(std::mt19937_64& rng) {
-  static const std::vector<std::pair<std::string, int>> words = {
-      {"good", 1}, {"great", 1}, {"bad", -1}, {"awful", -1}, {"the", 0}, {"film", 0}, {"plot", 0}, {"was", 0}};
-  struct Part {
-    std::string text;
-    int polarity;
-  };
-  std::vector<Part> parts;
-  const int n = 2 + static_cast<int>(rng() % 6);
-  const auto label = [](int p) { return p > 0 ? 3 : p < 0 ? 1 : 2; };
-  for (int i = 0; i < n; ++i) {
-    const auto& [w, p] = words[rng() % words.size()];
-    parts.push_back({"(" + std::to_string(label(p)) + " " + w + ")", p});
-  }
-  while (parts.size() > 1) {  // join two neighbours at random
-    const size_t i = rng() % (parts.size() - 1);
-    const int p = parts[i].polarity + parts[i + 1].polarity;
-    parts[i] = {"(" + std::to_string(label(p)) + " " + parts[i].text + " " + parts[i + 1].text + ")", p};
-    parts.erase(parts.begin() + static_cast<long>(i) + 1);
-  }
-  return parts[0].text;
-}
-
 // A treebank of random trees in `dir` (train.txt, dev.txt, test.txt), read back with its
 // vocabulary (min_count 1).
 TreeData make_treebank(const TempDir& dir, int train, int dev, int test, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  for (const auto& [part, count] : std::vector<std::pair<const char*, int>>{{"train.txt", train}, {"dev.txt", dev}, {"test.txt", test}}) {
-    std::ofstream out(dir / part);
-    for (int i = 0; i < count; ++i) out << random_tree(rng) << "\n";
-  }
+  pens::testing::write_treebank(dir.path(), train, dev, test, seed);
   return load_tree_data(dir.path(), {});
 }
 

@@ -1,0 +1,48 @@
+// Treebanks of random sentiment trees, for tests of tree runs: PTB-style lines whose labels
+// follow the words' polarity, so that a model can learn them.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pens::testing {
+
+// A random binary tree over 2..7 words; a node's label is the sign of the sum of its
+// words' polarities (good/great +1, bad/awful -1, others 0), as 1, 2 or 3.
+inline std::string random_tree(std::mt19937_64& rng) {
+  static const std::vector<std::pair<std::string, int>> words = {
+      {"good", 1}, {"great", 1}, {"bad", -1}, {"awful", -1}, {"the", 0}, {"film", 0}, {"plot", 0}, {"was", 0}};
+  struct Part {
+    std::string text;
+    int polarity;
+  };
+  std::vector<Part> parts;
+  const int n = 2 + static_cast<int>(rng() % 6);
+  const auto label = [](int p) { return p > 0 ? 3 : p < 0 ? 1 : 2; };
+  for (int i = 0; i < n; ++i) {
+    const auto& [w, p] = words[rng() % words.size()];
+    parts.push_back({"(" + std::to_string(label(p)) + " " + w + ")", p});
+  }
+  while (parts.size() > 1) {  // join two neighbours at random
+    const size_t i = rng() % (parts.size() - 1);
+    const int p = parts[i].polarity + parts[i + 1].polarity;
+    parts[i] = {"(" + std::to_string(label(p)) + " " + parts[i].text + " " + parts[i + 1].text + ")", p};
+    parts.erase(parts.begin() + static_cast<long>(i) + 1);
+  }
+  return parts[0].text;
+}
+
+// Writes train.txt, dev.txt and test.txt of that many random trees into `dir`.
+inline void write_treebank(const std::string& dir, int train, int dev, int test, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (const auto& [part, count] : std::vector<std::pair<const char*, int>>{{"train.txt", train}, {"dev.txt", dev}, {"test.txt", test}}) {
+    std::ofstream out(dir + "/" + part);
+    for (int i = 0; i < count; ++i) out << random_tree(rng) << "\n";
+  }
+}
+
+}  // namespace pens::testing
