@@ -11,6 +11,7 @@
 #include "pens/serialization/json_text.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/optimizer.h"
+#include "pens/train/run_kind.h"
 
 namespace pens::cli {
 
@@ -111,11 +112,13 @@ int run_kinds(const std::vector<std::string>& argv) {
   const auto penalties = PenaltyRegistry::global().all();
   const auto optimizers = OptimizerRegistry::global().all();
   const auto sources = DataSourceRegistry::global().all();
+  const auto runs = RunKindRegistry::global().all();
   if (args.flag("json")) {
     nlohmann::json out = {{"noise", nlohmann::json::array()},
                           {"penalty", nlohmann::json::array()},
                           {"optimizer", nlohmann::json::array()},
-                          {"data_source", nlohmann::json::array()}};
+                          {"data_source", nlohmann::json::array()},
+                          {"run", nlohmann::json::array()}};
     for (const NoiseKind* k : noise) {
       out["noise"].push_back({{"name", k->name}, {"summary", k->summary}, {"parameters_only", k->parameters_only},
                               {"params", schema_json(k->params)}});
@@ -130,6 +133,7 @@ int run_kinds(const std::vector<std::string>& argv) {
     for (const DataSourceKind* k : sources) {
       out["data_source"].push_back({{"name", k->name}, {"summary", k->summary}, {"settings", schema_json(k->settings)}});
     }
+    for (const RunKind* k : runs) out["run"].push_back({{"name", k->name}, {"summary", k->summary}});
     std::cout << format_json(out) << "\n";
     return 0;
   }
@@ -147,6 +151,8 @@ int run_kinds(const std::vector<std::string>& argv) {
   for (const OptimizerKind* k : optimizers) print_row(k->name, k->summary, schema_text(k->settings));
   std::cout << "data sources (a dense config's data.source):\n";
   for (const DataSourceKind* k : sources) print_row(k->name, k->summary, schema_text(k->settings));
+  std::cout << "kinds of run (a config's kind):\n";
+  for (const RunKind* k : runs) print_row(k->name, k->summary, "");
   return 0;
 }
 

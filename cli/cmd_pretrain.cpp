@@ -89,7 +89,7 @@ int run_pretrain(const std::vector<std::string>& argv) {
   const Args args(argv, {}, {"out", "epochs", "data-dir", "threads", "seed"});
   const std::string& config_path = args.one_positional("a pre-training config");
   const json j = read_json_file(config_path);
-  if (is_skipgram_config(j)) return pretrain_skipgram(args, config_path, j);
+  if (run_kind_of(j) == "skipgram") return pretrain_skipgram(args, config_path, j);
   PretrainConfig config = parse_pretrain_config(j, config_path);
   config.model = relative_to_config(config_path, config.model);
   config.data_dir = configured_data_dir(config_path, j, config.data_dir, args.option("data-dir"));

@@ -20,6 +20,7 @@
 #include "pens/serialization/model_file.h"
 #include "pens/train/evaluation.h"
 #include "pens/train/mpi_communicator.h"
+#include "pens/train/report.h"
 #include "pens/train/run.h"
 #include "pens/train/train_config.h"
 #include "pens/train/tree_config.h"
@@ -33,13 +34,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string duration(double seconds) {
-  const auto s = static_cast<int64_t>(std::max(0.0, seconds));
-  if (s >= 3600) return cat(s / 3600, "h", std::setw(2), std::setfill('0'), s / 60 % 60, "m");
-  if (s >= 60) return cat(s / 60, "m", std::setw(2), std::setfill('0'), s % 60, "s");
-  return cat(s, "s");
-}
-
 // The files a finished run leaves in its folder, those that exist, comma-separated: a
 // picture that could not be drawn is not claimed.
 std::string existing_outputs(const std::string& out_dir) {
@@ -51,12 +45,6 @@ std::string existing_outputs(const std::string& out_dir) {
   return out;
 }
 
-std::string percent(const json& v) {
-  if (!v.is_number()) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * v.get<double>());
-  return buf;
-}
 
 // On a terminal: one line redrawn in place (epoch, bar, objective, last errors, speed,
 // ETA). Otherwise: a plain line per evaluation, for log files.
@@ -64,8 +52,11 @@ class Progress : public TrainObserver {
  public:
   // `header` is printed before the run's first output: a run refused while it is set up
   // prints its error line alone.
-  Progress(double budget_minutes, std::string header)
-      : tty_(::isatty(STDERR_FILENO) != 0), budget_seconds_(60.0 * budget_minutes), header_(std::move(header)) {}
+  Progress(const PreparedRun& run, std::string header)
+      : tty_(::isatty(STDERR_FILENO) != 0),
+        budget_seconds_(60.0 * run.budget_minutes()),
+        header_(std::move(header)),
+        task_(*run.task) {}
 
   void on_step(int64_t step, int64_t total, double epoch, double objective, double elapsed) override {
     print_header();
@@ -81,20 +72,19 @@ class Progress : public TrainObserver {
     std::fprintf(stderr, "\r\033[Kepoch %6.2f [%s%s] %3.0f%%  loss %.4f  val %s  test %s  ETA %s", epoch,
                  std::string(static_cast<size_t>(filled), '#').c_str(),
                  std::string(static_cast<size_t>(24 - filled), '.').c_str(), 100 * fraction, smoothed_,
-                 last_validation_.c_str(), last_test_.c_str(), duration(eta).c_str());
+                 last_validation_.c_str(), last_test_.c_str(), duration_text(eta).c_str());
     std::fflush(stderr);
   }
   void on_eval(const json& m) override {
     print_header();
-    last_validation_ = percent(m["validation_error"]);
-    last_test_ = percent(m["test_error"]);
-    if (tty_ || !m.contains("examples_per_second")) return;  // tree runs report each epoch as a message
-    std::fprintf(stderr, "epoch %7.2f  step %7lld  objective %.4f  train %s  val %s  test %s  %6.0f ex/s  %s\n",
-                 m["epoch"].get<double>(), static_cast<long long>(m["step"].get<int64_t>()),
-                 m["objective"].get<double>(), percent(m["train_error"]).c_str(), last_validation_.c_str(),
-                 last_test_.c_str(), m["examples_per_second"].get<double>(),
-                 duration(m["elapsed_seconds"].get<double>()).c_str());
-    std::fflush(stderr);
+    last_validation_ = percent_text(m["validation_error"]);
+    last_test_ = percent_text(m["test_error"]);
+    if (tty_) return;
+    // "" for a run that reports its evaluations as messages.
+    if (const std::string line = task_.evaluation_line(m); !line.empty()) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fflush(stderr);
+    }
   }
   void on_message(const std::string& text) override {
     print_header();
@@ -119,6 +109,7 @@ class Progress : public TrainObserver {
   double smoothed_ = -1;
   std::string last_validation_ = "-", last_test_ = "-";
   std::chrono::steady_clock::time_point drawn_{};
+  const PreparedTask& task_;
 };
 
 // Prints how a run ended: its divergence (false) or its length (true).
@@ -128,34 +119,15 @@ bool ended_well(const TrainSummary& summary) {
     std::cerr << "pens train: " << s["message"].get<std::string>() << "\n";
     return false;
   }
-  std::cout << "finished " << s["epochs"].get<double>() << " epochs in " << duration(s["wall_seconds"].get<double>())
+  std::cout << "finished " << s["epochs"].get<double>() << " epochs in " << duration_text(s["wall_seconds"].get<double>())
             << "\n";
   return true;
 }
 
-// pens train's results: the test figure at the best validation (MNIST) or dev (trees)
-// evaluation, and the outputs.
+// pens train's results: the kind of run's lines (the test figure at the best validation
+// or dev evaluation), and the outputs.
 void print_results(const PreparedRun& run, const TrainSummary& summary) {
-  const json& s = summary.json;
-  if (run.trees) {
-    if (s.contains("best_dev")) {
-      const json& b = s["best_dev"];
-      std::cout << "test root accuracy " << percent(b["test_root_accuracy"]) << " at the best dev root accuracy ("
-                << percent(b["dev_root_accuracy"]) << ", epoch " << b["epoch"].get<double>() << ")\n";
-      if (b.contains("final_evaluation")) {
-        const json& f = b["final_evaluation"];
-        std::cout << "test root accuracy " << percent(f["test_root_accuracy"]) << " with "
-                  << f["samples"].get<int64_t>() << " subspace draws, the same model (dev " << percent(f["dev_root_accuracy"]) << ")\n";
-      }
-    }
-  } else {
-    if (s.contains("best_validation")) {
-      const json& b = s["best_validation"];
-      std::cout << "test error " << percent(b["test_error"]) << " at the best validation error ("
-                << percent(b["validation_error"]) << ", epoch " << b["epoch"].get<double>() << ")\n";
-    }
-    std::cout << "test error " << percent(s["final"]["test_error"]) << " at the end\n";
-  }
+  for (const std::string& line : run.task->results(summary.json)) std::cout << line << "\n";
   std::cout << "outputs in " << run.out_dir << ": " << existing_outputs(run.out_dir) << "\n";
 }
 
@@ -179,7 +151,7 @@ EvalSource eval_source(const std::string& given) {
   const std::string config_path = (dir / "config.json").string();
   const json j = read_json_file(config_path);
   EvalSource source{(dir / "best.model.json").string(), std::nullopt, {}};
-  if (is_tree_config(j)) {
+  if (run_kind_of(j) == "trees") {
     const TreeConfig c = parse_tree_config(j, config_path);
     source.data_dir = c.data_dir;
     source.vocabulary = c.vocabulary;
@@ -254,7 +226,7 @@ int train_data_parallel(const std::string& config_path, RunOptions options, Comm
     PreparedRun run;
     together(world, [&] { run = prepare_run(config_path, options); });
     TrainObserver quiet;
-    Progress progress(run.budget_minutes(), cat(run.description, "; ", world.size(), " processes (threads are per process)"));
+    Progress progress(run, cat(run.description, "; ", world.size(), " processes (threads are per process)"));
     const TrainSummary summary = run_training(run, reporter ? static_cast<TrainObserver&>(progress) : quiet, &world);
     status = summary.diverged ? 1 : 0;
     if (reporter) {
@@ -296,7 +268,7 @@ int run_train(const std::vector<std::string>& argv) {
   const std::unique_ptr<Communicator> world = mpi_world();
   if (world && world->size() > 1) return train_data_parallel(config_path, options, *world);
   const PreparedRun run = prepare_run(config_path, options);
-  Progress progress(run.budget_minutes(), run.description);
+  Progress progress(run, run.description);
   const TrainSummary summary = run_training(run, progress);
   progress.finish();
   if (!ended_well(summary)) return 1;

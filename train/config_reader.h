@@ -138,6 +138,14 @@ inline const OptimizerKind& configured_optimizer(const std::string& kind, const 
   return *found;
 }
 
+// A config's "kind" (train/run_kind.h: which kind of run reads it), which must be `kind`
+// when the config gives one.
+inline void read_kind(ConfigSection& top, const char* kind, const std::string& source) {
+  std::string given = kind;
+  top.string("kind", given);
+  if (given != kind) fail(source, ": kind is \"", given, "\", but it is read as a ", kind, " config");
+}
+
 // The data source a config's data.source names; an Error with the registered ones.
 inline const DataSourceKind& configured_data_source(const std::string& kind, const std::string& source) {
   const DataSourceKind* found = DataSourceRegistry::global().find(kind);

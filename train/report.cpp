@@ -3,9 +3,12 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -84,6 +87,20 @@ std::string learning_curve(const std::filesystem::path& dir) {
 }
 
 }  // namespace
+
+std::string percent_text(const nlohmann::json& fraction) {
+  if (!fraction.is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * fraction.get<double>());
+  return buf;
+}
+
+std::string duration_text(double seconds) {
+  const auto s = static_cast<int64_t>(std::max(0.0, seconds));
+  if (s >= 3600) return cat(s / 3600, "h", std::setw(2), std::setfill('0'), s / 60 % 60, "m");
+  if (s >= 60) return cat(s / 60, "m", std::setw(2), std::setfill('0'), s % 60, "s");
+  return cat(s, "s");
+}
 
 std::vector<uint8_t> filter_mosaic(TensorView<const float> w, int64_t count, int64_t& width, int64_t& height) {
   const auto side = static_cast<int64_t>(std::lround(std::sqrt(static_cast<double>(w.shape.rows()))));

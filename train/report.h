@@ -1,14 +1,20 @@
-// Pictures of a training run: the learning curve (errors by epoch, from metrics.jsonl,
-// drawn by gnuplot when it is installed) and a mosaic of first-layer filters, the
-// paper's Figure 2a.
+// How a training run is reported: pictures (the learning curve, errors by epoch from
+// metrics.jsonl, drawn by gnuplot when it is installed; a mosaic of first-layer filters,
+// the paper's Figure 2a) and the text of its figures.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "pens/serialization/model.h"
 
 namespace pens {
+
+// "12.34%" for a fraction, "-" for anything else (null: not measured).
+std::string percent_text(const nlohmann::json& fraction);
+// "42s", "3m05s", "2h07m".
+std::string duration_text(double seconds);
 
 // Writes `out_dir`/learning-curve.png (with curve.tsv and curve.gp, its data and gnuplot
 // script) and `out_dir`/filters.png. Returns one line per picture that could not be

@@ -17,11 +17,10 @@ namespace pens {
 
 using nlohmann::json;
 
-bool is_skipgram_config(const json& j) { return j.is_object() && j.value("task", "") == "skipgram"; }
-
 SkipgramConfig parse_skipgram_config(const json& j, const std::string& source) {
   SkipgramConfig c;
   ConfigSection top(j, "", source);
+  read_kind(top, "skipgram", source);
   std::string task;
   top.string("task", task);
   if (task != "skipgram") fail(source, ": task must be \"skipgram\" for word-vector pre-training");

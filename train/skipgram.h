@@ -31,7 +31,6 @@ struct SkipgramConfig {
   int threads = 1;
 };
 
-bool is_skipgram_config(const nlohmann::json& j);
 SkipgramConfig parse_skipgram_config(const nlohmann::json& j, const std::string& source);
 nlohmann::json to_json(const SkipgramConfig& c);
 

@@ -14,6 +14,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
   TrainConfig c;
   c.source = source;
   ConfigSection top(j, "", source);
+  read_kind(top, "classifier", source);
   top.string("description", c.description);
   top.required_string("model", c.model, "model file");
   top.string("init_from", c.init_from);
@@ -115,6 +116,7 @@ json to_json(const TrainConfig& c) {
   data.update({{"source", c.data_source}, {"dir", c.data_dir}, {"labeled", c.labeled}, {"validation", c.validation},
                {"split_seed", c.split_seed}});
   json j = {
+      {"kind", "classifier"},
       {"description", c.description},
       {"model", c.model},
       {"init_from", c.init_from},

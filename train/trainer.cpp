@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -15,6 +16,8 @@
 #include "pens/serialization/model_file.h"
 #include "pens/train/batch_plan.h"
 #include "pens/train/evaluation.h"
+#include "pens/train/report.h"
+#include "pens/train/run.h"
 #include "pens/train/run_loop.h"
 #include "pens/train/schedule.h"
 #include "pens/train/step.h"
@@ -383,6 +386,63 @@ std::string initialize_from(ParamStore<float>& params, const Graph& graph, const
   std::string names;
   for (const std::string& n : copied) names += (names.empty() ? "" : ", ") + n;
   return cat("initialized ", copied.size(), " of ", params.entries().size(), " parameters from ", path, ": ", names);
+}
+
+std::string PreparedClassifier::description() const {
+  return cat(config.model, " on ", config.data_dir, " for ", config.epochs, " epochs of ", config.steps_per_epoch,
+             " steps", budget_text(config.budget_minutes), ", ", threads_text(config.threads));
+}
+
+TrainSummary PreparedClassifier::train(const std::string& out_dir, TrainObserver& observer, const Resume& resume,
+                                       Communicator* communicator) const {
+  return pens::train(config, data, out_dir, observer, resume, communicator);
+}
+
+std::string PreparedClassifier::evaluation_line(const json& m) const {
+  char line[256];
+  std::snprintf(line, sizeof line, "epoch %7.2f  step %7lld  objective %.4f  train %s  val %s  test %s  %6.0f ex/s  %s",
+                m["epoch"].get<double>(), static_cast<long long>(m["step"].get<int64_t>()), m["objective"].get<double>(),
+                percent_text(m["train_error"]).c_str(), percent_text(m["validation_error"]).c_str(),
+                percent_text(m["test_error"]).c_str(), m["examples_per_second"].get<double>(),
+                duration_text(m["elapsed_seconds"].get<double>()).c_str());
+  return line;
+}
+
+std::vector<std::string> PreparedClassifier::results(const json& s) const {
+  std::vector<std::string> lines;
+  if (s.contains("best_validation")) {
+    const json& b = s["best_validation"];
+    lines.push_back(cat("test error ", percent_text(b["test_error"]), " at the best validation error (",
+                        percent_text(b["validation_error"]), ", epoch ", b["epoch"].get<double>(), ")"));
+  }
+  lines.push_back(cat("test error ", percent_text(s["final"]["test_error"]), " at the end"));
+  return lines;
+}
+
+RunKind classifier_run_kind() {
+  return {.name = "classifier",
+          .summary = "a classifier on a dense data set (MNIST, NumPy arrays, a registered data source)",
+          .prepare = [](const std::string& config_path, const json& j, const RunOptions& options,
+                        std::optional<GivenData> given) -> std::unique_ptr<PreparedTask> {
+            auto run = std::make_unique<PreparedClassifier>();
+            TrainConfig& c = run->config;
+            c = parse_train_config(j, config_path);
+            apply_run_options(options, config_path, j, c);
+            if (options.labels) {
+              if (*options.labels < 0) fail("labels must be at least 0, got ", *options.labels);
+              c.labeled = *options.labels;
+            }
+            if (options.split_seed) c.split_seed = *options.split_seed;
+            if (options.shards) c.batch_shards = *options.shards;
+            if (given) {
+              if (options.data_dir) fail("data_dir names a folder to read, but the data is given as arrays");
+              c.data_dir = given->name;
+              run->data = std::move(given->data);
+            } else {
+              run->data = load_data(c.data_source, c.data_dir, c.data_settings);
+            }
+            return run;
+          }};
 }
 
 TrainSummary train(const TrainConfig& config, const TrainData& data, const std::string& out_dir,

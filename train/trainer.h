@@ -11,6 +11,7 @@
 #include "pens/train/communicator.h"
 #include "pens/train/observer.h"
 #include "pens/train/run_folder.h"
+#include "pens/train/run_kind.h"
 #include "pens/train/train_config.h"
 
 namespace pens {
@@ -47,5 +48,20 @@ std::string initialize_from(ParamStore<float>& params, const Graph& graph, const
 // model file `init_from` (when not empty) copied in. Returns initialize_from's line, ""
 // without init_from.
 std::string start_values(Model& model, uint64_t init_seed, const std::string& init_from);
+
+// A classifier run as pens train prepares it (the "classifier" kind of run,
+// train/run_kind.h): its config with the options applied, and its data. The Python
+// package's TrainingPlan reads both.
+struct PreparedClassifier : PreparedTask {
+  TrainConfig config;
+  TrainData data;
+
+  double budget_minutes() const override { return config.budget_minutes; }
+  std::string description() const override;
+  TrainSummary train(const std::string& out_dir, TrainObserver& observer, const Resume& resume,
+                     Communicator* communicator) const override;
+  std::string evaluation_line(const nlohmann::json& metrics) const override;
+  std::vector<std::string> results(const nlohmann::json& summary) const override;
+};
 
 }  // namespace pens

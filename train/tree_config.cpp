@@ -9,8 +9,6 @@ namespace pens {
 
 using nlohmann::json;
 
-bool is_tree_config(const json& j) { return j.is_object() && j.contains("task"); }
-
 void read_data_section(const json& section, const std::string& source, std::string& dir,
                        VocabularyPolicy& vocabulary) {
   ConfigSection s(section, "data", source);
@@ -27,6 +25,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   TreeConfig c;
   c.source = source;
   ConfigSection top(j, "", source);
+  read_kind(top, "trees", source);
   top.string("description", c.description);
   top.required_string("model", c.model, "model file");
   top.string("init_from", c.init_from);
@@ -94,6 +93,7 @@ json to_json(const TreeConfig& c) {
   json l2 = json::object();
   for (const auto& [name, value] : c.l2) l2[name] = value;
   json j = {
+      {"kind", "trees"},
       {"description", c.description},
       {"model", c.model},
       {"init_from", c.init_from},

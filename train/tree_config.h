@@ -58,9 +58,6 @@ struct TreeConfig {
   int64_t checkpoint_keep = 3;  // checkpoints kept on disk, the latest included
 };
 
-// True when a config's JSON names a task: a tree config, or a skip-gram one (is_skipgram_config
-// tells them apart; pens train refuses the latter).
-bool is_tree_config(const nlohmann::json& j);
 TreeConfig parse_tree_config(const nlohmann::json& j, const std::string& source);
 nlohmann::json to_json(const TreeConfig& c);
 

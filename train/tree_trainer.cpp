@@ -9,6 +9,8 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
+#include "pens/train/report.h"
+#include "pens/train/run.h"
 #include "pens/train/run_loop.h"
 #include "pens/train/step.h"
 #include "pens/train/trainer.h"
@@ -308,6 +310,48 @@ TreeData load_tree_data(const std::string& dir, const VocabularyPolicy& vocabula
   d.vocabulary = Vocabulary::from_trees(d.bank.train, vocabulary);
   for (auto* set : {&d.bank.train, &d.bank.dev, &d.bank.test}) d.vocabulary.assign_ids(*set);
   return d;
+}
+
+std::string PreparedTrees::description() const {
+  return cat(config.model, " on ", config.data_dir, " (", config.task, ") for ", config.epochs, " epochs",
+             budget_text(config.budget_minutes), ", ", threads_text(config.threads));
+}
+
+TrainSummary PreparedTrees::train(const std::string& out_dir, TrainObserver& observer, const Resume& resume,
+                                  Communicator* communicator) const {
+  return train_trees(config, data, out_dir, observer, resume, communicator);
+}
+
+std::vector<std::string> PreparedTrees::results(const json& s) const {
+  std::vector<std::string> lines;
+  if (!s.contains("best_dev")) return lines;
+  const json& b = s["best_dev"];
+  lines.push_back(cat("test root accuracy ", percent_text(b["test_root_accuracy"]), " at the best dev root accuracy (",
+                      percent_text(b["dev_root_accuracy"]), ", epoch ", b["epoch"].get<double>(), ")"));
+  if (b.contains("final_evaluation")) {
+    const json& f = b["final_evaluation"];
+    lines.push_back(cat("test root accuracy ", percent_text(f["test_root_accuracy"]), " with ",
+                        f["samples"].get<int64_t>(), " subspace draws, the same model (dev ",
+                        percent_text(f["dev_root_accuracy"]), ")"));
+  }
+  return lines;
+}
+
+RunKind tree_run_kind() {
+  return {.name = "trees",
+          .summary = "a tree model on a sentiment treebank (the Stanford Sentiment Treebank's format)",
+          .prepare = [](const std::string& config_path, const json& j, const RunOptions& options,
+                        std::optional<GivenData> given) -> std::unique_ptr<PreparedTask> {
+            if (given) fail(config_path, " is a tree config: data given as arrays is for dense (MNIST-like) configs");
+            if (options.labels) fail("labels is for dense configs; ", config_path, " is a tree config");
+            if (options.split_seed) fail("split_seed is for dense configs; ", config_path, " is a tree config");
+            if (options.shards) fail("shards is for dense configs; ", config_path, " is a tree config");
+            auto run = std::make_unique<PreparedTrees>();
+            run->config = parse_tree_config(j, config_path);
+            apply_run_options(options, config_path, j, run->config);
+            run->data = load_tree_data(run->config.data_dir, run->config.vocabulary);
+            return run;
+          }};
 }
 
 TrainSummary train_trees(const TreeConfig& config, const TreeData& data, const std::string& out_dir,

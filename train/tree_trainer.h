@@ -14,6 +14,7 @@
 #include "pens/train/communicator.h"
 #include "pens/train/observer.h"
 #include "pens/train/run_folder.h"
+#include "pens/train/run_kind.h"
 #include "pens/train/tree_config.h"
 
 namespace pens {
@@ -37,5 +38,20 @@ void add_l2_gradients(ParamStore<float>& params, const std::map<std::string, dou
 // order of the sums).
 TrainSummary train_trees(const TreeConfig& config, const TreeData& data, const std::string& out_dir,
                          TrainObserver& observer, const Resume& resume = {}, Communicator* communicator = nullptr);
+
+// A tree run as pens train prepares it (the "trees" kind of run, train/run_kind.h): its
+// config with the options applied, and its treebank.
+struct PreparedTrees : PreparedTask {
+  TreeConfig config;
+  TreeData data;
+
+  double budget_minutes() const override { return config.budget_minutes; }
+  std::string description() const override;
+  TrainSummary train(const std::string& out_dir, TrainObserver& observer, const Resume& resume,
+                     Communicator* communicator) const override;
+  // The task reports each epoch's evaluation as a message.
+  std::string evaluation_line(const nlohmann::json& /*metrics*/) const override { return ""; }
+  std::vector<std::string> results(const nlohmann::json& summary) const override;
+};
 
 }  // namespace pens

@@ -546,9 +546,10 @@ std::optional<GivenData> given_data(py::handle data) {
 class PythonPlan {
  public:
   PythonPlan(const std::string& config, const RunOptions& options, std::optional<GivenData> data)
-      : run_(prepare_run(config, options, std::move(data))) {
-    if (run_.trees) fail(config, ": a tree config; a training plan is for dense configs");
-    const TrainConfig& c = run_.mnist;
+      : run_(prepare_run(config, options, std::move(data))),
+        dense_(dynamic_cast<const PreparedClassifier*>(run_.task.get())) {
+    if (!dense_) fail(config, ": a ", run_.kind, " config; a training plan is for classifier configs on dense data");
+    const TrainConfig& c = dense_->config;
     model_ = std::make_shared<Model>(load_configured_model(c.source, c.model));
     io_ = classifier_io(model_->graph, c.model);
     start_values(*model_, c.init_seed, c.init_from);
@@ -557,11 +558,11 @@ class PythonPlan {
       fail(config, ": a training plan follows one unit per step, every parameter trained and no recalibration: "
            "batch.shards, trainable periods and eval.recalibrate_statistics are pens train's alone");
     }
-    plan_ = std::make_unique<BatchPlan>(c, run_.mnist_data.train);
+    plan_ = std::make_unique<BatchPlan>(c, dense_->data.train);
   }
 
   std::shared_ptr<Model> model() const { return model_; }
-  const TrainConfig& config() const { return run_.mnist; }
+  const TrainConfig& config() const { return dense_->config; }
   const ClassifierIo& io() const { return io_; }
   int64_t total_steps() const { return config().epochs * config().steps_per_epoch; }
 
@@ -569,7 +570,7 @@ class PythonPlan {
   py::dict batch(int64_t step) {
     const TrainConfig& c = config();
     if (step < 0) fail("step must be at least 0, got ", step);
-    const Dataset& train = run_.mnist_data.train;
+    const Dataset& train = dense_->data.train;
     const int64_t rows = c.batch_labeled + c.batch_unlabeled;
     py::array_t<float> x({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(train.dim)});
     const TensorView<float> into{x.mutable_data(), Shape{rows, train.dim}};
@@ -597,7 +598,7 @@ class PythonPlan {
 
   // A part of the data as (X, y): the split's "labeled" or "validation" examples, or "test".
   py::tuple data(const std::string& part) const {
-    const TrainData& d = run_.mnist_data;
+    const TrainData& d = dense_->data;
     if (part == "test") return arrays_of(d.test);
     if (part == "validation") return arrays_of(subset(d.train, plan_->split().validation));
     if (part == "labeled") return arrays_of(subset(d.train, plan_->split().labeled));
@@ -606,6 +607,7 @@ class PythonPlan {
 
  private:
   PreparedRun run_;
+  const PreparedClassifier* dense_;  // run_'s task
   std::shared_ptr<Model> model_;
   ClassifierIo io_;
   Schedule schedule_;

@@ -10,6 +10,7 @@
 #include "pens/serialization/json_text.h"
 #include "pens/train/pretrain_config.h"
 #include "pens/train/train_config.h"
+#include "pens/train/run_kind.h"
 #include "pens/train/tree_config.h"
 
 namespace {
@@ -34,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const pens::Error&) {
     return 0;
   }
-  if (pens::is_tree_config(j)) {
+  if (pens::run_kind_of(j) == "trees") {
     parse_and_round_trip(j, pens::parse_tree_config);
   } else {
     parse_and_round_trip(j, pens::parse_train_config);

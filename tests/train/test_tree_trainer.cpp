@@ -399,7 +399,7 @@ TEST_CASE("a run's effective config names its files absolutely, so a resume may 
   options.out = dir / "run";
   const PreparedRun run = prepare_run(config_file("configs/c.json", "../ctn.model.json"), options);
   const std::string model = std::filesystem::path(dir / "ctn.model.json").lexically_normal().string();
-  CHECK(run.tree.model == model);
+  CHECK(run.task_as<PreparedTrees>().config.model == model);
   TrainObserver quiet;
   run_training(run, quiet);
   CHECK(nlohmann::json::parse(read_file(dir / "run/config.json", 1 << 20))["model"] == model);
@@ -462,9 +462,9 @@ TEST_CASE("one rule for paths: written in a config, from its folder; on the comm
   write_file_atomically(dir / config, c.dump());
   RunOptions options;
   options.out = "run";
-  CHECK(prepare_run(config, options).tree.data_dir == here);
+  CHECK(prepare_run(config, options).task_as<PreparedTrees>().config.data_dir == here);
   options.data_dir = ".";
-  CHECK(prepare_run(config, options).tree.data_dir == here);
+  CHECK(prepare_run(config, options).task_as<PreparedTrees>().config.data_dir == here);
   CHECK(prepare_run(config, options).out_dir == "run");  // made absolute where the run writes its config
 }
 

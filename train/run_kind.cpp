@@ -1,0 +1,19 @@
+#include "pens/train/run_kind.h"
+
+namespace pens {
+
+template <>
+std::vector<RunKind> builtin_kinds<RunKind>() {
+  return {classifier_run_kind(), tree_run_kind()};
+}
+
+std::string run_kind_of(const nlohmann::json& config) {
+  if (!config.is_object()) return "classifier";  // its parser says what is wrong
+  if (const auto kind = config.find("kind"); kind != config.end() && kind->is_string()) return kind->get<std::string>();
+  if (const auto task = config.find("task"); task != config.end()) {
+    return task->is_string() && task->get<std::string>() == "skipgram" ? "skipgram" : "trees";
+  }
+  return "classifier";
+}
+
+}  // namespace pens
