@@ -185,10 +185,12 @@ int eval_tree_model(const Args& args, const EvalSource& source, const Model& mod
                                             : part == "test" ? &data.bank.test
                                                              : nullptr;
   if (!trees) fail("--data must be train, dev or test for a tree model, got '", part, "'");
-  if (const ParamEntry* e = model.values->find("E"); e && e->shape[0] != data.vocabulary.size()) {
-    fail(model_path, ": E has ", e->shape[0], " rows but the vocabulary with --min-count ", policy.min_count,
-         policy.lowercase ? " and --lowercase" : "", " has ", data.vocabulary.size(),
-         " words (give the options training's data section had, or the run folder: pens eval RUN_DIR)");
+  for (const std::string& table : tm.word_tables()) {
+    if (const int64_t rows = model.values->at(table).shape[0]; rows != data.vocabulary.size()) {
+      fail(model_path, ": ", table, " has ", rows, " rows but the vocabulary with --min-count ", policy.min_count,
+           policy.lowercase ? " and --lowercase" : "", " has ", data.vocabulary.size(),
+           " words (give the options training's data section had, or the run folder: pens eval RUN_DIR)");
+    }
   }
   const int64_t samples = args.option_int("samples", 50, 1, kMaxSamples);
   const auto seed = static_cast<uint64_t>(args.option_int("seed", 1, 0, kMaxSeed));

@@ -39,7 +39,9 @@ struct TreeConfig {
   int64_t restart_before_epoch = 0;
   // ℓ2 per parameter name: the objective gains Σ_p (λ_p / 2) ||θ_p||², the gradient λ_p θ_p.
   std::map<std::string, double> l2;
-  double freeze_words_epochs = 0;  // E receives no update before this epoch
+  // The word tables (the parameters the cell looks up by its words port: E in a CTN)
+  // receive no update before this epoch.
+  double freeze_words_epochs = 0;
   // The stages that scale the pseudo-ensemble penalties' λ (as in MNIST configs, without
   // restarts); replaces the model's pseudo_ensemble.lambda_schedule when given.
   std::optional<std::vector<LambdaStage>> lambda_schedule;

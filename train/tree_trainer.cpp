@@ -149,10 +149,17 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
     observer.on_message(loaded);
   }
   ParamStore<float>& params = *model_.values;
-  if (const ParamEntry* e = params.find("E"); e && e->shape[0] != data.vocabulary.size()) {
-    fail(config.model, ": E has ", e->shape[0], " rows but the vocabulary of ", config.data_dir, " with min_count ",
-         config.vocabulary.min_count, config.vocabulary.lowercase ? " (lowercased)" : "", " has ",
-         data.vocabulary.size(), " words (pens new ctn --vocabulary ", data.vocabulary.size(), ")");
+  // The word tables: the parameters the cell looks up by its words port, whatever their names.
+  for (const std::string& table : trees_->word_tables()) {
+    if (const int64_t rows = params.at(table).shape[0]; rows != data.vocabulary.size()) {
+      fail(config.model, ": ", table, " has ", rows, " rows but the vocabulary of ", config.data_dir, " with min_count ",
+           config.vocabulary.min_count, config.vocabulary.lowercase ? " (lowercased)" : "", " has ",
+           data.vocabulary.size(), " words (pens new ctn --vocabulary ", data.vocabulary.size(), ")");
+    }
+  }
+  if (config.freeze_words_epochs > 0 && trees_->word_tables().empty()) {
+    fail(config.source.empty() ? "" : config.source + ": ", "freeze_words_epochs: ", config.model,
+         " has no word table (a parameter its cell looks up by the words port) to freeze");
   }
   for (const auto& [name, value] : config.l2) {
     if (!params.find(name)) fail("l2.", name, ": the model has no parameter '", name, "'");
@@ -181,7 +188,9 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
 
 void TreeTask::regularize(ParamStore<float>& params) {
   add_l2_gradients(params, config_.l2);
-  if (epoch_of(step_now_) < config_.freeze_words_epochs && params.find("E")) params.grad("E").arr().setZero();
+  if (epoch_of(step_now_) < config_.freeze_words_epochs) {
+    for (const std::string& table : trees_->word_tables()) params.grad(table).arr().setZero();
+  }
 }
 
 StepResult TreeTask::step(int64_t step) {

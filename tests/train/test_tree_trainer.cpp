@@ -136,6 +136,45 @@ TEST_CASE("a tree run resumed from its checkpoint ends where an unbroken one doe
   }
 }
 
+TEST_CASE("word freezing holds the table the cell looks up by its words port, whatever its name") {
+  TempDir dir;
+  const TreeData data = make_treebank(dir, 40, 10, 10, 21);
+  save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 5, .classes = 5}), dir / "ctn.model.json");
+  // The CTN with its word table renamed from E.
+  std::string text = read_file(dir / "ctn.model.json", 1 << 20);
+  for (size_t at = text.find("\"E\""); at != std::string::npos; at = text.find("\"E\"", at)) text.replace(at, 3, "\"V\"");
+  write_file_atomically(dir / "ctn.model.json", text);
+  TreeConfig config;
+  config.model = dir / "ctn.model.json";
+  config.data_dir = dir.path();
+  config.batch_trees = 8;
+  config.eval_samples = 1;
+  config.epochs = 1;
+  config.freeze_words_epochs = 1;
+  TrainObserver quiet;
+  train_trees(config, data, dir / "run", quiet);
+  Model start = load_model(config.model);
+  start.values = std::make_shared<ParamStore<float>>(start.graph);
+  start.values->initialize(start.graph, config.init_seed);
+  const Model trained = load_model(dir / "run/model.json");
+  REQUIRE(trained.values->find("V"));
+  CHECK_FALSE(trained.values->find("E"));
+  const auto same = [&](const char* name) {
+    const TensorView<const float> a = start.values->value(name), b = trained.values->value(name);
+    for (int64_t i = 0; i < a.size(); ++i) {
+      if (a[i] != b[i]) return false;
+    }
+    return true;
+  };
+  CHECK(same("V"));       // frozen for the run's one epoch
+  CHECK_FALSE(same("T"));  // trained
+  // A table of the wrong size is named, whatever its name.
+  TreeData other = make_treebank(dir, 40, 10, 10, 22);
+  other.vocabulary = Vocabulary::from_trees(other.bank.train, {.min_count = 100});
+  CHECK_THROWS_WITH_AS(train_trees(config, other, dir / "run2", quiet),
+                       doctest::Contains("V has 9 rows but the vocabulary of"), Error);
+}
+
 TEST_CASE("the optimizer restarts at the configured epochs; a run resumed at a restart ends as an unbroken one") {
   TempDir dir;
   const TreeData data = make_treebank(dir, 40, 10, 10, 9);
