@@ -146,6 +146,36 @@ inline void read_kind(ConfigSection& top, const char* kind, const std::string& s
   if (given != kind) fail(source, ": kind is \"", given, "\", but it is read as a ", kind, " config");
 }
 
+// The sections every kind of training config shares, read into and written from the
+// config's members of the same names, so that they cannot drift between kinds: run (the
+// length, budget, seeds and threads; steps_per_epoch for configs that count epochs in
+// steps) and checkpoint (cadence and how many are kept).
+template <class Config>
+void read_run_sections(ConfigSection& top, Config& c, const std::string& source) {
+  if (const nlohmann::json* r = top.child("run")) {
+    ConfigSection s(*r, "run", source);
+    s.number("epochs", c.epochs, 1, 1e9);
+    if constexpr (requires { c.steps_per_epoch; }) s.number("steps_per_epoch", c.steps_per_epoch, 1, 1e9);
+    s.number("budget_minutes", c.budget_minutes, 0, 1e9);
+    s.number("seed", c.seed, 0, kConfigHuge);
+    s.number("init_seed", c.init_seed, 0, kConfigHuge);
+    s.number("threads", c.threads, 0, 1024);
+  }
+  if (const nlohmann::json* k = top.child("checkpoint")) {
+    ConfigSection s(*k, "checkpoint", source);
+    s.number("every_epochs", c.checkpoint_every_epochs, 1e-6, 1e9);
+    s.number("keep", c.checkpoint_keep, 1, 1e6);
+  }
+}
+
+template <class Config>
+void write_run_sections(const Config& c, nlohmann::json& j) {
+  j["run"] = {{"epochs", c.epochs}, {"budget_minutes", c.budget_minutes}, {"seed", c.seed},
+              {"init_seed", c.init_seed}, {"threads", c.threads}};
+  if constexpr (requires { c.steps_per_epoch; }) j["run"]["steps_per_epoch"] = c.steps_per_epoch;
+  j["checkpoint"] = {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}};
+}
+
 // The data source a config's data.source names; an Error with the registered ones.
 inline const DataSourceKind& configured_data_source(const std::string& kind, const std::string& source) {
   const DataSourceKind* found = DataSourceRegistry::global().find(kind);

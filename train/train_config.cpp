@@ -84,26 +84,13 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
       start += stage.epochs;
     }
   }
-  if (const json* r = top.child("run")) {
-    ConfigSection s(*r, "run", source);
-    s.number("epochs", c.epochs, 1, 1e9);
-    s.number("steps_per_epoch", c.steps_per_epoch, 1, 1e9);
-    s.number("budget_minutes", c.budget_minutes, 0, 1e9);
-    s.number("seed", c.seed, 0, kConfigHuge);
-    s.number("init_seed", c.init_seed, 0, kConfigHuge);
-    s.number("threads", c.threads, 0, 1024);
-  }
+  read_run_sections(top, c, source);
   if (const json* e = top.child("eval")) {
     ConfigSection s(*e, "eval", source);
     s.number("every_epochs", c.eval_every_epochs, 1e-6, 1e9);
     s.number("batch", c.eval_batch, 1, 1e6);
     s.number("train_error_examples", c.train_error_examples, 0, 1e9);
     s.number("recalibrate_statistics", c.recalibrate_statistics, 0, 1e9);
-  }
-  if (const json* k = top.child("checkpoint")) {
-    ConfigSection s(*k, "checkpoint", source);
-    s.number("every_epochs", c.checkpoint_every_epochs, 1e-6, 1e9);
-    s.number("keep", c.checkpoint_keep, 1, 1e6);
   }
   return c;
 }
@@ -123,14 +110,11 @@ json to_json(const TrainConfig& c) {
       {"data", data},
       {"batch", {{"labeled", c.batch_labeled}, {"unlabeled", c.batch_unlabeled}, {"shards", c.batch_shards}}},
       {"optimizer", optimizer},
-      {"run",
-       {{"epochs", c.epochs}, {"steps_per_epoch", c.steps_per_epoch}, {"budget_minutes", c.budget_minutes},
-        {"seed", c.seed}, {"init_seed", c.init_seed}, {"threads", c.threads}}},
       {"eval",
        {{"every_epochs", c.eval_every_epochs}, {"batch", c.eval_batch}, {"train_error_examples", c.train_error_examples},
         {"recalibrate_statistics", c.recalibrate_statistics}}},
-      {"checkpoint", {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}}},
   };
+  write_run_sections(c, j);
   if (c.lambda_schedule) {
     j["lambda_schedule"] = json::array();
     double start = 0;

@@ -62,24 +62,12 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
       c.lambda_schedule->push_back(read_lambda_stage(s));
     }
   }
-  if (const json* r = top.child("run")) {
-    ConfigSection s(*r, "run", source);
-    s.number("epochs", c.epochs, 1, 1e9);
-    s.number("budget_minutes", c.budget_minutes, 0, 1e9);
-    s.number("seed", c.seed, 0, kConfigHuge);
-    s.number("init_seed", c.init_seed, 0, kConfigHuge);
-    s.number("threads", c.threads, 0, 1024);
-  }
+  read_run_sections(top, c, source);
   if (const json* e = top.child("eval")) {
     ConfigSection s(*e, "eval", source);
     s.number("samples", c.eval_samples, 0, 1e4);
     s.number("final_samples", c.final_samples, 0, 1e4);
     s.number("train_trees", c.train_eval_trees, 0, 1e9);
-  }
-  if (const json* k = top.child("checkpoint")) {
-    ConfigSection s(*k, "checkpoint", source);
-    s.number("every_epochs", c.checkpoint_every_epochs, 1e-6, 1e9);
-    s.number("keep", c.checkpoint_keep, 1, 1e6);
   }
   return c;
 }
@@ -103,12 +91,9 @@ json to_json(const TreeConfig& c) {
       {"optimizer", optimizer},
       {"l2", l2},
       {"freeze_words_epochs", c.freeze_words_epochs},
-      {"run",
-       {{"epochs", c.epochs}, {"budget_minutes", c.budget_minutes}, {"seed", c.seed}, {"init_seed", c.init_seed},
-        {"threads", c.threads}}},
       {"eval", {{"samples", c.eval_samples}, {"final_samples", c.final_samples}, {"train_trees", c.train_eval_trees}}},
-      {"checkpoint", {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}}},
   };
+  write_run_sections(c, j);
   if (c.lambda_schedule) {
     j["lambda_schedule"] = json::array();
     for (const LambdaStage& s : *c.lambda_schedule) {
