@@ -21,8 +21,8 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
-#include "pens/train/mpi_communicator.h"
-#include "pens/train/step.h"
+#include "pens/train/dist/mpi_communicator.h"
+#include "pens/train/loop/step.h"
 
 using namespace pens;
 using Clock = std::chrono::steady_clock;

@@ -15,7 +15,7 @@
 #include "pens/autodiff/tape.h"
 #include "pens/models/mlp.h"
 #include "pens/ops/parallel.h"
-#include "pens/train/step.h"
+#include "pens/train/loop/step.h"
 
 using namespace pens;
 using Clock = std::chrono::steady_clock;

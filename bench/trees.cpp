@@ -19,10 +19,10 @@
 #include "pens/models/dataset.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
-#include "pens/train/optimizer.h"
-#include "pens/train/step.h"
-#include "pens/train/tree_model.h"
-#include "pens/train/tree_trainer.h"
+#include "pens/train/optim/optimizer.h"
+#include "pens/train/loop/step.h"
+#include "pens/train/tasks/tree_model.h"
+#include "pens/train/tasks/tree_trainer.h"
 
 using namespace pens;
 using Clock = std::chrono::steady_clock;

@@ -10,8 +10,8 @@
 #include "pens/ops/registry.h"
 #include "pens/serialization/json_text.h"
 #include "pens/serialization/model_file.h"
-#include "pens/train/optimizer.h"
-#include "pens/train/run_kind.h"
+#include "pens/train/optim/optimizer.h"
+#include "pens/train/loop/run_kind.h"
 
 namespace pens::cli {
 

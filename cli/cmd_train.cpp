@@ -18,14 +18,14 @@
 #include "pens/ops/parallel.h"
 #include "pens/serialization/json_text.h"
 #include "pens/serialization/model_file.h"
-#include "pens/train/evaluation.h"
-#include "pens/train/mpi_communicator.h"
-#include "pens/train/report.h"
-#include "pens/train/run.h"
-#include "pens/train/train_config.h"
-#include "pens/train/tree_config.h"
-#include "pens/train/tree_model.h"
-#include "pens/train/tree_trainer.h"
+#include "pens/train/tasks/evaluation.h"
+#include "pens/train/dist/mpi_communicator.h"
+#include "pens/train/loop/report.h"
+#include "pens/train/loop/run.h"
+#include "pens/train/config/train_config.h"
+#include "pens/train/config/tree_config.h"
+#include "pens/train/tasks/tree_model.h"
+#include "pens/train/tasks/tree_trainer.h"
 
 namespace pens::cli {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include "cli/args.h"
 #include "pens/serialization/model.h"
-#include "pens/train/inspect.h"
+#include "pens/train/tasks/inspect.h"
 
 namespace pens::cli {
 

@@ -49,7 +49,7 @@ struct PenaltyTerm {
 };
 
 // A stage of the lambda schedule: every scheduled penalty's lambda is multiplied by `scale` for
-// `epochs` epochs; the last stage holds to the end of training (train/schedule.h).
+// `epochs` epochs; the last stage holds to the end of training (train/optim/schedule.h).
 struct LambdaStage {
   double epochs = 0;
   double scale = 1;
@@ -179,7 +179,7 @@ Graph build_inference(const Graph& parent, int64_t samples = 0);
 // weights) read in place of the parameter; its outputs are the sources of the
 // at_inference moving averages of batch statistics (bn1/mean, bn1/var, ...). Running it
 // over batches of training data and averaging (StatisticsRecalibration,
-// train/evaluation.h) replaces running statistics with the population's under the
+// train/tasks/evaluation.h) replaces running statistics with the population's under the
 // weights inference reads. Throws when the model has no such average.
 Graph build_statistics(const Graph& model);
 

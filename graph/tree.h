@@ -72,7 +72,7 @@ struct UnrolledTree {
   std::vector<std::pair<std::string, std::vector<float>>> indices;
   std::pair<std::string, std::vector<float>> label_rows;  // name "" when the loss reads every row
   // A training graph's pseudo-ensemble penalties, whose λ constants follow the λ stages
-  // (set on each tape: train/schedule.h; the graph holds the unscaled λ).
+  // (set on each tape: train/optim/schedule.h; the graph holds the unscaled λ).
   std::vector<PenaltyHandle> penalties;
   int64_t root_row() const { return row_of.back(); }  // of a single tree (its last node)
 };

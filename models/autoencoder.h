@@ -1,5 +1,5 @@
 // Denoising autoencoders of a network's layers (Vincent et al. 2008), the models greedy
-// pre-training trains (train/pretrain.h): the "+" of the paper's PEA+ column.
+// pre-training trains (train/tasks/pretrain.h): the "+" of the paper's PEA+ column.
 //
 // The autoencoder is an ordinary pens model: the corruption is noise annotations on its
 // input, its one child carries the loss (build_pseudo_ensemble does the rest), and its

@@ -8,9 +8,13 @@ pens is built in layers, one folder each, and a layer may use only the layers be
     graph          the graph, its verification, printers, noise and penalty kinds, passes
     autodiff       parameter store, tape, gradient checker
     serialization  model files, checkpoints, atomic files, IDX, PNG
-    models         builders (MLP, autoencoder), data sets
-    train          the training step, optimizers, schedules, run folders, trainers
-    cli examples bench tests    programs built on the library (any layer below)
+    models         builders (MLP, autoencoder), data sets and data sources
+    train/optim    optimizers, constraints, schedules
+    train/dist     the communicator of data-parallel runs (and MPI's)
+    train/config   config readers
+    train/loop     the training step, the run folder, the run loop, kinds of run, reports
+    train/tasks    the kinds of run: classifier, trees, pre-training, skip-gram
+    cli examples bench tests python    programs built on the library (any layer below)
 
 The library's headers are included as "pens/<layer>/<file>.h" (the include root pens
 installs); programs include their own headers by their path in the tree.
@@ -33,18 +37,23 @@ LAYERS = [
     ("autodiff", 3),
     ("serialization", 4),
     ("models", 5),
-    ("train", 6),
-    ("cli", 7),
-    ("examples", 7),
-    ("bench", 7),
-    ("tests", 7),
+    ("train/optim", 6),
+    ("train/dist", 6),
+    ("train/config", 7),
+    ("train/loop", 8),
+    ("train/tasks", 9),
+    ("cli", 10),
+    ("examples", 10),
+    ("bench", 10),
+    ("tests", 10),
+    ("python", 10),
 ]
 SOURCE_SUFFIXES = (".h", ".cpp")
 # The library's headers are included through one root, as they are installed:
 # #include "pens/graph/graph.h". The programs' own headers (cli/, tests/support/, ...) are
 # included by their path in the tree.
 PREFIX = "pens/"
-LIBRARY_TOP = 6  # train: the highest layer of the library
+LIBRARY_TOP = 9  # train/tasks: the highest layer of the library
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 

@@ -40,14 +40,14 @@ TEST_CASE("the layer check fails on an include that points up, and names it") {
   write(dir / "ops/ir/shape.h", "\n");
   write(dir / "graph/graph.h", "#include \"pens/ops/ir/node.h\"\n#include \"pens/ops/op.h\"\n");
   write(dir / "ops/op.h", "#include \"pens/ops/ir/node.h\"\n");
-  write(dir / "train/step.h", "#include \"pens/autodiff/tape.h\"\n");
+  write(dir / "train/loop/step.h", "#include \"pens/autodiff/tape.h\"\n");
   write(dir / "autodiff/tape.h", "#include \"pens/graph/graph.h\"\n");
   write(dir / "cli/args.h", "\n");
-  write(dir / "cli/main.cpp", "#include \"cli/args.h\"\n#include \"pens/train/step.h\"\n");
+  write(dir / "cli/main.cpp", "#include \"cli/args.h\"\n#include \"pens/train/loop/step.h\"\n");
   CHECK(check_layers(dir.path()).status == 0);  // all downward
 
   write(dir / "ops/check.h", "#include \"pens/ops/op.h\"\n#include \"pens/graph/graph.h\"  // up: ops is below graph\n");
-  write(dir / "serialization/checkpoint.h", "#include \"pens/train/step.h\"\n");
+  write(dir / "serialization/checkpoint.h", "#include \"pens/train/loop/step.h\"\n");
   write(dir / "models/m.h", "#include \"nowhere/x.h\"\n");
   write(dir / "models/n.h", "#include \"graph/graph.h\"\n#include \"pens/cli/args.h\"\n");
   const Checked c = check_layers(dir.path());

@@ -47,7 +47,7 @@ TEST_CASE("every source file, script, config or doc a file cites is in the repos
     }
   }
   REQUIRE(files.size() > 100);
-  // A path of the repository's own kinds of files: "train/step.h", "docs/training.md",
+  // A path of the repository's own kinds of files: "train/loop/step.h", "docs/training.md",
   // "adding-a-penalty.md".
   const std::regex cited(R"((?:^|[\s`("'\[])((?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_-]+\.(?:h|cpp|md|py|sh))\b)");
   int references = 0;

@@ -11,7 +11,7 @@
 #include <pens/models/synthetic.h>
 #include <pens/ops/ir/error.h>
 #include <pens/serialization/model_file.h>
-#include <pens/train/step.h>
+#include <pens/train/loop/step.h>
 
 #include <algorithm>
 #include <cstdio>

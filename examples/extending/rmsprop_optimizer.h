@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "pens/ops/ir/memory.h"
-#include "pens/train/optimizer.h"
+#include "pens/train/optim/optimizer.h"
 
 class RmsProp : public pens::Optimizer {
  public:

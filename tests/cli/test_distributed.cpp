@@ -17,7 +17,7 @@
 #include "pens/models/synthetic.h"
 #include "pens/serialization/files.h"
 #include "pens/serialization/model_file.h"
-#include "pens/train/mpi_communicator.h"
+#include "pens/train/dist/mpi_communicator.h"
 #include "tests/support/paths.h"
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"

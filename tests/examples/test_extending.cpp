@@ -25,7 +25,7 @@
 #include "pens/ops/random.h"
 #include "pens/ops/registry.h"
 #include "pens/serialization/files.h"
-#include "pens/train/run.h"
+#include "pens/train/loop/run.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
 #include "tests/support/npy.h"

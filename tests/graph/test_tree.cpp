@@ -17,7 +17,7 @@
 #include "pens/models/ctn.h"
 #include "pens/models/sst.h"
 #include "pens/serialization/model_file.h"
-#include "pens/train/tree_model.h"
+#include "pens/train/tasks/tree_model.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
 

@@ -17,8 +17,8 @@
 #include "pens/models/synthetic.h"
 #include "pens/models/teacher.h"
 #include "pens/serialization/model_file.h"
-#include "pens/train/evaluation.h"
-#include "pens/train/trainer.h"
+#include "pens/train/tasks/evaluation.h"
+#include "pens/train/tasks/trainer.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
 

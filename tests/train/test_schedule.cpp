@@ -5,7 +5,7 @@
 #include "pens/autodiff/tape.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mlp.h"
-#include "pens/train/schedule.h"
+#include "pens/train/optim/schedule.h"
 #include "tests/support/helpers.h"
 
 namespace test_schedule {

@@ -13,9 +13,9 @@
 #include "pens/models/mlp.h"
 #include "pens/models/teacher.h"
 #include "pens/serialization/model_file.h"
-#include "pens/train/optimizer.h"
-#include "pens/train/step.h"
-#include "pens/train/trainer.h"
+#include "pens/train/optim/optimizer.h"
+#include "pens/train/loop/step.h"
+#include "pens/train/tasks/trainer.h"
 #include "tests/support/helpers.h"
 #include "tests/support/temp_dir.h"
 

@@ -1,0 +1,226 @@
+// Reading the JSON config files of pens train and pens pretrain: one object at a time,
+// refusing unknown keys (a misspelt key would otherwise be ignored silently) and values
+// of the wrong type or range, each error naming the file and the field.
+#pragma once
+
+#include <cmath>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/models/data_source.h"
+#include "pens/ops/ir/attributes.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/ir/suggest.h"
+#include "pens/train/optim/constraints.h"
+#include "pens/train/optim/optimizer.h"
+#include "pens/train/optim/schedule.h"
+
+namespace pens {
+
+// Upper bound for seeds and other unbounded integers in a config.
+inline constexpr double kConfigHuge = 1e15;
+
+// Reads the fields of one JSON object of a config. When it goes out of scope without an
+// exception in flight, a field nobody read is an error naming it.
+class ConfigSection {
+ public:
+  ConfigSection(const nlohmann::json& j, std::string path, const std::string& source)
+      : path_(std::move(path)), source_(source) {
+    if (!j.is_object()) fail(source_, ": ", where(""), " must be an object");
+    j_ = &j;
+  }
+  ~ConfigSection() noexcept(false) {
+    if (std::uncaught_exceptions() > 0) return;
+    for (const auto& [key, value] : j_->items()) {
+      if (!used_.count(key)) fail(source_, ": unknown field ", where(key), unknown_name_hint(key, known_fields()));
+    }
+  }
+  // Every number of every config goes through here: a field of type T (an integer type
+  // or double) in [low, high].
+  template <class T>
+  void number(const char* key, T& out, double low, double high) {
+    used_.insert(key);
+    if (j_->contains(key)) out = checked<T>((*j_)[key], where(key), low, high);
+  }
+  // An object of free-form names (parameters, say) to numbers in [low, high].
+  template <class Map>
+  void number_map(const char* key, Map& out, double low, double high) {
+    const nlohmann::json* m = child(key);
+    if (!m) return;
+    if (!m->is_object()) fail(source_, ": ", where(key), " must be an object {name: number}");
+    for (const auto& [name, value] : m->items()) {
+      out[name] = checked<typename Map::mapped_type>(value, where(key) + "." + name, low, high);
+    }
+  }
+  void boolean(const char* key, bool& out) {
+    used_.insert(key);
+    if (!j_->contains(key)) return;
+    if (!(*j_)[key].is_boolean()) fail(source_, ": ", where(key), " must be true or false");
+    out = (*j_)[key].get<bool>();
+  }
+  void string(const char* key, std::string& out) {
+    used_.insert(key);
+    if (!j_->contains(key)) return;
+    if (!(*j_)[key].is_string()) fail(source_, ": ", where(key), " must be a string");
+    out = (*j_)[key].get<std::string>();
+  }
+  // A string the config must give; `what` says what it names ("model file").
+  void required_string(const char* key, std::string& out, const char* what) {
+    string(key, out);
+    if (out.empty()) fail(source_, ": the config names no ", what, " (field \"", where(key), "\")");
+  }
+  const nlohmann::json* child(const char* key) {
+    used_.insert(key);
+    return j_->contains(key) ? &(*j_)[key] : nullptr;
+  }
+  // Every field not read so far, as settings of `owner` (an optimizer kind, say): each
+  // must be in `schema`, with its type; defaults are filled in.
+  Attributes settings(const std::vector<AttrSpec>& schema, const std::string& owner) {
+    Attributes out;
+    std::vector<std::string> fields = known_fields();
+    for (const AttrSpec& s : schema) fields.push_back(s.name);
+    for (const auto& [key, value] : j_->items()) {
+      if (used_.count(key)) continue;
+      used_.insert(key);
+      const AttrSpec* spec = nullptr;
+      for (const AttrSpec& s : schema) spec = s.name == key ? &s : spec;
+      if (!spec) fail(source_, ": unknown field ", where(key), unknown_name_hint(key, fields, "fields of " + owner));
+      if (spec->type == AttrType::String) {
+        if (!value.is_string()) fail(source_, ": ", where(key), " must be a string");
+        out.set(key, value.get<std::string>());
+      } else if (spec->type == AttrType::Int || spec->type == AttrType::Float) {
+        if (!value.is_number() || !std::isfinite(value.get<double>())) fail(source_, ": ", where(key), " must be a number");
+        const double d = value.get<double>();
+        if (spec->type == AttrType::Int && d != std::floor(d)) fail(source_, ": ", where(key), " must be an integer");
+        out.set(key, spec->type == AttrType::Int ? AttrValue(static_cast<int64_t>(d)) : AttrValue(d));
+      } else {
+        fail(source_, ": ", where(key), ": settings of type ", attr_type_name(spec->type), " are not read from configs");
+      }
+    }
+    normalize_attrs(schema, out, cat(source_, ": ", where(""), " (", owner, ")"));
+    return out;
+  }
+  std::string where(const std::string& key) const {
+    return key.empty() ? (path_.empty() ? "the config" : path_) : (path_.empty() ? key : path_ + "." + key);
+  }
+
+ private:
+  template <class T>
+  T checked(const nlohmann::json& v, const std::string& field, double low, double high) const {
+    if (!v.is_number()) fail(source_, ": ", field, " must be a number");
+    const double d = v.get<double>();
+    if (!(d >= low && d <= high)) fail(source_, ": ", field, " = ", d, " is outside [", low, ", ", high, "]");
+    if (std::is_integral_v<T> && d != std::floor(d)) fail(source_, ": ", field, " must be an integer");
+    return static_cast<T>(d);
+  }
+
+  const nlohmann::json* j_ = nullptr;
+  std::string path_;
+  const std::string& source_;
+  // The fields this section reads: every key a reader asked for, given or not.
+  std::vector<std::string> known_fields() const { return {used_.begin(), used_.end()}; }
+
+  std::set<std::string> used_;
+};
+
+// The registered optimizer a config's optimizer.kind names, or an Error naming the field
+// and the kinds there are.
+inline const OptimizerKind& configured_optimizer(const std::string& kind, const std::string& source) {
+  const OptimizerKind* found = OptimizerRegistry::global().find(kind);
+  if (!found) {
+    fail(source, ": optimizer.kind: ", OptimizerRegistry::global().unknown(kind));
+  }
+  return *found;
+}
+
+// A config's "kind" (train/loop/run_kind.h: which kind of run reads it), which must be `kind`
+// when the config gives one.
+inline void read_kind(ConfigSection& top, const char* kind, const std::string& source) {
+  std::string given = kind;
+  top.string("kind", given);
+  if (given != kind) fail(source, ": kind is \"", given, "\", but it is read as a ", kind, " config");
+}
+
+// The sections every kind of training config shares, read into and written from the
+// config's members of the same names, so that they cannot drift between kinds: run (the
+// length, budget, seeds and threads; steps_per_epoch for configs that count epochs in
+// steps) and checkpoint (cadence and how many are kept).
+template <class Config>
+void read_run_sections(ConfigSection& top, Config& c, const std::string& source) {
+  if (const nlohmann::json* r = top.child("run")) {
+    ConfigSection s(*r, "run", source);
+    s.number("epochs", c.epochs, 1, 1e9);
+    if constexpr (requires { c.steps_per_epoch; }) s.number("steps_per_epoch", c.steps_per_epoch, 1, 1e9);
+    s.number("budget_minutes", c.budget_minutes, 0, 1e9);
+    s.number("seed", c.seed, 0, kConfigHuge);
+    s.number("init_seed", c.init_seed, 0, kConfigHuge);
+    s.number("threads", c.threads, 0, 1024);
+  }
+  if (const nlohmann::json* k = top.child("checkpoint")) {
+    ConfigSection s(*k, "checkpoint", source);
+    s.number("every_epochs", c.checkpoint_every_epochs, 1e-6, 1e9);
+    s.number("keep", c.checkpoint_keep, 1, 1e6);
+  }
+}
+
+template <class Config>
+void write_run_sections(const Config& c, nlohmann::json& j) {
+  j["run"] = {{"epochs", c.epochs}, {"budget_minutes", c.budget_minutes}, {"seed", c.seed},
+              {"init_seed", c.init_seed}, {"threads", c.threads}};
+  if constexpr (requires { c.steps_per_epoch; }) j["run"]["steps_per_epoch"] = c.steps_per_epoch;
+  j["checkpoint"] = {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}};
+}
+
+// The data source a config's data.source names; an Error with the registered ones.
+inline const DataSourceKind& configured_data_source(const std::string& kind, const std::string& source) {
+  const DataSourceKind* found = DataSourceRegistry::global().find(kind);
+  if (!found) fail(source, ": data.source: ", DataSourceRegistry::global().unknown(kind));
+  return *found;
+}
+
+// The optimizer section's schedule (train/optim/schedule.h: learning rate, warm-up, decay,
+// momentum ramp) and max-norm rule (train/optim/constraints.h), as pens train and pens
+// pretrain configs both spell them.
+inline void read_schedule(ConfigSection& s, Schedule& sc, std::string& max_norm_rule, const std::string& source) {
+  s.number("learning_rate", sc.learning_rate, 0, 1e3);
+  s.number("warmup_epochs", sc.warmup_epochs, 0, 1e6);
+  s.number("decay", sc.decay, 0, 1);
+  s.number("anneal_start_epoch", sc.anneal_start_epoch, 0, 1e6);
+  s.number("anneal_end_epoch", sc.anneal_end_epoch, 0, 1e6);
+  if (sc.anneal_end_epoch > 0 && !(sc.anneal_start_epoch < sc.anneal_end_epoch)) {
+    fail(source, ": optimizer.anneal_start_epoch (", sc.anneal_start_epoch, ") must be below anneal_end_epoch (",
+         sc.anneal_end_epoch, ")");
+  }
+  s.number("momentum_start", sc.momentum_start, 0, 1);
+  s.number("momentum_end", sc.momentum_end, 0, 1);
+  s.number("momentum_epochs", sc.momentum_epochs, 0, 1e6);
+  s.string("max_norm_rule", max_norm_rule);
+  try {
+    parse_max_norm_rule(max_norm_rule);
+  } catch (const Error& e) {
+    fail(source, ": optimizer.max_norm_rule: ", e.what());
+  }
+}
+
+inline nlohmann::json schedule_json(const Schedule& sc, const std::string& max_norm_rule) {
+  return {{"learning_rate", sc.learning_rate},     {"warmup_epochs", sc.warmup_epochs},
+          {"decay", sc.decay},                     {"anneal_start_epoch", sc.anneal_start_epoch},
+          {"anneal_end_epoch", sc.anneal_end_epoch}, {"momentum_start", sc.momentum_start},
+          {"momentum_end", sc.momentum_end},       {"momentum_epochs", sc.momentum_epochs},
+          {"max_norm_rule", max_norm_rule}};
+}
+
+// The epochs and scale of one lambda_schedule stage (MNIST and tree configs).
+inline LambdaStage read_lambda_stage(ConfigSection& s) {
+  LambdaStage stage;
+  s.number("epochs", stage.epochs, 1e-9, 1e9);
+  s.number("scale", stage.scale, 0, 1e9);
+  return stage;
+}
+
+}  // namespace pens

@@ -1,0 +1,150 @@
+#include "pens/train/config/train_config.h"
+
+#include <algorithm>
+
+#include "pens/serialization/model_file.h"
+#include "pens/train/config/config_reader.h"
+#include "pens/train/optim/optimizer.h"
+
+namespace pens {
+
+using nlohmann::json;
+
+TrainConfig parse_train_config(const json& j, const std::string& source) {
+  TrainConfig c;
+  c.source = source;
+  ConfigSection top(j, "", source);
+  read_kind(top, "classifier", source);
+  top.string("description", c.description);
+  top.required_string("model", c.model, "model file");
+  top.string("init_from", c.init_from);
+  if (const json* d = top.child("data")) {
+    ConfigSection s(*d, "data", source);
+    s.string("source", c.data_source);
+    s.string("dir", c.data_dir);
+    s.number("labeled", c.labeled, 0, 1e9);
+    s.number("validation", c.validation, 0, 1e9);
+    s.number("split_seed", c.split_seed, 0, kConfigHuge);
+    const DataSourceKind& kind = configured_data_source(c.data_source, source);
+    c.data_settings = s.settings(kind.settings, "data source " + kind.name);
+  } else {
+    normalize_attrs(configured_data_source(c.data_source, source).settings, c.data_settings, "data");
+  }
+  if (const json* b = top.child("batch")) {
+    ConfigSection s(*b, "batch", source);
+    s.number("labeled", c.batch_labeled, 1, 1e6);
+    s.number("unlabeled", c.batch_unlabeled, 0, 1e6);
+    s.number("shards", c.batch_shards, 1, 1024);
+  }
+  if (const json* o = top.child("optimizer")) {
+    ConfigSection s(*o, "optimizer", source);
+    s.string("kind", c.optimizer);
+    const OptimizerKind& kind = configured_optimizer(c.optimizer, source);
+    read_schedule(s, c.schedule, c.max_norm_rule, source);
+    c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
+  } else {
+    normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
+  }
+  if (const json* l = top.child("lambda_schedule")) {
+    if (!l->is_array()) fail(source, ": lambda_schedule must be an array of {epochs, scale}");
+    c.lambda_schedule.emplace();
+    double start = 0;
+    for (size_t i = 0; i < l->size(); ++i) {
+      ConfigSection s((*l)[i], cat("lambda_schedule[", i, "]"), source);
+      const LambdaStage stage = read_lambda_stage(s);
+      // A stage may start the optimizer afresh (train/optim/schedule.h), at a learning rate of its own.
+      bool restart = false;
+      s.boolean("restart", restart);
+      double learning_rate = -1;
+      s.number("learning_rate", learning_rate, 0, 1e3);
+      if (learning_rate >= 0 && !restart) {
+        fail(source, ": ", s.where("learning_rate"), " is given without \"restart\": true (a stage's learning rate is "
+             "the base of its restarted schedule)");
+      }
+      if (restart && i == 0) fail(source, ": ", s.where("restart"), ": the first stage starts the run; nothing to restart");
+      // A stage may update some parameters only (the authors' output-layer-only epochs
+      // of PEA+); the held ones stay put only from a fresh optimizer (Step::hold).
+      if (const json* t = s.child("trainable")) {
+        if (!t->is_array() || t->empty() ||
+            !std::ranges::all_of(*t, [](const json& n) { return n.is_string() && !n.get<std::string>().empty(); })) {
+          fail(source, ": ", s.where("trainable"), " must be a non-empty array of parameter names");
+        }
+        if (i > 0 && !restart) {
+          fail(source, ": ", s.where("trainable"), " needs \"restart\": true on this stage (the optimizer's momentum "
+               "from the stages before would move the parameters it holds)");
+        }
+        c.trainable_periods.push_back({.from = start, .to = start + stage.epochs,
+                                       .parameters = t->get<std::vector<std::string>>()});
+      }
+      if (restart) {
+        c.schedule.restarts.push_back(
+            {.epoch = start, .learning_rate = learning_rate >= 0 ? std::optional(learning_rate) : std::nullopt});
+      }
+      c.lambda_schedule->push_back(stage);
+      start += stage.epochs;
+    }
+  }
+  read_run_sections(top, c, source);
+  if (const json* e = top.child("eval")) {
+    ConfigSection s(*e, "eval", source);
+    s.number("every_epochs", c.eval_every_epochs, 1e-6, 1e9);
+    s.number("batch", c.eval_batch, 1, 1e6);
+    s.number("train_error_examples", c.train_error_examples, 0, 1e9);
+    s.number("recalibrate_statistics", c.recalibrate_statistics, 0, 1e9);
+  }
+  return c;
+}
+
+json to_json(const TrainConfig& c) {
+  json optimizer = attributes_json(c.optimizer_settings);
+  optimizer.update(schedule_json(c.schedule, c.max_norm_rule));
+  optimizer["kind"] = c.optimizer;
+  json data = attributes_json(c.data_settings);
+  data.update({{"source", c.data_source}, {"dir", c.data_dir}, {"labeled", c.labeled}, {"validation", c.validation},
+               {"split_seed", c.split_seed}});
+  json j = {
+      {"kind", "classifier"},
+      {"description", c.description},
+      {"model", c.model},
+      {"init_from", c.init_from},
+      {"data", data},
+      {"batch", {{"labeled", c.batch_labeled}, {"unlabeled", c.batch_unlabeled}, {"shards", c.batch_shards}}},
+      {"optimizer", optimizer},
+      {"eval",
+       {{"every_epochs", c.eval_every_epochs}, {"batch", c.eval_batch}, {"train_error_examples", c.train_error_examples},
+        {"recalibrate_statistics", c.recalibrate_statistics}}},
+  };
+  write_run_sections(c, j);
+  if (c.lambda_schedule) {
+    j["lambda_schedule"] = json::array();
+    double start = 0;
+    for (const LambdaStage& s : *c.lambda_schedule) {
+      json stage = {{"epochs", s.epochs}, {"scale", s.scale}};
+      for (const Restart& r : c.schedule.restarts) {
+        if (r.epoch != start) continue;
+        stage["restart"] = true;
+        if (r.learning_rate) stage["learning_rate"] = *r.learning_rate;
+      }
+      for (const TrainablePeriod& p : c.trainable_periods) {
+        if (p.from == start) stage["trainable"] = p.parameters;
+      }
+      j["lambda_schedule"].push_back(stage);
+      start += s.epochs;
+    }
+  }
+  return j;
+}
+
+Model load_configured_model(const std::string& source, const std::string& path) {
+  const std::string where = source.empty() ? "model: " : source + ": model: ";
+  Model model;
+  try {
+    model = load_model(path);
+  } catch (const Error& e) {
+    fail(where, e.what());
+  }
+  if (const std::string dead = undrawn_noise(model); !dead.empty()) fail(where, path, ": ", dead);
+  return model;
+}
+
+}  // namespace pens

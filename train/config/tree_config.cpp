@@ -1,0 +1,106 @@
+#include "pens/train/config/tree_config.h"
+
+#include "pens/models/sst.h"
+#include "pens/serialization/model_file.h"
+#include "pens/train/config/config_reader.h"
+#include "pens/train/optim/optimizer.h"
+
+namespace pens {
+
+using nlohmann::json;
+
+void read_data_section(const json& section, const std::string& source, std::string& dir,
+                       VocabularyPolicy& vocabulary) {
+  ConfigSection s(section, "data", source);
+  s.string("dir", dir);
+  s.number("min_count", vocabulary.min_count, 1, 1e9);
+  s.boolean("lowercase", vocabulary.lowercase);
+}
+
+json data_section_json(const std::string& dir, const VocabularyPolicy& vocabulary) {
+  return {{"dir", dir}, {"min_count", vocabulary.min_count}, {"lowercase", vocabulary.lowercase}};
+}
+
+TreeConfig parse_tree_config(const json& j, const std::string& source) {
+  TreeConfig c;
+  c.source = source;
+  ConfigSection top(j, "", source);
+  read_kind(top, "trees", source);
+  top.string("description", c.description);
+  top.required_string("model", c.model, "model file");
+  top.string("init_from", c.init_from);
+  top.string("task", c.task);
+  try {
+    parse_sentiment_task(c.task);
+  } catch (const Error& e) {
+    fail(source, ": task: ", e.what());
+  }
+  if (const json* d = top.child("data")) read_data_section(*d, source, c.data_dir, c.vocabulary);
+  if (const json* b = top.child("batch")) {
+    ConfigSection s(*b, "batch", source);
+    s.number("trees", c.batch_trees, 1, 1e6);
+    s.number("groups", c.batch_groups, 1, 1024);
+  }
+  if (const json* o = top.child("optimizer")) {
+    ConfigSection s(*o, "optimizer", source);
+    s.string("kind", c.optimizer);
+    const OptimizerKind& kind = configured_optimizer(c.optimizer, source);
+    s.number("learning_rate", c.learning_rate, 0, 1e3);
+    s.number("restart_every_epochs", c.restart_every_epochs, 0, 1e9);
+    s.number("restart_before_epoch", c.restart_before_epoch, 0, 1e9);
+    c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
+  } else {
+    normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
+  }
+  top.number_map("l2", c.l2, 0, 1e3);
+  top.number("freeze_words_epochs", c.freeze_words_epochs, 0, 1e9);
+  if (const json* l = top.child("lambda_schedule")) {
+    if (!l->is_array()) fail(source, ": lambda_schedule must be an array of {epochs, scale}");
+    c.lambda_schedule.emplace();
+    for (size_t i = 0; i < l->size(); ++i) {
+      ConfigSection s((*l)[i], cat("lambda_schedule[", i, "]"), source);
+      c.lambda_schedule->push_back(read_lambda_stage(s));
+    }
+  }
+  read_run_sections(top, c, source);
+  if (const json* e = top.child("eval")) {
+    ConfigSection s(*e, "eval", source);
+    s.number("samples", c.eval_samples, 0, 1e4);
+    s.number("final_samples", c.final_samples, 0, 1e4);
+    s.number("train_trees", c.train_eval_trees, 0, 1e9);
+  }
+  return c;
+}
+
+json to_json(const TreeConfig& c) {
+  json optimizer = attributes_json(c.optimizer_settings);
+  optimizer.update(json{{"kind", c.optimizer},
+                        {"learning_rate", c.learning_rate},
+                        {"restart_every_epochs", c.restart_every_epochs},
+                        {"restart_before_epoch", c.restart_before_epoch}});
+  json l2 = json::object();
+  for (const auto& [name, value] : c.l2) l2[name] = value;
+  json j = {
+      {"kind", "trees"},
+      {"description", c.description},
+      {"model", c.model},
+      {"init_from", c.init_from},
+      {"task", c.task},
+      {"data", data_section_json(c.data_dir, c.vocabulary)},
+      {"batch", {{"trees", c.batch_trees}, {"groups", c.batch_groups}}},
+      {"optimizer", optimizer},
+      {"l2", l2},
+      {"freeze_words_epochs", c.freeze_words_epochs},
+      {"eval", {{"samples", c.eval_samples}, {"final_samples", c.final_samples}, {"train_trees", c.train_eval_trees}}},
+  };
+  write_run_sections(c, j);
+  if (c.lambda_schedule) {
+    j["lambda_schedule"] = json::array();
+    for (const LambdaStage& s : *c.lambda_schedule) {
+      j["lambda_schedule"].push_back({{"epochs", s.epochs}, {"scale", s.scale}});
+    }
+  }
+  return j;
+}
+
+}  // namespace pens

@@ -1,0 +1,150 @@
+// The one training loop every kind of run goes through. What a run does at each stage is
+// its task's (a classifier on a dense data set, a tree model on a treebank, ...): the task
+// builds its model, trains one step, evaluates; the loop owns what every run shares and
+// what must not drift between kinds of run:
+//
+//   the run folder (config.json, metrics.jsonl, checkpoints, summary.json, model files),
+//   resuming from a checkpoint (the resume check, the metrics kept, the clock),
+//   the wall-clock budget, stopping at a divergence with the last good checkpoint kept,
+//   the evaluation and checkpoint cadence, the best model by validation error,
+//   the end (a last evaluation, model.json, the summary, the pictures),
+//   and a data-parallel run's agreement (one clock decides the budget; the parameters'
+//   fingerprints are compared at every checkpoint; process 0 alone writes).
+//
+// A new kind of run is a RunTask; train/tasks/trainer.cpp and train/tasks/tree_trainer.cpp are the two
+// written so far.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "pens/serialization/model.h"
+#include "pens/train/dist/communicator.h"
+#include "pens/train/loop/observer.h"
+#include "pens/train/optim/optimizer.h"
+#include "pens/train/loop/run_folder.h"
+#include "pens/train/loop/step.h"
+
+namespace pens {
+
+// The length and cadence of a run, in steps.
+struct RunLength {
+  int64_t steps_per_epoch = 1;
+  int64_t epochs = 1;
+  int64_t eval_every = 1;        // steps between evaluations (and one at the end)
+  int64_t checkpoint_every = 1;  // steps between checkpoints (and one at the end)
+  double budget_minutes = 0;     // > 0: the run stops at the first step past it
+  int64_t checkpoint_keep = 1;   // checkpoints kept on disk, the latest included
+  uint64_t seed = 0;             // recorded in checkpoints
+};
+
+// Steps in `epochs` of `steps_per_epoch` steps, at least one.
+int64_t steps_in(double epochs, int64_t steps_per_epoch);
+
+// The training since the last evaluation.
+struct TrainingWindow {
+  double objective = 0;  // the steps' mean objective
+  int64_t steps = 0;
+  double seconds = 0;    // the steps' wall-clock seconds
+};
+
+class RunTask {
+ public:
+  virtual ~RunTask() = default;
+
+  virtual RunLength length() const = 0;
+  // The run's config as config.json and the checkpoints hold it.
+  virtual nlohmann::json config() const = 0;
+  // A config in that form (a checkpoint's, or this run's) read back as this pens reads
+  // configs, so that fields an earlier pens or a caller left unset take today's defaults:
+  // what the resume check compares. `where` names it in errors.
+  virtual nlohmann::json as_read(const nlohmann::json& config, const std::string& where) const = 0;
+
+  // The model whose parameters train (saved as model.json and best.model.json) and the
+  // optimizer whose state the checkpoints keep.
+  virtual Model& model() = 0;
+  virtual Optimizer& optimizer() = 0;
+
+  // Trains step `step` (counted from 0 over the whole run).
+  virtual StepResult step(int64_t step) = 0;
+  // The line of metrics.jsonl for an evaluation after `done` steps. It must hold
+  // "validation_error" (a number, or null without a validation set): the run keeps the
+  // parameters of its lowest one as best.model.json (without one, the latest). The loop
+  // adds "elapsed_seconds".
+  virtual nlohmann::json evaluate(int64_t done, const TrainingWindow& window) = 0;
+  // Once training ended without a divergence, before the run's clock stops (what it does
+  // counts in the run's minutes); best.model.json is then in `folder`.
+  virtual void finishing(const RunFolder& /*folder*/, const nlohmann::json& /*best*/) {}
+  // Adds the task's fields to summary.json, given the last and the best evaluation (null
+  // when there was none).
+  virtual void summarize(nlohmann::json& summary, const nlohmann::json& last, const nlohmann::json& best) const = 0;
+};
+
+// Runs `task` into `out_dir` from the start or, with `resume`, from a checkpoint (which
+// must have been written by the same config, up to the fields RunFolder::accept_resume
+// lets change), and returns the summary. With a communicator of P > 1 processes every
+// process calls this with its own task over the same config, which computes its share of
+// each step and evaluation; process 0 writes the folder; an error in setting up on one
+// process is thrown on all. `make_task` builds the task (on every process, together).
+template <class MakeTask>
+TrainSummary run_task(MakeTask make_task, const std::string& out_dir, TrainObserver& observer, const Resume& resume,
+                      Communicator* communicator);
+
+class RunLoop {
+ public:
+  // Trains `task` into `folder` (whose checkpoints kept become the task's).
+  RunLoop(RunTask& task, RunFolder& folder, TrainObserver& observer, Communicator* communicator);
+  // Begins the run folder, or resumes from the checkpoint `resume` names.
+  void start(const Resume& resume);
+  // Trains until the run's length, its budget or a divergence ends it.
+  void run();
+  // Evaluates and saves (unless the run diverged) and writes the summary.
+  TrainSummary finish();
+
+ private:
+  double epoch_of(int64_t step) const;
+  bool out_of_budget() const;
+  void evaluate(int64_t done);
+  bool checkpoint(int64_t done);
+  void note(const nlohmann::json& metrics);  // keeps the last and the best evaluation
+
+  RunTask& task_;
+  RunLength length_;
+  Communicator* comm_;  // null: one process
+  RunFolder& folder_;
+  TrainObserver& observer_;
+  int64_t step_ = 0, total_steps_ = 0;
+  double objective_sum_ = 0, window_start_ = 0;
+  int64_t window_steps_ = 0;
+  double best_error_;
+  nlohmann::json best_ = nullptr, last_ = nullptr;
+  std::string diverged_;
+};
+
+template <class MakeTask>
+TrainSummary run_task(MakeTask make_task, const std::string& out_dir, TrainObserver& observer, const Resume& resume,
+                      Communicator* communicator) {
+  Communicator* comm = communicator && communicator->size() > 1 ? communicator : nullptr;
+  std::unique_ptr<RunTask> task;
+  std::unique_ptr<RunFolder> folder;
+  std::unique_ptr<RunLoop> loop;
+  const auto set_up = [&] {
+    // The folder first: an output path that cannot be used fails before data and model
+    // are read, and the run's clock counts from here.
+    folder = std::make_unique<RunFolder>(out_dir, 1, !comm || comm->rank() == 0);
+    task = make_task();
+    loop = std::make_unique<RunLoop>(*task, *folder, observer, comm);
+    loop->start(resume);
+  };
+  if (comm) {
+    together(*comm, set_up);
+  } else {
+    set_up();
+  }
+  loop->run();
+  return loop->finish();
+}
+
+}  // namespace pens

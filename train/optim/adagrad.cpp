@@ -1,0 +1,73 @@
+// AdaGrad (Duchi, Hazan, Singer 2011), the optimizer of the paper's sentiment model:
+//   G ← G + g²,   θ ← θ − η g / (sqrt(G) + ε)
+// elementwise, G starting at `initial_accumulator`.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+
+#include "pens/ops/ir/error.h"
+#include "pens/ops/ir/memory.h"
+#include "pens/ops/parallel.h"
+#include "pens/train/optim/optimizer.h"
+
+namespace pens {
+
+namespace {
+
+class AdaGrad : public Optimizer {
+ public:
+  AdaGrad(ParamStore<float>& params, const Attributes& settings)
+      : params_(params),
+        epsilon_(static_cast<float>(settings.get_float("epsilon"))),
+        initial_(static_cast<float>(settings.get_float("initial_accumulator"))),
+        memory_(params.values().size() * sizeof(float), "adagrad's sums of squares"),
+        squares_(params.values().size(), initial_) {
+    if (!(settings.get_float("epsilon") >= 0 && initial_ >= 0)) {
+      fail("optimizer adagrad: epsilon and initial_accumulator must be >= 0, got ", settings.get_float("epsilon"),
+           " and ", settings.get_float("initial_accumulator"));
+    }
+    if (epsilon_ == 0 && initial_ == 0) {
+      fail("optimizer adagrad: epsilon and initial_accumulator are both 0: a parameter whose gradients are all 0 "
+           "would be updated by 0/0");
+    }
+  }
+
+  std::string_view kind() const override { return "adagrad"; }
+
+  void step(const OptimizerStep& s) override {
+    const auto eta = static_cast<float>(s.learning_rate);
+    float* theta = params_.values().data();
+    const float* g = params_.grads().data();
+    float* sum = squares_.data();
+    parallel_ranges(static_cast<int64_t>(squares_.size()), [&](int64_t begin, int64_t n) {
+      for (int64_t i = begin; i < begin + n; ++i) {
+        sum[i] += g[i] * g[i];
+        theta[i] -= eta * g[i] / (std::sqrt(sum[i]) + epsilon_);
+      }
+    });
+  }
+
+  std::vector<StateBuffer> state() override { return {{"sum_squares", squares_}}; }
+  void restart() override { std::ranges::fill(squares_, initial_); }
+
+ private:
+  ParamStore<float>& params_;
+  float epsilon_;
+  float initial_;
+  MemoryCharge memory_;  // squares_ against pens' memory limit, before it is allocated
+  std::vector<float, Eigen::aligned_allocator<float>> squares_;
+};
+
+}  // namespace
+
+OptimizerKind adagrad_optimizer() {
+  return {"adagrad",
+          "G <- G + g^2, theta <- theta - eta g / (sqrt(G) + epsilon)",
+          {{"epsilon", AttrType::Float, false, AttrValue(1e-8), "added to sqrt(G): keeps the first steps finite"},
+           {"initial_accumulator", AttrType::Float, false, AttrValue(0.0), "G's initial value"}},
+          [](ParamStore<float>& params, const Attributes& settings) {
+            return std::make_unique<AdaGrad>(params, settings);
+          }};
+}
+
+}  // namespace pens

@@ -1,0 +1,73 @@
+#include "pens/train/tasks/batch_plan.h"
+
+#include <cmath>
+
+#include "pens/ops/ir/error.h"
+
+namespace pens {
+
+Split training_split(const TrainConfig& config, const Dataset& train_set) {
+  if (config.labeled > 0) {
+    try {
+      return semi_supervised_split(train_set, config.labeled, config.validation, config.split_seed);
+    } catch (const Error& e) {
+      fail(config.source.empty() ? "" : config.source + ": ", "data.labeled = ", config.labeled,
+           ", data.validation = ", config.validation, ": ", e.what());
+    }
+  }
+  const int64_t with_labels = labeled_examples(train_set);
+  if (config.validation >= with_labels) {
+    fail(config.source.empty() ? "" : config.source + ": ", "data.validation = ", config.validation,
+         " leaves none of the ", with_labels, " training examples with labels");
+  }
+  // The first data.validation examples with a label are held out, the others with one are
+  // labeled, those without one unlabeled.
+  const std::vector<int64_t> order = permutation(train_set.size, config.split_seed, 1);
+  Split split;
+  for (const int64_t row : order) {
+    if (train_set.y[static_cast<size_t>(row)] < 0) {
+      split.unlabeled.push_back(row);
+    } else {
+      (static_cast<int64_t>(split.validation.size()) < config.validation ? split.validation : split.labeled)
+          .push_back(row);
+    }
+  }
+  return split;
+}
+
+Schedule run_schedule(const TrainConfig& config, const Model& model) {
+  Schedule schedule = config.schedule;
+  if (model.ensemble) schedule.lambda_stages = config.lambda_schedule.value_or(model.ensemble->lambda_schedule);
+  return schedule;
+}
+
+PlannedStep planned_step(const Schedule& schedule, int64_t step, int64_t steps_per_epoch) {
+  PlannedStep p;
+  p.epoch = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
+  p.lambda_scale = schedule.lambda_scale_at(p.epoch);
+  // The optimizer's period: from the run's start or its last restart, whose first step
+  // resets the optimizer's state (also on a resume, which lands on it as any run does).
+  const double origin = schedule.origin_at(p.epoch);
+  const auto first_step = static_cast<int64_t>(std::ceil(origin * static_cast<double>(steps_per_epoch) - 1e-9));
+  p.restart = origin > 0 && step == first_step;
+  p.update = schedule.at(step - first_step, p.epoch);
+  return p;
+}
+
+namespace {
+std::vector<int64_t> pool_of(const Split& split) {
+  std::vector<int64_t> pool = split.unlabeled;
+  pool.insert(pool.end(), split.labeled.begin(), split.labeled.end());
+  return pool;
+}
+}  // namespace
+
+// Pass p of each cycler shuffles with stream base + p: the two bases keep their streams
+// apart (and apart from the split's stream 1) for any realistic run.
+BatchPlan::BatchPlan(const TrainConfig& config, const Dataset& train_set)
+    : split_(training_split(config, train_set)),
+      pool_(pool_of(split_)),
+      labeled_(split_.labeled, config.seed, 1000),
+      unlabeled_(pool_, config.seed, uint64_t{1} << 30) {}
+
+}  // namespace pens

@@ -1,0 +1,390 @@
+#include "pens/train/tasks/tree_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "pens/graph/infer.h"
+#include "pens/graph/noise.h"
+#include "pens/graph/pass.h"
+#include "pens/graph/pseudo_ensemble.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
+#include "pens/train/optim/schedule.h"
+
+namespace pens {
+
+double TreeEvaluation::root_accuracy() const {
+  return roots > 0 ? static_cast<double>(roots_right) / static_cast<double>(roots) : std::nan("");
+}
+
+double TreeEvaluation::node_accuracy() const {
+  return nodes > 0 ? static_cast<double>(nodes_right) / static_cast<double>(nodes) : std::nan("");
+}
+
+SentimentTask task_of(const Model& model) {
+  if (!model.tree) fail("the model has no tree section: it is not a network over trees (pens new ctn writes one)");
+  const int64_t classes = verify(model.graph)[model.graph.at(model.tree->scores)].shape[1];
+  return classes == 2 ? SentimentTask::Binary : SentimentTask::Fine;
+}
+
+TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
+    : model_(model), task_(task), loss_scale_(loss_scale) {
+  if (!model.tree) fail("the model has no tree section: it is not a network over trees (pens new ctn writes one)");
+  const Graph& cell = model.graph;
+  bool needs_objective = false;  // some noise is found from gradients (adversarial)
+  for (NodeId v : cell.nodes()) {
+    for (const NoiseAnnotation& a : cell[v].noise) {
+      subspace_ = subspace_ || a.kind == "subspace";
+      per_tree_parameters_ = per_tree_parameters_ || is_param(cell[v]);
+      needs_objective = needs_objective || NoiseRegistry::global().at(a.kind).probe != nullptr;
+    }
+  }
+  const std::vector<ValueInfo> info = verify(cell);
+  classes_ = info[cell.at(model.tree->scores)].shape[1];
+  const NodeId words = cell.at(model.tree->words);
+  for (NodeId v : cell.nodes()) {
+    if (!is_param(cell[v])) continue;
+    const std::vector<NodeId> readers = cell.consumers(v);
+    const bool looked_up = !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](NodeId r) {
+      const Node& n = cell[r];
+      const std::vector<NodeId> in = cell.inputs(r);
+      const bool rows = n.op->name == "embedding" ||
+                        (n.op->name == "gather" && (!n.attrs.has("axis") || n.attrs.get_int("axis") == 0));
+      return rows && in.size() == 2 && in[0] == v && in[1] == words;
+    });
+    if (looked_up) word_tables_.push_back(cell[v].name);
+  }
+  if (classes_ != task_classes(task)) {
+    fail("the model scores ", classes_, " classes but the ", task_name(task), " task has ", task_classes(task));
+  }
+  // A pseudo-ensemble of one noisy child trained alone, without penalties: the same
+  // child for every tree, so the cell is perturbed once here and each tree unrolls the
+  // child (graph/tree.h shares what the parameters' noise computes, so it is drawn once
+  // per tree). Penalties pair taps of a tree's own graph, and noise found from gradients
+  // needs the tree's objective: those perturb each tree's graph (training_tree).
+  const std::optional<PseudoEnsembleSpec>& spec = model.ensemble;
+  const TreePorts& p = *model.tree;
+  const auto child_ports = [&](const std::vector<std::string>& child) {
+    TreePorts c = p;
+    c.leaf = child[0], c.compose = child[1], c.scores = child[2];
+    return c;
+  };
+  if (spec && spec->penalties.empty() && spec->loss_on == "child" && spec->teacher == 0 && cell.averages().empty() &&
+      !needs_objective) {
+    training_ports_ = child_ports(perturb_cell(cell, {p.leaf, p.compose, p.scores}, &training_cell_.emplace()));
+  }
+  // The test-time ensemble is over subspaces alone: the paper averages 50 sampled
+  // subspaces and does not fuzz at test time; activation noise is a training noise too.
+  if (subspace_) {
+    Graph subspaces = cell;
+    for (NodeId v : subspaces.nodes()) {
+      std::vector<NoiseAnnotation>& noise = subspaces.node(v).noise;
+      std::erase_if(noise, [](const NoiseAnnotation& a) { return a.kind != "subspace"; });
+    }
+    sampling_ports_ = child_ports(perturb_cell(subspaces, {p.leaf, p.compose, p.scores}, &sampling_cell_.emplace()));
+  }
+}
+
+TreeLoss TreeModel::loss_of(const SentimentTree& tree) const {
+  TreeLoss loss{.labeled = {}, .scale = loss_scale_};
+  for (int64_t i = 0; i < tree.size(); ++i) {
+    if (task_label(task_, tree.label[static_cast<size_t>(i)]) >= 0) loss.labeled.push_back(static_cast<int32_t>(i));
+  }
+  return loss;
+}
+
+UnrolledTree TreeModel::unroll(const SentimentTree& tree) const {
+  return unroll_tree(model_.graph, *model_.tree, TreeShape{tree.left, tree.right}, loss_of(tree));
+}
+
+namespace {
+// The passes build_pseudo_ensemble ends with that apply to one child: word vectors looked
+// up before their noise, then the table-sized noise left unread removed. unroll_tree
+// verified the graph; the rewrite is verified once, at the end.
+Graph rows_looked_up_first(const Graph& unrolled) {
+  return within_pass("lookup-first, prune-dead-nodes", [&] {
+    Graph g = PruneDeadNodes().run(LookupFirst().run(unrolled));
+    verify(g);
+    return g;
+  });
+}
+}  // namespace
+
+UnrolledTree TreeModel::sampling_tree(const SentimentTree& tree) const {
+  UnrolledTree t = unroll_tree(*sampling_cell_, sampling_ports_, TreeShape{tree.left, tree.right});
+  const NodeId scores = t.graph.at(t.scores);
+  const NodeId probabilities = t.graph.add("softmax", {scores}, {}, "tree/probabilities");
+  t.graph.node(scores).flags &= ~static_cast<uint32_t>(kOutput);
+  t.graph.set_flag(probabilities, kOutput);
+  t.scores = "tree/probabilities";
+  t.graph = rows_looked_up_first(t.graph);
+  return t;
+}
+
+UnrolledTree TreeModel::training_tree(const SentimentTree& tree) const {
+  if (training_cell_) {
+    UnrolledTree t = unroll_tree(*training_cell_, training_ports_, TreeShape{tree.left, tree.right}, loss_of(tree));
+    t.graph = rows_looked_up_first(t.graph);
+    return t;
+  }
+  UnrolledTree t = unroll(tree);
+  if (!model_.ensemble) return t;
+  // Penalties name cell nodes; on a tree they apply to the nodes' instance over every
+  // node of the tree ("scores" -> "scores@tree").
+  PseudoEnsembleSpec spec = *model_.ensemble;
+  for (PenaltyTerm& p : spec.penalties) {
+    const std::string instance = p.node + "@tree";
+    if (!t.graph.find(instance)) {
+      fail("pseudo_ensemble penalty on '", p.node, "': on trees, penalties apply to the scores port's nodes");
+    }
+    p.node = instance;
+  }
+  PseudoEnsemble ensemble = build_pseudo_ensemble(t.graph, spec);
+  t.graph = std::move(ensemble.graph);
+  t.penalties = std::move(ensemble.penalties);
+  return t;
+}
+
+std::unique_ptr<TreeTape> TreeModel::tree_tape(ParamStore<float>& params) const {
+  if (!runs_tree_tapes()) fail("the model's pseudo-ensemble needs a graph per tree: it has no TreeTape");
+  if (training_cell_) return std::make_unique<TreeTape>(*training_cell_, training_ports_, params, loss_scale_);
+  return std::make_unique<TreeTape>(model_.graph, *model_.tree, params, loss_scale_);
+}
+
+void TreeModel::set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels) const {
+  labels.resize(tree.label.size());
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = task_label(task_, tree.label[i]);
+  for (int64_t i = 0; i < tree.size(); ++i) {
+    if (tree.is_leaf(i) && tree.word_id[static_cast<size_t>(i)] < 0) {
+      fail("tree at line ", tree.line, ": words have no vocabulary ids (Vocabulary::assign_ids)");
+    }
+  }
+  tape.set_tree(TreeShape{tree.left, tree.right}, tree.word_id, labels);
+}
+
+void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels) const {
+  TensorView<float> words = tape.input(unrolled.words);
+  for (size_t i = 0; i < unrolled.leaves.size(); ++i) {
+    const int32_t id = tree.word_id[static_cast<size_t>(unrolled.leaves[i])];
+    if (id < 0) fail("tree at line ", tree.line, ": words have no vocabulary ids (Vocabulary::assign_ids)");
+    words[static_cast<int64_t>(i)] = static_cast<float>(id);
+  }
+  if (labels && !unrolled.loss.empty()) {
+    TensorView<float> in = tape.input(unrolled.labels);
+    for (size_t i = 0; i < unrolled.labeled.size(); ++i) {
+      in[static_cast<int64_t>(i)] =
+          static_cast<float>(task_label(task_, tree.label[static_cast<size_t>(unrolled.labeled[i])]));
+    }
+    if (!unrolled.label_rows.first.empty()) {
+      const std::vector<float>& rows = unrolled.label_rows.second;
+      std::copy(rows.begin(), rows.end(), tape.input(unrolled.label_rows.first).data);
+    }
+  }
+  for (const auto& [name, values] : unrolled.indices) {
+    TensorView<float> in = tape.input(name);
+    std::copy(values.begin(), values.end(), in.data);
+  }
+}
+
+void TreeModel::evaluate_chunk(ParamStore<float>& params, const std::vector<const SentimentTree*>& members,
+                               int64_t samples, uint64_t seed, size_t first, bool fold_to_binary,
+                               TreeEvaluation& e) const {
+  const SentimentTask task = fold_to_binary ? SentimentTask::Binary : task_;
+  const bool sampled = samples > 0;
+  const Forest f = make_forest(members);
+  UnrolledTree unrolled = sampled ? sampling_tree(f.nodes) : unroll(f.nodes);
+  if (!sampled) unrolled.graph = build_inference(unrolled.graph);
+  const std::string& out = unrolled.scores;
+  Tape<float> tape(unrolled.graph, params);
+  feed(tape, unrolled, f.nodes, false);
+  const int64_t rows = f.nodes.size();
+  std::vector<double> probs(static_cast<size_t>(rows * classes_), 0.0);
+  for (int64_t draw = 0; draw < (sampled ? samples : 1); ++draw) {
+    tape.set_noise_key({.seed = seed, .step = static_cast<uint64_t>(draw), .example = first + 1});
+    tape.forward();
+    const TensorView<const float> v = tape.value(out);
+    for (int64_t k = 0; k < rows * classes_; ++k) {
+      // Sampled: probabilities, summed; parent: scores, whose argmax is the softmax's.
+      probs[static_cast<size_t>(k)] = (sampled ? probs[static_cast<size_t>(k)] : 0.0) + v.data[k];
+    }
+  }
+  for (size_t t = 0; t < members.size(); ++t) {
+    const SentimentTree& tree = *members[t];
+    for (int64_t i = 0; i < tree.size(); ++i) {
+      const int32_t label = task_label(task, tree.label[static_cast<size_t>(i)]);
+      if (label < 0) continue;
+      const int64_t r = unrolled.row_of[static_cast<size_t>(f.offsets[t] + i)];
+      const auto begin = probs.begin() + r * classes_;
+      auto predicted = static_cast<int32_t>(std::max_element(begin, begin + classes_) - begin);
+      if (fold_to_binary) {
+        // Positive when classes 3 and 4 are likelier than 0 and 1 together (the parent's
+        // scores through a softmax first; the shared factor of its sum cancels).
+        const double top = begin[predicted];
+        const auto p = [&](int k) { return sampled ? begin[k] : std::exp(begin[k] - top); };
+        predicted = p(3) + p(4) > p(0) + p(1) ? 1 : 0;
+      }
+      ++e.nodes;
+      e.nodes_right += predicted == label;
+      if (i == tree.root()) {
+        ++e.roots;
+        e.roots_right += predicted == label;
+        ++e.confusion[static_cast<size_t>(label)][static_cast<size_t>(predicted)];
+      }
+    }
+  }
+}
+
+TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples,
+                                   uint64_t seed, size_t forest, bool fold_to_binary, size_t first_key) const {
+  if (fold_to_binary && classes_ != task_classes(SentimentTask::Fine)) {
+    fail("only a fine-grained model (5 classes) folds its predictions to the binary task; this one scores ", classes_);
+  }
+  const SentimentTask task = fold_to_binary ? SentimentTask::Binary : task_;
+  const int64_t evaluated = task_classes(task);
+  TreeEvaluation e;
+  e.confusion.assign(static_cast<size_t>(evaluated), std::vector<int64_t>(static_cast<size_t>(evaluated), 0));
+  const bool sampled = subspace_ && samples > 0;
+  // Sampled subspaces differ per tree, so each tree gets its graph; the clean parent
+  // runs on forests. The chunks run side by side on the pool's threads, each counting
+  // into its own tally; counts add up the same in any order.
+  const size_t chunk = sampled ? 1 : std::max<size_t>(1, forest);
+  const size_t chunks = (trees.size() + chunk - 1) / chunk;
+  std::vector<TreeEvaluation> tallies(chunks, e);
+  std::vector<std::string> errors(chunks);
+  parallel_for(static_cast<int64_t>(chunks), [&](int64_t c) {
+    const size_t first = static_cast<size_t>(c) * chunk;
+    try {
+      std::vector<const SentimentTree*> members;
+      for (size_t i = first; i < std::min(trees.size(), first + chunk); ++i) members.push_back(&trees[i]);
+      evaluate_chunk(params, members, sampled ? samples : 0, seed, first_key + first, fold_to_binary,
+                     tallies[static_cast<size_t>(c)]);
+    } catch (const Error& error) {
+      errors[static_cast<size_t>(c)] = error.what();
+    }
+  });
+  for (const std::string& error : errors) {
+    if (!error.empty()) throw Error(error);
+  }
+  for (const TreeEvaluation& t : tallies) {
+    e.roots += t.roots, e.roots_right += t.roots_right, e.nodes += t.nodes, e.nodes_right += t.nodes_right;
+    for (size_t i = 0; i < e.confusion.size(); ++i) {
+      for (size_t j = 0; j < e.confusion.size(); ++j) e.confusion[i][j] += t.confusion[i][j];
+    }
+  }
+  return e;
+}
+
+void TreeStepGraphs::assign(const TreeModel& model, ParamStore<float>& params,
+                            const std::vector<const SentimentTree*>& trees, const std::vector<uint64_t>& examples,
+                            double lambda_scale, size_t groups) {
+  if (groups == 0) fail("a tree step needs at least one group");
+  model_ = &model, params_ = &params;
+  trees_ = trees, examples_ = examples;
+  lambda_scale_ = lambda_scale;
+  // Cuts where the running node count passes k / groups of the total: groups of about
+  // equal work, each a run of consecutive trees, none empty.
+  int64_t total = 0;
+  for (const SentimentTree* t : trees) total += t->size();
+  const size_t count = std::min(groups, trees.size());
+  groups_.resize(count);
+  size_t next = 0;
+  int64_t done = 0;
+  for (size_t g = 0; g < count; ++g) {
+    Group& group = groups_[g];
+    group.first = next;
+    const int64_t target = total * static_cast<int64_t>(g + 1) / static_cast<int64_t>(count);
+    const size_t last = trees.size() - (count - g - 1);  // leave a tree for each group after
+    do done += trees[next++]->size();
+    while (next < last && done + trees[next]->size() / 2 <= target);
+    group.count = next - group.first;
+  }
+}
+
+std::span<const Step::SparseRows> TreeStepGraphs::prepare(size_t g) {
+  Group& group = groups_.at(g);
+  group.forests.clear(), group.unrolled.clear(), group.tapes.clear(), group.examples.clear();
+  group.words.clear(), group.sparse.clear();
+  const size_t end = group.first + group.count;
+  if (model_->runs_tree_tapes()) {
+    if (!group.trees) group.trees = model_->tree_tape(*params_);
+    if (!model_->per_tree_parameters()) {
+      group.forests.push_back(make_forest({trees_.begin() + static_cast<long>(group.first),
+                                           trees_.begin() + static_cast<long>(end)}));
+      group.examples.push_back(examples_[end - 1]);
+    }
+  } else {
+    std::vector<const SentimentTree*> members;
+    for (size_t i = group.first; i < end; ++i) {
+      members.push_back(trees_[i]);
+      if (!model_->per_tree_parameters() && i + 1 < end) continue;
+      group.forests.push_back(make_forest(members));
+      group.unrolled.push_back(model_->training_tree(group.forests.back().nodes));
+      group.tapes.push_back(std::make_unique<Tape<float>>(group.unrolled.back().graph, *params_));
+      set_penalty_weights(*group.tapes.back(), group.unrolled.back().penalties, lambda_scale_);
+      group.examples.push_back(examples_[i]);
+      members.clear();
+    }
+  }
+  for (size_t i = group.first; i < end; ++i) {
+    const SentimentTree& tree = *trees_[i];
+    for (int64_t k = 0; k < tree.size(); ++k) {
+      if (tree.is_leaf(k)) group.words.push_back(tree.word_id[static_cast<size_t>(k)]);
+    }
+  }
+  std::sort(group.words.begin(), group.words.end());
+  group.words.erase(std::unique(group.words.begin(), group.words.end()), group.words.end());
+  for (const std::string& table : model_->word_tables()) group.sparse.push_back({&params_->at(table), group.words});
+  return group.sparse;
+}
+
+// A group on its TreeTape runs its trees one by one, or their forest (forests not empty).
+size_t TreeStepGraphs::graphs(size_t g) const {
+  const Group& group = groups_.at(g);
+  return group.trees && group.forests.empty() ? group.count : group.examples.size();
+}
+
+uint64_t TreeStepGraphs::example(size_t g, size_t i) const {
+  const Group& group = groups_.at(g);
+  return group.trees && group.forests.empty() ? examples_.at(group.first + i) : group.examples.at(i);
+}
+
+double TreeStepGraphs::forward(size_t g, size_t i, NoiseKey key, std::span<float> grads) {
+  Group& group = groups_.at(g);
+  if (group.trees) {
+    TreeTape& t = *group.trees;
+    t.add_param_gradients_to(grads);
+    model_->set_tree_of(t, group.forests.empty() ? *trees_.at(group.first + i) : group.forests.at(i).nodes,
+                        group.labels);
+    t.set_noise_key(key);
+    t.forward();
+    return t.objective();
+  }
+  Tape<float>& tape = *group.tapes.at(i);
+  tape.add_param_gradients_to(grads);
+  model_->feed(tape, group.unrolled.at(i), group.forests.at(i).nodes);
+  tape.set_noise_key(key);
+  tape.forward();
+  return tape.objective();
+}
+
+void TreeStepGraphs::backward(size_t g, size_t i) {
+  Group& group = groups_.at(g);
+  if (group.trees) {
+    group.trees->backward();
+  } else {
+    group.tapes.at(i)->backward();
+  }
+}
+
+std::string TreeStepGraphs::describe(size_t g, size_t i) const {
+  const Group& group = groups_.at(g);
+  return group.trees ? group.trees->describe() : describe_objective(*group.tapes.at(i));
+}
+
+void TreeStepGraphs::update_averages() {
+  for (Group& group : groups_) {
+    for (const auto& tape : group.tapes) tape->update_averages();
+  }
+}
+
+}  // namespace pens
