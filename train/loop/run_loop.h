@@ -43,6 +43,20 @@ struct RunLength {
 // Steps in `epochs` of `steps_per_epoch` steps, at least one.
 int64_t steps_in(double epochs, int64_t steps_per_epoch);
 
+// The length of a run of `config` (a config with the run and checkpoint sections every
+// kind shares, train/config/config_reader.h) in steps of `steps_per_epoch`, evaluated
+// every `eval_every` steps.
+template <class Config>
+RunLength run_length_of(const Config& config, int64_t steps_per_epoch, int64_t eval_every) {
+  return {.steps_per_epoch = steps_per_epoch,
+          .epochs = config.epochs,
+          .eval_every = eval_every,
+          .checkpoint_every = steps_in(config.checkpoint_every_epochs, steps_per_epoch),
+          .budget_minutes = config.budget_minutes,
+          .checkpoint_keep = config.checkpoint_keep,
+          .seed = config.seed};
+}
+
 // The training since the last evaluation.
 struct TrainingWindow {
   double objective = 0;  // the steps' mean objective

@@ -104,13 +104,8 @@ class ClassifierTask : public RunTask {
   }
 
   RunLength length() const override {
-    return {.steps_per_epoch = config_.steps_per_epoch,
-            .epochs = config_.epochs,
-            .eval_every = steps_in(config_.eval_every_epochs, config_.steps_per_epoch),
-            .checkpoint_every = steps_in(config_.checkpoint_every_epochs, config_.steps_per_epoch),
-            .budget_minutes = config_.budget_minutes,
-            .checkpoint_keep = config_.checkpoint_keep,
-            .seed = config_.seed};
+    return run_length_of(config_, config_.steps_per_epoch,
+                         steps_in(config_.eval_every_epochs, config_.steps_per_epoch));
   }
   json config() const override { return to_json(config_); }
   json as_read(const json& config, const std::string& where) const override {

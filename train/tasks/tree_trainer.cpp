@@ -62,15 +62,8 @@ class TreeTask : public RunTask {
  public:
   TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver& observer, Communicator* communicator);
 
-  RunLength length() const override {
-    return {.steps_per_epoch = steps_per_epoch_,
-            .epochs = config_.epochs,
-            .eval_every = steps_per_epoch_,
-            .checkpoint_every = steps_in(config_.checkpoint_every_epochs, steps_per_epoch_),
-            .budget_minutes = config_.budget_minutes,
-            .checkpoint_keep = config_.checkpoint_keep,
-            .seed = config_.seed};
-  }
+  // An evaluation after every epoch.
+  RunLength length() const override { return run_length_of(config_, steps_per_epoch_, steps_per_epoch_); }
   json config() const override { return to_json(config_); }
   json as_read(const json& config, const std::string& where) const override {
     return to_json(parse_tree_config(config, where));
