@@ -7,6 +7,7 @@
 #include "pens/graph/noise.h"
 #include "pens/graph/penalty.h"
 #include "pens/models/data_source.h"
+#include "pens/models/family.h"
 #include "pens/ops/registry.h"
 #include "pens/serialization/json_text.h"
 #include "pens/serialization/model_file.h"
@@ -113,12 +114,14 @@ int run_kinds(const std::vector<std::string>& argv) {
   const auto optimizers = OptimizerRegistry::global().all();
   const auto sources = DataSourceRegistry::global().all();
   const auto runs = RunKindRegistry::global().all();
+  const auto families = ModelFamilyRegistry::global().all();
   if (args.flag("json")) {
     nlohmann::json out = {{"noise", nlohmann::json::array()},
                           {"penalty", nlohmann::json::array()},
                           {"optimizer", nlohmann::json::array()},
                           {"data_source", nlohmann::json::array()},
-                          {"run", nlohmann::json::array()}};
+                          {"run", nlohmann::json::array()},
+                          {"model_family", nlohmann::json::array()}};
     for (const NoiseKind* k : noise) {
       out["noise"].push_back({{"name", k->name}, {"summary", k->summary}, {"parameters_only", k->parameters_only},
                               {"params", schema_json(k->params)}});
@@ -134,6 +137,9 @@ int run_kinds(const std::vector<std::string>& argv) {
       out["data_source"].push_back({{"name", k->name}, {"summary", k->summary}, {"settings", schema_json(k->settings)}});
     }
     for (const RunKind* k : runs) out["run"].push_back({{"name", k->name}, {"summary", k->summary}});
+    for (const ModelFamily* k : families) {
+      out["model_family"].push_back({{"name", k->name}, {"summary", k->summary}, {"settings", schema_json(k->settings)}});
+    }
     std::cout << format_json(out) << "\n";
     return 0;
   }
@@ -153,6 +159,8 @@ int run_kinds(const std::vector<std::string>& argv) {
   for (const DataSourceKind* k : sources) print_row(k->name, k->summary, schema_text(k->settings));
   std::cout << "kinds of run (a config's kind):\n";
   for (const RunKind* k : runs) print_row(k->name, k->summary, "");
+  std::cout << "model families (pens new; a program's own: docs/adding-a-model.md):\n";
+  for (const ModelFamily* k : families) print_row(k->name, k->summary, schema_text(k->settings));
   return 0;
 }
 

@@ -1,3 +1,4 @@
+#include "pens/models/family.h"
 #include "pens/models/ctn.h"
 
 #include <cmath>
@@ -99,6 +100,43 @@ Model build_ctn(const CtnSpec& spec) {
           spec.vocabulary, " words; fuzz ", spec.fuzz, ", subspace ", spec.subspace, ", activation noise ",
           spec.activation_noise, spec.leaf_tanh ? "; tanh at the leaves" : "", "; init ", spec.init);
   return model;
+}
+
+ModelFamily ctn_family() {
+  const CtnSpec d;
+  const auto number = [](const char* name, double value, AttrRange range, const char* doc) {
+    return AttrSpec{.name = name, .type = AttrType::Float, .default_value = AttrValue(value), .doc = doc, .range = range};
+  };
+  const auto count = [](const char* name, int64_t value, AttrRange range, const char* doc) {
+    return AttrSpec{.name = name, .type = AttrType::Int, .default_value = AttrValue(value), .doc = doc, .range = range};
+  };
+  return {.name = "ctn",
+          .summary = "the compact tensor network over sentiment trees (pens new ctn)",
+          .settings = {{.name = "vocabulary", .type = AttrType::Int, .required = true, .doc = "rows of E, <unk> included",
+                        .range = AttrRange::at_least(1)},
+                       count("dim", d.dim, AttrRange::at_least(1), "n, the node vectors' width"),
+                       count("classes", d.classes, AttrRange::at_least(2), "5 (fine) or 2 (binary)"),
+                       {.name = "tensor", .type = AttrType::String, .default_value = AttrValue(d.tensor),
+                        .doc = "compact or full"},
+                       number("fuzz", 0, AttrRange::at_least(0), "weight fuzzing σ on E, T, M, C"),
+                       count("subspace", 0, AttrRange::at_least(0), "latent dimensions kept per tree (0: none)"),
+                       number("activation_noise", 0, AttrRange::at_least(0), "Gaussian σ on every node vector"),
+                       count("leaf_tanh", 0, AttrRange::from_to(0, 1), "1: leaf vectors are tanh(E[word])"),
+                       {.name = "init", .type = AttrType::String, .default_value = AttrValue(d.init),
+                        .doc = "scaled or authors"},
+                       number("word_std", d.word_std, AttrRange::at_least(0), "E's initial standard deviation")},
+          .build = [](const Attributes& s) {
+            return build_ctn({.vocabulary = s.get_int("vocabulary"),
+                              .dim = s.get_int("dim"),
+                              .classes = s.get_int("classes"),
+                              .tensor = s.get_string("tensor"),
+                              .fuzz = s.get_float("fuzz"),
+                              .subspace = s.get_int("subspace"),
+                              .activation_noise = s.get_float("activation_noise"),
+                              .leaf_tanh = s.get_int("leaf_tanh") != 0,
+                              .init = s.get_string("init"),
+                              .word_std = s.get_float("word_std")});
+          }};
 }
 
 }  // namespace pens

@@ -1,3 +1,4 @@
+#include "pens/models/family.h"
 #include "pens/models/ladder.h"
 
 #include <cmath>
@@ -119,6 +120,25 @@ Model build_ladder(const LadderSpec& spec) {
   pe.validate();
   model.ensemble = pe;
   return model;
+}
+
+ModelFamily ladder_family() {
+  const LadderSpec d;
+  return {.name = "ladder",
+          .summary = "a ladder network, its decoder and denoising costs a pseudo-ensemble (pens new ladder)",
+          .settings = {{.name = "layers", .type = AttrType::Ints, .default_value = AttrValue(d.layers),
+                        .doc = "widths, input first"},
+                       {.name = "noise", .type = AttrType::Float, .default_value = AttrValue(d.noise),
+                        .doc = "σ of the Gaussian noise on the input and every z", .range = AttrRange::at_least(0)},
+                       {.name = "denoising", .type = AttrType::Floats, .default_value = AttrValue(d.denoising),
+                        .doc = "each layer's denoising cost weight, input first"}},
+          .build = [](const Attributes& s) {
+            LadderSpec spec;
+            spec.layers = s.get_ints("layers");
+            spec.noise = s.get_float("noise");
+            spec.denoising = s.get_floats("denoising");
+            return build_ladder(spec);
+          }};
 }
 
 }  // namespace pens

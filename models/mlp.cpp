@@ -1,3 +1,4 @@
+#include "pens/models/family.h"
 #include "pens/models/mlp.h"
 
 #include "pens/graph/noise.h"
@@ -64,6 +65,45 @@ Graph build_mlp(const MlpSpec& spec) {
   const NodeId loss = g.add("mean", {losses}, {}, "loss");
   g.set_flag(loss, kLoss);
   return g;
+}
+
+ModelFamily mlp_family() {
+  const auto number = [](const char* name, double value, AttrRange range, const char* doc) {
+    return AttrSpec{.name = name, .type = AttrType::Float, .default_value = AttrValue(value), .doc = doc, .range = range};
+  };
+  const MlpSpec d;
+  const AttrRange probability = AttrRange::from_below(0, 1), non_negative = AttrRange::at_least(0);
+  return {.name = "mlp",
+          .summary = "a ReLU network with noise annotations (pens new mlp has more: penalties, a teacher)",
+          .settings = {{.name = "layers", .type = AttrType::Ints,
+                        .default_value = AttrValue(std::vector<int64_t>{784, 800, 800, 10}),
+                        .doc = "widths, input first"},
+                       number("weight_std", d.weight_std, non_negative, "initial weights' standard deviation"),
+                       number("hidden_bias", d.hidden_bias, {}, "initial hidden biases"),
+                       number("output_bias", d.output_bias, {}, "initial output biases"),
+                       number("max_norm", 0, non_negative, "L2 bound on each unit's incoming weights (0: none)"),
+                       number("mask_input", 0, probability, "mask noise on the input"),
+                       number("mask_hidden", 0, probability, "mask noise on each hidden layer"),
+                       number("gaussian_input", 0, non_negative, "Gaussian noise on the input"),
+                       number("gaussian_bias", 0, non_negative, "Gaussian noise on each hidden pre-activation"),
+                       {.name = "loss", .type = AttrType::String, .default_value = AttrValue(d.loss),
+                        .doc = "softmax_xent or squared_hinge"}},
+          .build = [](const Attributes& s) {
+            MlpSpec spec;
+            spec.layers = s.get_ints("layers");
+            spec.weight_std = s.get_float("weight_std");
+            spec.hidden_bias = s.get_float("hidden_bias");
+            spec.output_bias = s.get_float("output_bias");
+            spec.max_norm = s.get_float("max_norm");
+            spec.mask_input = s.get_float("mask_input");
+            spec.mask_hidden = s.get_float("mask_hidden");
+            spec.gaussian_input = s.get_float("gaussian_input");
+            spec.gaussian_bias = s.get_float("gaussian_bias");
+            spec.loss = s.get_string("loss");
+            Model model;
+            model.graph = build_mlp(spec);
+            return model;
+          }};
 }
 
 }  // namespace pens

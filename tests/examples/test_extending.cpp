@@ -12,6 +12,7 @@
 
 #include "examples/extending/cosine_penalty.h"
 #include "examples/extending/multiplicative_noise.h"
+#include "examples/extending/recursive_cell.h"
 #include "examples/extending/rmsprop_optimizer.h"
 #include "examples/extending/sign_adversarial_noise.h"
 #include "examples/extending/softplus_op.h"
@@ -20,18 +21,22 @@
 #include "pens/autodiff/tape.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/data_source.h"
+#include "pens/models/family.h"
 #include "pens/models/mlp.h"
 #include "pens/models/synthetic.h"
 #include "pens/ops/random.h"
 #include "pens/ops/registry.h"
 #include "pens/serialization/files.h"
+#include "pens/serialization/model_file.h"
 #include "pens/train/loop/run.h"
+#include "pens/train/tasks/tree_model.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
 #include "tests/support/npy.h"
 #include "tests/support/paths.h"
 #include "tests/support/run.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/treebank.h"
 
 namespace test_extending {
 
@@ -47,6 +52,7 @@ void register_extensions() {
   if (!PenaltyRegistry::global().find("cosine")) PenaltyRegistry::register_global(cosine_penalty());
   if (!OptimizerRegistry::global().find("rmsprop")) OptimizerRegistry::register_global(rmsprop_optimizer());
   if (!DataSourceRegistry::global().find("standardized")) DataSourceRegistry::register_global(standardized_source());
+  if (!ModelFamilyRegistry::global().find("recursive")) ModelFamilyRegistry::register_global(recursive_family());
 }
 
 std::string source(const std::string& path) {
@@ -316,6 +322,32 @@ TEST_CASE("a registered data source: standardized features, and pens' run on the
   CHECK(summary.json["final"]["test_error"].get<double>() < 0.25);
 }
 
+TEST_CASE("a registered model family: a tree cell of one's own trains on a treebank through a tree config") {
+  register_extensions();
+  const pens::testing::TempDir dir;
+  pens::testing::write_treebank(dir.path(), 200, 40, 40, 31);
+  const Model model = build_model("recursive", {{"vocabulary", int64_t{9}}, {"fuzz", 0.02}});
+  CHECK_THROWS_WITH_AS(build_model("recursive", {}), doctest::Contains("vocabulary"), Error);
+  save_model(model, dir / "rnn.model.json");
+  // The word table is found by the words port, whatever its name.
+  CHECK(TreeModel(model, SentimentTask::Fine).word_tables() == std::vector<std::string>{"table"});
+  write_file_atomically(dir / "rnn.json", R"({"kind": "trees", "task": "fine", "model": "rnn.model.json",
+  "data": {"dir": "."}, "batch": {"trees": 10}, "optimizer": {"learning_rate": 0.1},
+  "freeze_words_epochs": 1, "run": {"epochs": 8, "threads": 1}, "eval": {"train_trees": 200}})");
+  const PreparedRun run = prepare_run(dir / "rnn.json", {.out = dir / "out"});
+  struct Quiet : TrainObserver {} quiet;
+  const TrainSummary summary = run_training(run, quiet);
+  REQUIRE(summary.json["status"] == "finished");
+  std::ifstream metrics(dir / "out/metrics.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(metrics, line);) lines.push_back(nlohmann::json::parse(line));
+  REQUIRE(lines.size() == 8);
+  const double first = lines.front()["train_root_accuracy"].get<double>();
+  const double last = lines.back()["train_root_accuracy"].get<double>();
+  MESSAGE("root accuracy on the training trees: epoch 1 ", first, ", epoch 8 ", last);
+  CHECK(last > first + 0.1);
+}
+
 TEST_CASE("the docs show every extension file as it is") {
   const std::vector<std::pair<std::string, std::string>> shown = {
       {"docs/adding-an-op.md", "examples/extending/softplus_op.h"},
@@ -324,6 +356,7 @@ TEST_CASE("the docs show every extension file as it is") {
       {"docs/adding-a-penalty.md", "examples/extending/cosine_penalty.h"},
       {"docs/adding-an-optimizer.md", "examples/extending/rmsprop_optimizer.h"},
       {"docs/adding-a-data-set.md", "examples/extending/standardized_source.h"},
+      {"docs/adding-a-model.md", "examples/extending/recursive_cell.h"},
   };
   for (const auto& item : shown) {
     const auto& doc = item.first;  // not bindings: doctest captures them (clang < 16)
