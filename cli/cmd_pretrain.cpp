@@ -39,6 +39,7 @@ class PretrainProgress : public TrainObserver {
     std::fflush(stderr);
   }
   void on_eval(const json& m) override {
+    if (!m.contains("layer")) return;  // skip-gram reports its epochs as messages
     if (tty_) std::fprintf(stderr, "\r\033[K");
     std::fprintf(stderr, "layer %s  epoch %3lld  objective %.4f  denoising error %.4f  clean %.4f  lr %.4g  %.0fs\n",
                  m["layer"].get<std::string>().c_str(), static_cast<long long>(m["epoch"].get<int64_t>()),
@@ -68,15 +69,20 @@ int pretrain_skipgram(const Args& args, const std::string& config_path, const js
   config.epochs = args.option_int("epochs", config.epochs, 1, kMaxCount);
   config.threads = static_cast<int>(args.option_int("threads", config.threads, 0, 1024));
   config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed), 0, kMaxSeed));
+  config.budget_minutes = args.option_double("budget-minutes", config.budget_minutes, AttrRange::at_least(0));
   if (config.epochs < 1) fail("--epochs must be at least 1");
   const std::string out_dir =
       args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
+  const bool resume = args.flag("resume");
+  if (resume && !fs::exists(fs::path(out_dir) / "checkpoint.pens")) {
+    fail((fs::path(out_dir) / "checkpoint.pens").string(), ": no checkpoint to resume from");
+  }
   const TreeData data = load_tree_data(config.data_dir, config.vocabulary);
-  RunFolder(out_dir).write_config(to_json(config));
   std::cerr << "pens pretrain: skip-gram word vectors on " << config.data_dir << ", " << config.epochs
             << " epochs; writing " << out_dir << "\n";
   PretrainProgress progress;
-  const TrainSummary summary = pretrain_word_vectors(config, data, out_dir, progress);
+  const TrainSummary summary = pretrain_word_vectors(config, data, out_dir, progress, resume);
+  if (summary.diverged) return 1;
   std::printf("word vectors in %s/model.json (parameter E, scaled to std %g from %g); tree configs read them with "
               "\"init_from\"\n",
               out_dir.c_str(), config.word_std, summary.json["word_std_before_scaling"].get<double>());
@@ -86,10 +92,13 @@ int pretrain_skipgram(const Args& args, const std::string& config_path, const js
 }  // namespace
 
 int run_pretrain(const std::vector<std::string>& argv) {
-  const Args args(argv, {}, {"out", "epochs", "data-dir", "threads", "seed"});
+  const Args args(argv, {"resume"}, {"out", "epochs", "data-dir", "threads", "seed", "budget-minutes"});
   const std::string& config_path = args.one_positional("a pre-training config");
   const json j = read_json_file(config_path);
   if (run_kind_of(j) == "skipgram") return pretrain_skipgram(args, config_path, j);
+  if (args.flag("resume") || args.option("budget-minutes")) {
+    fail("--resume and --budget-minutes are for skip-gram configs; greedy pre-training runs its layers in one go");
+  }
   PretrainConfig config = parse_pretrain_config(j, config_path);
   config.model = relative_to_config(config_path, config.model);
   config.data_dir = configured_data_dir(config_path, j, config.data_dir, args.option("data-dir"));

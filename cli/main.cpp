@@ -192,7 +192,10 @@ const std::vector<Command>& commands() {
        "  --threads T            threads (0: the CPUs this process may use)\n\n"
        "A config with \"task\": \"skipgram\" pre-trains the word vectors of a tree network\n"
        "instead (skip-gram with negative sampling on SST's training and dev sentences;\n"
-       "docs/trees.md); --data-dir then names the treebank folder.\n",
+       "docs/trees.md); --data-dir then names the treebank folder, and the run goes through\n"
+       "pens train's loop: a checkpoint after every epoch, and\n"
+       "  --resume               continue from the output folder's checkpoint.pens\n"
+       "  --budget-minutes M     stop after M minutes of wall-clock time\n",
        pens::cli::run_pretrain},
       {"eval", "error and confusion matrix of a trained model (MNIST, or SST for tree models)",
        "usage: pens eval MODEL.json|RUN_DIR [options]\n\n"

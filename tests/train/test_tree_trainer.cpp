@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -14,6 +16,7 @@
 #include "pens/train/tasks/skipgram.h"
 #include "pens/serialization/files.h"
 #include "pens/train/loop/run.h"
+#include "pens/train/loop/run_folder.h"
 #include "pens/train/config/tree_config.h"
 #include "pens/train/tasks/tree_model.h"
 #include "pens/train/tasks/tree_trainer.h"
@@ -327,10 +330,29 @@ TEST_CASE("skip-gram pre-training lowers its loss and leaves word vectors of the
   for (std::string line; std::getline(metrics, line);) losses.push_back(nlohmann::json::parse(line)["objective"]);
   REQUIRE(losses.size() == 3);
   CHECK(losses[2] < losses[0]);
+  // No error to draw: the learning curve is the objective's (where gnuplot is installed).
+  if (std::system("command -v gnuplot >/dev/null") == 0) CHECK(std::filesystem::exists(dir / "sg/learning-curve.png"));
+  CHECK(read_file(dir / "sg/curve.gp", 1 << 16).find("objective by epoch") != std::string::npos);
   const Model m = load_model(dir / "sg/model.json");
   const auto E = m.values->value("E");
   const double mean = E.arr().cast<double>().mean();
   CHECK(std::sqrt((E.arr().cast<double>() - mean).square().mean()) == doctest::Approx(0.5).epsilon(1e-4));
+  // Resumed from a checkpoint in the middle of an epoch, the run ends as the unbroken one:
+  // the negatives' generator is advanced past the steps already taken.
+  config.checkpoint_every_epochs = 0.5;
+  config.checkpoint_keep = 10;
+  pretrain_word_vectors(config, data, dir / "unbroken", quiet);
+  std::filesystem::create_directories(dir / "resumed");
+  const auto kept = RunFolder(dir / "unbroken").kept_checkpoints();
+  REQUIRE(kept.size() >= 3);
+  const std::string middle = kept[0].second;  // half-way through the first epoch
+  const TrainSummary resumed = pretrain_word_vectors(config, data, dir / "resumed", quiet, Resume(middle));
+  CHECK(resumed.json["status"] == "finished");
+  CHECK(read_file(dir / "resumed/metrics.jsonl", 1 << 20).size() > 0);
+  const Model a = load_model(dir / "unbroken/model.json"), b = load_model(dir / "resumed/model.json");
+  const auto ea = a.values->value("E"), eb = b.values->value("E");
+  for (int64_t i = 0; i < ea.size(); ++i) REQUIRE(ea[i] == eb[i]);
+
   // A tree model starts from them: E has the same rows.
   TreeConfig tree;
   tree.model = dir / "ctn.model.json";

@@ -66,19 +66,23 @@ std::string learning_curve(const std::filesystem::path& dir) {
   // and errors that are all equal get a y range around them (gnuplot warns on an empty
   // range).
   const std::string style = points == 1 ? " with points pt 7 " : " with lines ";
-  const std::string y_range = lowest == highest ? cat("set yrange [", lowest / 2, ":", highest * 2, "]\n") : "";
-  const std::string script = cat(
-      "set terminal pngcairo size 900,560 noenhanced\n"
-      "set output '", (dir / "learning-curve.png").string(), "'\n"
-      "set title 'error by epoch'\nset xlabel 'epoch'\nset ylabel 'error (%)'\n"
-      "set logscale y\nset grid\nset key top right\n",
-      points == 1 ? cat("set xrange [", epoch - 1, ":", epoch + 1, "]\n") : std::string(), y_range,
-      "data = '", (dir / "curve.tsv").string(), "'\n"
-      "# a log axis cannot show 0: errors of 0 are drawn at 0.01%\n"
-      "drawn(e) = e < 0.01 ? 0.01 : e\n"
-      "plot data using 1:(drawn($2))", style, "lw 2 title 'train (labeled)', \\\n"
-      "     data using 1:(drawn($3))", style, "lw 2 title 'validation', \\\n"
-      "     data using 1:(drawn($4))", style, "lw 2 title 'test'\n");
+  const std::string head = cat("set terminal pngcairo size 900,560 noenhanced\n"
+                                "set output '", (dir / "learning-curve.png").string(), "'\n",
+                                points == 1 ? cat("set xrange [", epoch - 1, ":", epoch + 1, "]\n") : std::string(),
+                                "set xlabel 'epoch'\nset grid\n"
+                                "data = '", (dir / "curve.tsv").string(), "'\n");
+  // A run that measures no error (skip-gram's) is drawn by its objective.
+  const std::string script =
+      lowest == INFINITY
+          ? cat(head, "set title 'objective by epoch'\nset ylabel 'objective'\n",
+                "plot data using 1:5", style, "lw 2 title 'objective'\n")
+          : cat(head, "set title 'error by epoch'\nset ylabel 'error (%)'\nset logscale y\nset key top right\n",
+                lowest == highest ? cat("set yrange [", lowest / 2, ":", highest * 2, "]\n") : "",
+                "# a log axis cannot show 0: errors of 0 are drawn at 0.01%\n"
+                "drawn(e) = e < 0.01 ? 0.01 : e\n"
+                "plot data using 1:(drawn($2))", style, "lw 2 title 'train (labeled)', \\\n"
+                "     data using 1:(drawn($3))", style, "lw 2 title 'validation', \\\n"
+                "     data using 1:(drawn($4))", style, "lw 2 title 'test'\n");
   write_file_atomically((dir / "curve.gp").string(), script);
   const int status = run_program({"gnuplot", (dir / "curve.gp").string()});
   if (status == -1) return "learning-curve.png: gnuplot is not installed (apt-get install gnuplot-nox); curve.tsv and curve.gp hold the curve";

@@ -129,46 +129,54 @@ nlohmann::json with_absolute_paths(nlohmann::json c) {
 
 }  // namespace
 
-std::vector<std::string> RunFolder::accept_resume(const nlohmann::json& saved_config, const nlohmann::json& config) {
+std::vector<std::string> RunFolder::accept_resume(const nlohmann::json& saved_config, const nlohmann::json& config,
+                                                 const ResumableFields& resumable) {
+  using Pointer = nlohmann::json::json_pointer;
   const nlohmann::json saved = with_absolute_paths(saved_config), now = with_absolute_paths(config);
-  static constexpr std::array kRun = {"epochs", "budget_minutes", "threads"};
-  static constexpr std::array kSchedule = {"learning_rate",      "warmup_epochs",    "decay",
-                                           "anneal_start_epoch", "anneal_end_epoch", "momentum_start",
-                                           "momentum_end",       "momentum_epochs"};
-  const auto resumable = [](nlohmann::json c) {
-    c.erase("description");
-    for (const char* key : kRun) c["run"].erase(key);
-    for (const char* key : kSchedule) c["optimizer"].erase(key);
-    c["checkpoint"].erase("keep");
+  // "optimizer.learning_rate": a field as messages name it.
+  const auto dotted = [](const std::string& pointer) {
+    std::string name = pointer.substr(1);
+    std::replace(name.begin(), name.end(), '/', '.');
+    return name;
+  };
+  const auto fixed = [&](nlohmann::json c) {
+    for (const std::vector<std::string>* fields : {&resumable.free, &resumable.schedule}) {
+      for (const std::string& field : *fields) {
+        const Pointer at(field);
+        if (c.contains(at)) c[at.parent_pointer()].erase(at.back());
+      }
+    }
     return c;
   };
-  const nlohmann::json fixed_saved = resumable(saved), fixed_now = resumable(now);
+  const nlohmann::json fixed_saved = fixed(saved), fixed_now = fixed(now);
   if (fixed_saved != fixed_now) {
     // Each field that differs, by its dotted name, with both values: what a user must put back.
     std::string fields;
     for (const nlohmann::json& op : nlohmann::json::diff(fixed_saved, fixed_now)) {
       const std::string path = op["path"].get<std::string>();
       const nlohmann::json::json_pointer at(path);
-      std::string name = path.substr(1);
-      std::replace(name.begin(), name.end(), '/', '.');
+      const std::string name = dotted(path);
       const std::string before = fixed_saved.contains(at) ? fixed_saved[at].dump() : "absent";
       const std::string after = fixed_now.contains(at) ? fixed_now[at].dump() : "absent";
       fields += cat(fields.empty() ? "" : "; ", name, " ", before, " in the checkpoint, ", after, " now");
     }
-    std::string allowed = "description";
-    for (const char* key : kRun) allowed += cat(", run.", key);
-    allowed += ", checkpoint.keep and the optimizer's schedule: ";
-    for (const char* key : kSchedule) allowed += cat(key, key == kSchedule.back() ? "" : ", ");
+    std::string allowed;
+    for (const std::string& field : resumable.free) allowed += cat(allowed.empty() ? "" : ", ", dotted(field));
+    if (!resumable.schedule.empty()) allowed += " and the optimizer's schedule: ";
+    for (const std::string& field : resumable.schedule) {
+      allowed += cat(dotted(field).substr(dotted(field).rfind('.') + 1), &field == &resumable.schedule.back() ? "" : ", ");
+    }
     fail(loaded_from_, ": written by a different config: ", fields, " (a resume may change only ", allowed, ")");
   }
   std::vector<std::string> changed;
   nlohmann::json settings = nlohmann::json::object();
-  for (const char* key : kSchedule) {
-    const nlohmann::json& was = saved["optimizer"].contains(key) ? saved["optimizer"][key] : nlohmann::json();
-    const nlohmann::json& is = now["optimizer"].contains(key) ? now["optimizer"][key] : nlohmann::json();
+  for (const std::string& field : resumable.schedule) {
+    const Pointer at(field);
+    const nlohmann::json was = saved.contains(at) ? saved[at] : nlohmann::json();
+    const nlohmann::json is = now.contains(at) ? now[at] : nlohmann::json();
     if (was == is) continue;
-    changed.push_back(cat("optimizer.", key, " ", was.dump(), " -> ", is.dump()));
-    settings[cat("optimizer.", key)] = {was, is};
+    changed.push_back(cat(dotted(field), " ", was.dump(), " -> ", is.dump()));
+    settings[dotted(field)] = {was, is};
   }
   resume_changes_ = changed.empty() ? nlohmann::json() : nlohmann::json{{"step", last_checkpoint_step_}, {"settings", settings}};
   // Accepted: the folder becomes the resumed run's. The loaded checkpoint is its

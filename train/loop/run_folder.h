@@ -35,6 +35,20 @@ struct Resume {
   explicit Resume(std::string checkpoint) : on(true), from(std::move(checkpoint)) {}
 };
 
+// The fields of a config (JSON pointers into the form its to_json writes) that a resumed
+// run may change: `free` ones silently (the description, the run's length, budget and
+// threads, how many checkpoints are kept), `schedule` ones reported as changes (the
+// optimizer's schedule: what a user lowers to get past a divergence). The defaults are
+// the sections pens train's configs share (train/config/config_reader.h).
+struct ResumableFields {
+  std::vector<std::string> free = {"/description", "/run/epochs", "/run/budget_minutes", "/run/threads",
+                                   "/checkpoint/keep"};
+  std::vector<std::string> schedule = {"/optimizer/learning_rate",      "/optimizer/warmup_epochs",
+                                       "/optimizer/decay",              "/optimizer/anneal_start_epoch",
+                                       "/optimizer/anneal_end_epoch",   "/optimizer/momentum_start",
+                                       "/optimizer/momentum_end",       "/optimizer/momentum_epochs"};
+};
+
 class RunFolder {
  public:
   // Creates the folder when needed. `keep_checkpoints` is how many of the latest
@@ -81,15 +95,14 @@ class RunFolder {
   std::vector<std::pair<int64_t, std::string>> kept_checkpoints() const;
   // Throws, changing nothing in the folder, unless the loaded checkpoint's config
   // (`saved_config`) and the resumed run's (`config`), both in the form the config's
-  // to_json writes, agree in all but the fields a resume may change: the description, the
-  // run's length, budget and threads, and the optimizer's schedule (learning rate, warm-up,
-  // decay, momentum: what a user lowers to get past a divergence); the error names every
-  // other field that differs, with both values. Paths compare as absolute ones. Once
+  // to_json writes, agree in all but the fields a resume may change (`resumable`); the
+  // error names every other field that differs, with both values. Paths compare as absolute ones. Once
   // accepted, the loaded checkpoint becomes checkpoint.pens (atomically, where it was
   // another file), kept checkpoints of steps after it are removed (the trajectory a
   // roll-back abandons) and config.json becomes `config`. Returns "field was -> now" for
   // each schedule field that changed, and keeps them for resume_changes().
-  std::vector<std::string> accept_resume(const nlohmann::json& saved_config, const nlohmann::json& config);
+  std::vector<std::string> accept_resume(const nlohmann::json& saved_config, const nlohmann::json& config,
+                                         const ResumableFields& resumable = {});
   // The schedule changes of the last accept_resume, for summary.json: {"step": the
   // checkpoint's step, "settings": {"optimizer.learning_rate": [was, now], ...}}; null when
   // nothing changed.

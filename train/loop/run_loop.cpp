@@ -67,7 +67,8 @@ void RunLoop::start(const Resume& resume) {
   const TrainingState state =
       folder_.load_checkpoint(*task_.model().values, task_.optimizer().checkpoint_state(), resume.from);
   const std::vector<std::string> changed = folder_.accept_resume(
-      task_.as_read(state.config, folder_.loaded_from()), task_.as_read(task_.config(), "the run's config"));
+      task_.as_read(state.config, folder_.loaded_from()), task_.as_read(task_.config(), "the run's config"),
+      task_.resumable());
   step_ = state.step;
   window_start_ = folder_.seconds();
   // Evaluations the interrupted run made after its checkpoint are dropped: the resumed
@@ -123,7 +124,7 @@ void RunLoop::evaluate(int64_t done) {
   observer_.on_eval(m);
   const double best_before = best_error_;
   note(m);
-  if (best_error_ < best_before) folder_.save_model(task_.model(), "best.model.json");
+  if (length_.keeps_best && best_error_ < best_before) folder_.save_model(task_.model(), "best.model.json");
   objective_sum_ = 0;
   window_steps_ = 0;
   window_start_ = folder_.seconds();
@@ -151,7 +152,7 @@ TrainSummary RunLoop::finish() {
   } else {
     if (window_steps_ > 0 || last_.is_null()) evaluate(step_);
     checkpoint(step_);
-    folder_.save_model(task_.model(), "model.json");
+    folder_.save_model(task_.saved_model(), "model.json");
     task_.finishing(folder_, best_);
   }
   json& s = summary.json;

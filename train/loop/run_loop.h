@@ -38,6 +38,9 @@ struct RunLength {
   double budget_minutes = 0;     // > 0: the run stops at the first step past it
   int64_t checkpoint_keep = 1;   // checkpoints kept on disk, the latest included
   uint64_t seed = 0;             // recorded in checkpoints
+  // Whether evaluations choose a best model (best.model.json, by validation error); false
+  // for a run that has nothing to choose by.
+  bool keeps_best = true;
 };
 
 // Steps in `epochs` of `steps_per_epoch` steps, at least one.
@@ -75,11 +78,17 @@ class RunTask {
   // configs, so that fields an earlier pens or a caller left unset take today's defaults:
   // what the resume check compares. `where` names it in errors.
   virtual nlohmann::json as_read(const nlohmann::json& config, const std::string& where) const = 0;
+  // The fields of the config a resumed run may change (by default those of the sections
+  // every training config shares).
+  virtual ResumableFields resumable() const { return {}; }
 
   // The model whose parameters train (saved as model.json and best.model.json) and the
   // optimizer whose state the checkpoints keep.
   virtual Model& model() = 0;
   virtual Optimizer& optimizer() = 0;
+  // What model.json holds at the end: the model, or a form of it for its users (skip-gram's
+  // vectors scaled); checkpoints keep model()'s values.
+  virtual const Model& saved_model() { return model(); }
 
   // Trains step `step` (counted from 0 over the whole run).
   virtual StepResult step(int64_t step) = 0;

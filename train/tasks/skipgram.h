@@ -2,7 +2,7 @@
 // whose "task" is "skipgram"; docs/trees.md): the graph of models/skipgram.h trained on
 // the words of the treebank's training and dev sentences, each word predicting the words
 // within `window` of it against `negatives` words drawn from the unigram distribution to
-// the power 0.75. The vectors are then scaled to a standard deviation of `word_std` and
+// the power 0.75, with AdaGrad. The vectors are then scaled to a standard deviation of `word_std` and
 // saved as parameter E of out_dir/model.json, which a tree config's init_from reads.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "pens/train/loop/observer.h"
+#include "pens/train/loop/run_folder.h"
 #include "pens/train/tasks/tree_trainer.h"
 
 namespace pens {
@@ -29,12 +30,19 @@ struct SkipgramConfig {
   double word_std = 0.5;
   uint64_t seed = 1;
   int threads = 1;
+  double budget_minutes = 0;  // > 0: the run stops at the first step past it
+  double checkpoint_every_epochs = 1;
+  int64_t checkpoint_keep = 1;  // checkpoints kept on disk, the latest included
 };
 
 SkipgramConfig parse_skipgram_config(const nlohmann::json& j, const std::string& source);
 nlohmann::json to_json(const SkipgramConfig& c);
 
+// Trains through the run loop (train/loop/run_loop.h) into out_dir: config.json,
+// metrics.jsonl (the mean loss of each epoch), checkpoint.pens after every epoch (with the
+// vectors unscaled: `resume` continues exactly as an unbroken run would), model.json (the
+// vectors scaled) and summary.json.
 TrainSummary pretrain_word_vectors(const SkipgramConfig& config, const TreeData& data, const std::string& out_dir,
-                                   TrainObserver& observer);
+                                   TrainObserver& observer, const Resume& resume = {});
 
 }  // namespace pens
