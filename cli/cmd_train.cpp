@@ -2,6 +2,7 @@
 // model file.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,9 @@
 #include <iomanip>
 #include <iostream>
 #include <optional>
+#include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "cli/args.h"
 #include "pens/autodiff/tape.h"
@@ -33,6 +37,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// "--budget-minutes": an option of the table as the command line spells it.
+std::string option_name(const RunOptionSpec& spec) {
+  std::string name = spec.name;
+  std::replace(name.begin(), name.end(), '_', '-');
+  return "--" + name;
+}
 
 // The files a finished run leaves in its folder, those that exist, comma-separated: a
 // picture that could not be drawn is not claimed.
@@ -248,24 +259,52 @@ int train_data_parallel(const std::string& config_path, RunOptions options, Comm
 
 }  // namespace
 
+std::string train_options_help() {
+  std::string out;
+  for (const RunOptionSpec& spec : run_option_specs()) {
+    std::string head = cat("  ", option_name(spec), *spec.placeholder ? " " : "", spec.placeholder);
+    // The help wrapped at 86 columns, from column 25.
+    std::string line = head + std::string(head.size() < 25 ? 25 - head.size() : 1, ' ');
+    std::stringstream words(spec.help);
+    for (std::string word; words >> word;) {
+      if (line.size() + word.size() + 1 > 86 && line.size() > 25) {
+        out += line + "\n";
+        line = std::string(25, ' ');
+      }
+      line += (line.back() == ' ' ? "" : " ") + word;
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
 int run_train(const std::vector<std::string>& argv) {
-  const Args args(argv, {"resume"},
-                  {"out", "labels", "split-seed", "seed", "epochs", "budget-minutes", "data-dir", "threads", "init", "resume-from",
-                   "shards"});
+  std::vector<std::string> flags, valued;
+  for (const RunOptionSpec& spec : run_option_specs()) {
+    (std::holds_alternative<bool RunOptions::*>(spec.member) ? flags : valued).push_back(option_name(spec).substr(2));
+  }
+  const Args args(argv, flags, valued);
   const std::string& config_path = args.one_positional("a training config");
   RunOptions options;
-  options.out = args.option("out");
-  options.init = args.option("init");
-  options.data_dir = args.option("data-dir");
-  options.seed = args.given_int("seed", 0, kMaxSeed);
-  options.epochs = args.given_int("epochs", 1, kMaxCount);
-  options.budget_minutes = args.given_double("budget-minutes", AttrRange::at_least(0));
-  options.threads = args.given_int("threads", 0, 1024);
-  options.labels = args.given_int("labels", 0, kMaxCount);
-  options.split_seed = args.given_int("split-seed", 0, kMaxSeed);
-  options.shards = args.given_int("shards", 1, 1024);
-  options.resume = args.flag("resume");
-  options.resume_from = args.option("resume-from");
+  for (const RunOptionSpec& spec : run_option_specs()) {
+    const std::string name = option_name(spec).substr(2);
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(options.*member)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            options.*member = args.flag(name);
+          } else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
+            options.*member = args.option(name);
+          } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+            options.*member = args.given_double(name, AttrRange::from_to(spec.low, spec.high));
+          } else {
+            const std::optional<int64_t> n =
+                args.given_int(name, static_cast<int64_t>(spec.low), static_cast<int64_t>(spec.high));
+            if (n) options.*member = static_cast<typename T::value_type>(*n);
+          }
+        },
+        spec.member);
+  }
   // Started by mpirun: one process of a data-parallel run (docs/distributed.md).
   const std::unique_ptr<Communicator> world = mpi_world();
   if (world && world->size() > 1) return train_data_parallel(config_path, options, *world);

@@ -275,7 +275,7 @@ def gradcheck(model, batch=8, children=None, labeled=None, parent=False, sample=
 
 
 def train(config, out=None, callback=None, *, data=None, test=None, init=None, data_dir=None, seed=None, epochs=None,
-          budget_minutes=None, threads=None, labels=None, split_seed=None, resume=False, resume_from=None):
+          budget_minutes=None, threads=None, labels=None, split_seed=None, shards=None, resume=False, resume_from=None):
     """Runs `pens train CONFIG` with the same options; returns summary.json's contents
     (plus "out_dir" and "diverged"). callback(event, data) is called with ("step",
     {step, total_steps, epoch, objective, elapsed_seconds}) after every step, ("eval",
@@ -291,18 +291,20 @@ def train(config, out=None, callback=None, *, data=None, test=None, init=None, d
     if callback is not None and not callable(callback):
         raise Error(f"callback must be callable, got {type(callback).__name__}")
     options = _run_options(out=out, init=init, data_dir=data_dir, resume_from=resume_from, seed=seed, epochs=epochs,
-                           threads=threads, labels=labels, split_seed=split_seed, budget_minutes=budget_minutes)
+                           threads=threads, labels=labels, split_seed=split_seed, shards=shards,
+                           budget_minutes=budget_minutes)
     options.resume = bool(resume)
     return _pens.train(_path(config, "config"), options, callback, _arrays(data, test))
 
 
 def _run_options(budget_minutes=None, **given):
-    """RunOptions from keyword arguments, each checked: paths and whole numbers."""
+    """RunOptions from keyword arguments, each checked: paths and whole numbers (from the
+    least value pens train's table gives them)."""
     options = RunOptions()
-    least = dict(seed=0, epochs=1, threads=0, labels=0, split_seed=0)
+    least = {name: low for name, low, high in _pens.run_options if high > 0 and name != "budget_minutes"}
     for key, value in given.items():
         if value is not None:
-            setattr(options, key, _count(value, key, least[key]) if key in least else _path(value, key))
+            setattr(options, key, _count(value, key, int(least[key])) if key in least else _path(value, key))
     if budget_minutes is not None:
         options.budget_minutes = _number(budget_minutes, "budget_minutes")
     return options

@@ -840,19 +840,15 @@ PYBIND11_MODULE(_pens, m) {
       .def("at", &PythonPlan::at, "step"_a)
       .def("data", &PythonPlan::data, "part"_a);
 
-  py::class_<RunOptions>(m, "RunOptions")
-      .def(py::init<>())
-      .def_readwrite("out", &RunOptions::out)
-      .def_readwrite("init", &RunOptions::init)
-      .def_readwrite("data_dir", &RunOptions::data_dir)
-      .def_readwrite("seed", &RunOptions::seed)
-      .def_readwrite("epochs", &RunOptions::epochs)
-      .def_readwrite("budget_minutes", &RunOptions::budget_minutes)
-      .def_readwrite("threads", &RunOptions::threads)
-      .def_readwrite("labels", &RunOptions::labels)
-      .def_readwrite("split_seed", &RunOptions::split_seed)
-      .def_readwrite("resume", &RunOptions::resume)
-      .def_readwrite("resume_from", &RunOptions::resume_from);
+  // Every option of pens train's table (train/loop/run_kind.h), by its name.
+  py::class_<RunOptions> run_options(m, "RunOptions");
+  run_options.def(py::init<>());
+  py::list option_names;
+  for (const RunOptionSpec& spec : run_option_specs()) {
+    std::visit([&](auto member) { run_options.def_readwrite(spec.name, member); }, spec.member);
+    option_names.append(py::make_tuple(spec.name, spec.low, spec.high));
+  }
+  m.attr("run_options") = option_names;
 
   m.def("load_mnist", [](py::handle dir, const std::string& part) {
           return arrays_of(load_mnist(path_of(dir, "dir"), part));

@@ -1,6 +1,7 @@
 """A compiled program as a hand-written training loop uses it: gradients per call, any
 batch size, optimizers, values back into the model, threads, and mistakes refused in
 pens' words."""
+import inspect
 import json
 import os
 import re
@@ -437,3 +438,18 @@ def test_a_config_naming_npy_files_trains_as_the_arrays_saved_in_them(tmp_path, 
     assert files["final"] == arrays["final"]
     saved = json.loads((tmp_path / "npy" / "config.json").read_text())
     assert saved["data"]["source"] == "npy" and saved["data"]["dir"] == str(tmp_path)
+
+
+def test_pens_train_in_python_takes_every_option_pens_train_does():
+    # One table (train/loop/run_kind.h) gives the tool its options and these their names.
+    options = {name for name, low, high in pens._pens.run_options}
+    assert {"out", "seed", "epochs", "shards", "resume", "resume_from"} <= options
+    keywords = set(inspect.signature(pens.train).parameters)
+    assert keywords - options == {"config", "callback", "data", "test"}
+    assert options <= keywords
+    # A training plan follows one run from its start: no output folder, resume or shards.
+    plan = set(inspect.signature(pens.TrainingPlan).parameters) - {"config", "data", "test"}
+    assert plan <= options
+    assert options - plan == {"out", "budget_minutes", "threads", "shards", "resume", "resume_from"}
+    with pytest.raises(pens.Error, match="shards must be at least 1"):
+        pens.train("any.json", shards=0)

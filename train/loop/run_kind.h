@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "pens/models/data_source.h"
@@ -39,6 +40,22 @@ struct RunOptions {
   // Resume from this checkpoint: a path, or the name of one kept in the output folder.
   std::optional<std::string> resume_from;
 };
+
+// One option of RunOptions as the command line (`--budget-minutes M`) and the Python
+// package (`budget_minutes=M`) both take it: one table, so that the tool's parsing, its
+// help text and the Python keywords cannot drift apart (tests check the Python keywords
+// against it). The command line's name is `name` with '-' for '_'.
+struct RunOptionSpec {
+  using Member = std::variant<std::optional<std::string> RunOptions::*, std::optional<uint64_t> RunOptions::*,
+                              std::optional<int64_t> RunOptions::*, std::optional<int> RunOptions::*,
+                              std::optional<double> RunOptions::*, bool RunOptions::*>;
+  const char* name;
+  Member member;
+  const char* placeholder;  // the value in the help ("DIR"); "" for a flag
+  const char* help;         // what it does, one line or more
+  double low = 0, high = 0;  // a number's range
+};
+const std::vector<RunOptionSpec>& run_option_specs();
 
 // Data given by the caller (the Python package's NumPy arrays) in place of what the
 // config's data section names; `name` stands for it where the run names its data
