@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
 
     auto optimizer = make_optimizer("adagrad", params, {});
     Step step(params, *optimizer, {}, 1);
-    step.set_gradient_hook([&](ParamStore<float>& p) { add_l2_gradients(p, kL2); });
+    step.add_transform(std::make_unique<L2Penalty>(params, kL2));
     // The trainer's steps: a graph per tree when parameters are perturbed per tree, else
     // one forest graph per step.
     TreeStepGraphs step_graphs;

@@ -6,6 +6,8 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -24,6 +26,13 @@ namespace test_step {
 using namespace pens;
 
 namespace {
+
+// A gradient transform that shows a test the summed gradients the optimizer is about to get.
+struct SeeGradients : GradientTransform {
+  explicit SeeGradients(std::function<void(ParamStore<float>&)> f) : see(std::move(f)) {}
+  void apply(ParamStore<float>& params, const OptimizerStep& /*at*/) override { see(params); }
+  std::function<void(ParamStore<float>&)> see;
+};
 
 // W [2, 2] and b [2], all ones.
 Graph two_params(Attributes w_extra = {}) {
@@ -330,7 +339,7 @@ TEST_CASE("max-norm on a matrix of many column and row blocks: the rules' values
   set_threads(saved_threads);
 }
 
-TEST_CASE("a step: feed, key, forward, backward, the hook on the summed gradient, the update, the constraint") {
+TEST_CASE("a step: feed, key, forward, backward, the transforms of the summed gradient, the update, the constraint") {
   const Graph g = regression();
   ParamStore<float> params(g);
   params.initialize(g, 3);
@@ -359,10 +368,10 @@ TEST_CASE("a step: feed, key, forward, backward, the hook on the summed gradient
   params.zero_grad();
   params.grads()[0] = 123.0f;  // a stale gradient: the step must start from zero
 
-  step.set_gradient_hook([&](ParamStore<float>& p) {
+  step.add_transform(std::make_unique<SeeGradients>([&](ParamStore<float>& p) {
     order.push_back("hook");
     CHECK(std::equal(p.grads().begin(), p.grads().end(), grad.begin()));
-  });
+  }));
   const StepResult r = step.run({.step = 0, .learning_rate = 0.5, .momentum = 0.0}, tape, [&](Tape<float>& t, size_t i) {
     order.push_back("feed");
     CHECK(i == 0);
@@ -372,6 +381,58 @@ TEST_CASE("a step: feed, key, forward, backward, the hook on the summed gradient
   CHECK(r.objective == doctest::Approx(reference.objective()));
   CHECK(order == std::vector<std::string>{"feed", "hook", "constraint"});
   for (size_t i = 0; i < expected.size(); ++i) CHECK(params.values()[i] == doctest::Approx(expected[i]));
+}
+
+TEST_CASE("gradient transforms: l2 adds lambda theta, a hold zeroes its parameters' gradients in its epochs and the constraints skip them") {
+  const Graph g = regression();
+  ParamStore<float> params(g);
+  params.initialize(g, 3);
+  const auto sgd = make_optimizer("sgd", params);
+  std::vector<size_t> skipped;  // how many parameters each constraint call was told to skip
+  struct Recorder : Constraint {
+    std::vector<size_t>* skipped;
+    void apply(std::span<const ParamEntry* const> held) override { skipped->push_back(held.size()); }
+  };
+  std::vector<std::unique_ptr<Constraint>> constraints;
+  auto recorder = std::make_unique<Recorder>();
+  recorder->skipped = &skipped;
+  constraints.push_back(std::move(recorder));
+  Step step(params, *sgd, std::move(constraints), 5);
+  step.add_transform(std::make_unique<L2Penalty>(params, std::map<std::string, double>{{"W", 0.5}}));
+  step.add_transform(std::make_unique<HoldParameters>(std::vector<const ParamEntry*>{&params.at("b")}, 1.0, 2.0));
+  std::vector<float> grads;
+  step.add_transform(std::make_unique<SeeGradients>([&](ParamStore<float>& p) { grads.assign(p.grads().begin(), p.grads().end()); }));
+  Tape<float> tape(g, params, {.batch = 4});
+
+  // The gradient alone, for comparison.
+  Tape<float> reference(g, params, {.batch = 4});
+  feed_regression(reference, 0);
+  params.zero_grad();
+  reference.forward();
+  reference.backward();
+  const std::vector<float> plain(params.grads().begin(), params.grads().end());
+  const std::vector<float> before(params.values().begin(), params.values().end());
+  const ParamEntry& w = params.at("W");
+  const ParamEntry& b = params.at("b");
+
+  // Epoch 0.5: outside the hold; W's gradient has 0.5 W added.
+  REQUIRE(step.run({.step = 0, .learning_rate = 0.0, .epoch = 0.5}, tape, feed_regression).finite);
+  for (int64_t i = 0; i < w.shape.numel(); ++i) {
+    const auto k = static_cast<size_t>(w.offset + i);
+    CHECK(grads[k] == doctest::Approx(plain[k] + 0.5f * before[k]));
+  }
+  for (int64_t i = 0; i < b.shape.numel(); ++i) CHECK(grads[static_cast<size_t>(b.offset + i)] == plain[static_cast<size_t>(b.offset + i)]);
+  // Epoch 1.5: b held (gradient zero, skipped by the constraint), and it stays put under SGD.
+  const float b0 = params.value("b")[0];
+  REQUIRE(step.run({.step = 1, .learning_rate = 0.1, .epoch = 1.5}, tape, feed_regression).finite);
+  for (int64_t i = 0; i < b.shape.numel(); ++i) CHECK(grads[static_cast<size_t>(b.offset + i)] == 0.0f);
+  CHECK(params.value("b")[0] == b0);
+  CHECK(skipped == std::vector<size_t>{0, 1});
+  // Epoch 2: the hold has ended.
+  REQUIRE(step.run({.step = 2, .learning_rate = 0.1, .epoch = 2.0}, tape, feed_regression).finite);
+  CHECK(params.value("b")[0] != b0);
+  CHECK(skipped.back() == 0);
+  CHECK_THROWS_WITH_AS(L2Penalty(params, {{"V", 1.0}}), "l2.V: the model has no parameter 'V'", Error);
 }
 
 TEST_CASE("a step of several graphs adds their gradients and keys each graph's noise by its example") {
@@ -392,7 +453,7 @@ TEST_CASE("a step of several graphs adds their gradients and keys each graph's n
   Step step(params, *sgd, {}, /*seed=*/9);
   Tape<float> a(noisy, params, {.batch = 64}), b_tape(noisy, params, {.batch = 64});
   std::vector<float> grads;
-  step.set_gradient_hook([&](ParamStore<float>& p) { grads.assign(p.grads().begin(), p.grads().end()); });
+  step.add_transform(std::make_unique<SeeGradients>([&](ParamStore<float>& p) { grads.assign(p.grads().begin(), p.grads().end()); }));
   const StepGraph graphs[] = {{&a, 0}, {&b_tape, 1}};
   const StepResult r = step.run({.step = 7, .learning_rate = 0.0}, graphs, feed_regression);
   REQUIRE(r.finite);
@@ -441,7 +502,7 @@ TEST_CASE("a sharded step adds its shards' gradients pairwise, in one fixed orde
     shard_grads.emplace_back(params.grads().begin(), params.grads().end());
   }
   std::vector<float> seen;
-  step.set_gradient_hook([&](ParamStore<float>& p) { seen.assign(p.grads().begin(), p.grads().end()); });
+  step.add_transform(std::make_unique<SeeGradients>([&](ParamStore<float>& p) { seen.assign(p.grads().begin(), p.grads().end()); }));
   const StepResult r = step.run_shards({.step = 0, .learning_rate = 0.0}, tape, 4, 0, 4, feed_shard);
   REQUIRE(r.finite);
   REQUIRE(seen.size() == shard_grads[0].size());
@@ -476,7 +537,7 @@ TEST_CASE("a training step allocates nothing: feed, noise, forward, backward, op
     const auto optimizer = make_optimizer(kind, params);
     Step step(params, *optimizer, model_constraints(g, params, MaxNormRule::UnitIncoming), /*seed=*/2);
     int64_t hooked = 0;
-    step.set_gradient_hook([&](ParamStore<float>&) { ++hooked; });
+    step.add_transform(std::make_unique<SeeGradients>([&](ParamStore<float>&) { ++hooked; }));
     const Step::Feed feed = [](Tape<float>& t, size_t i) { feed_regression(t, i); };
     step.run({.step = 0, .learning_rate = 0.01, .momentum = 0.5}, tape, feed);  // anything lazy settles
     bool finite = true;
@@ -503,7 +564,7 @@ TEST_CASE("a non-finite objective stops the step before any update and names eve
   const auto sgd = make_optimizer("sgd", params);
   Step step(params, *sgd);
   bool hooked = false;
-  step.set_gradient_hook([&](ParamStore<float>&) { hooked = true; });
+  step.add_transform(std::make_unique<SeeGradients>([&](ParamStore<float>&) { hooked = true; }));
   Tape<float> tape(g, params, {.batch = 4});
   const StepResult r = step.run({.step = 0, .learning_rate = 0.1}, tape, [](Tape<float>& t, size_t i) {
     feed_regression(t, i);

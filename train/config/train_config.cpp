@@ -63,7 +63,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
       }
       if (restart && i == 0) fail(source, ": ", s.where("restart"), ": the first stage starts the run; nothing to restart");
       // A stage may update some parameters only (the authors' output-layer-only epochs
-      // of PEA+); the held ones stay put only from a fresh optimizer (Step::hold).
+      // of PEA+); the held ones stay put only from a fresh optimizer (HoldParameters).
       if (const json* t = s.child("trainable")) {
         if (!t->is_array() || t->empty() ||
             !std::ranges::all_of(*t, [](const json& n) { return n.is_string() && !n.get<std::string>().empty(); })) {

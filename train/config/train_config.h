@@ -17,7 +17,7 @@
 namespace pens {
 
 // Epochs [from, to) in which only the named parameters are updated (a lambda stage's
-// "trainable"); the others are held as they are (Step::hold).
+// "trainable"); the others are held as they are (HoldParameters, train/optim/transform.h).
 struct TrainablePeriod {
   double from = 0;
   double to = 0;

@@ -44,8 +44,11 @@ Step::Step(ParamStore<float>& params, Optimizer& optimizer, std::vector<std::uni
     : params_(params), optimizer_(optimizer), constraints_(std::move(constraints)), seed_(seed) {}
 
 void Step::apply_update(const OptimizerStep& update, std::span<const StepGraph> graphs) {
-  if (hook_) hook_(params_);
-  for (const ParamEntry* p : held_) std::fill_n(params_.grads().data() + p->offset, p->shape.numel(), 0.0f);
+  held_.clear();
+  for (const auto& t : transforms_) {
+    t->apply(params_, update);
+    t->held(update, held_);
+  }
   optimizer_.step(update);
   for (const auto& c : constraints_) c->apply(held_);
   for (const StepGraph& graph : graphs) graph.tape->update_averages();

@@ -1,7 +1,7 @@
 // The training step: the one every training loop in pens runs (the trainer,
 // pre-training, the examples, the benchmarks, the tests):
 //
-//   feed -> noise key -> forward -> finiteness check -> backward -> gradient hook
+//   feed -> noise key -> forward -> finiteness check -> backward -> gradient transforms
 //        -> optimizer -> constraints -> moving averages (Tape::update_averages)
 //
 // In a data-parallel run (set_communicator) the step's graph computes this process's
@@ -27,6 +27,7 @@
 #include "pens/train/dist/communicator.h"
 #include "pens/train/optim/constraints.h"
 #include "pens/train/optim/optimizer.h"
+#include "pens/train/optim/transform.h"
 
 namespace pens {
 
@@ -54,27 +55,22 @@ class Step {
  public:
   // Writes the inputs of graph `index` of the step (its rows of the batch, its tree).
   using Feed = std::function<void(Tape<float>& tape, size_t index)>;
-  // Sees the step's summed gradients before the optimizer does (a data-parallel run sums
-  // them across processes here).
-  using GradientHook = std::function<void(ParamStore<float>& params)>;
 
   // Draws are keyed {seed, step, graph's example}. The store and the optimizer must
   // outlive the Step.
   Step(ParamStore<float>& params, Optimizer& optimizer, std::vector<std::unique_ptr<Constraint>> constraints = {},
        uint64_t seed = 0);
 
-  void set_gradient_hook(GradientHook hook) { hook_ = std::move(hook); }
+  // Appends a transform of the step's summed gradients (train/optim/transform.h), run in
+  // the order added before the optimizer updates (a data-parallel run has summed the
+  // gradients across processes by then). Parameters a transform holds still at an update
+  // are skipped by the constraints too.
+  void add_transform(std::unique_ptr<GradientTransform> transform) { transforms_.push_back(std::move(transform)); }
   // Makes the step data-parallel over `communicator`'s processes (null: one process). Its
   // steps then run one graph each, whose tape's rows are placed in the global batch
   // (Tape::set_row_placement). An error in one process's step is thrown on every process
   // as a CollectiveError.
   void set_communicator(Communicator* communicator) { communicator_ = communicator; }
-  // Parameters the next updates leave as they are (a stage that trains only some, as the
-  // authors' output-layer-only first epochs of PEA+); empty: every one is updated. Their
-  // gradients are zeroed before the optimizer and the constraints skip them, so they stay
-  // put as long as the optimizer holds no state that moves them on its own (momentum, a
-  // moment estimate): hold parameters from a fresh or restarted optimizer.
-  void hold(std::vector<const ParamEntry*> held) { held_ = std::move(held); }
 
   // One update, numbered update.step, with the schedule's learning rate and momentum.
   StepResult run(const OptimizerStep& update, std::span<const StepGraph> graphs, const Feed& feed);
@@ -141,7 +137,7 @@ class Step {
   // `parts`.
   bool agree(StepResult& result, Communicator* comm, const std::string& error, const std::string& problem,
              double parts);
-  // Hook, optimizer, constraints, then the moving averages of the step's graphs.
+  // Transforms, optimizer, constraints, then the moving averages of the step's graphs.
   void apply_update(const OptimizerStep& update, std::span<const StepGraph> graphs);
   static void refuse_batch_averages(const Tape<float>& tape, const char* step);
 
@@ -149,9 +145,9 @@ class Step {
   Optimizer& optimizer_;
   std::vector<std::unique_ptr<Constraint>> constraints_;
   uint64_t seed_;
-  GradientHook hook_;
+  GradientTransforms transforms_;
   Communicator* communicator_ = nullptr;
-  std::vector<const ParamEntry*> held_;
+  std::vector<const ParamEntry*> held_;  // by the transforms, at the current update
   std::vector<double> totals_;  // what the processes sum after the forward pass (agree)
   // The pairwise sum of run_shards: partial sums by level, and the processes' partial sums.
   std::vector<std::vector<float>> levels_;

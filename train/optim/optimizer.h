@@ -27,6 +27,7 @@ struct OptimizerStep {
   int64_t step = 0;            // updates made before this one (bias corrections count from it)
   double learning_rate = 0;
   double momentum = 0;         // for optimizers with momentum; others ignore it
+  double epoch = 0;            // when the update falls: what gradient transforms go by
 };
 
 class Optimizer {

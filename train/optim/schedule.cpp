@@ -51,7 +51,7 @@ double Schedule::lambda_scale_at(double epoch) const {
 }
 
 OptimizerStep Schedule::at(int64_t step, double epoch) const {
-  return {.step = step, .learning_rate = learning_rate_at(epoch), .momentum = momentum_at(epoch)};
+  return {.step = step, .learning_rate = learning_rate_at(epoch), .momentum = momentum_at(epoch), .epoch = epoch};
 }
 
 double penalty_weight(const PenaltyHandle& penalty, double scale) {

@@ -120,9 +120,6 @@ class ClassifierTask : public RunTask {
  private:
   void load_model_and_graphs();
   void make_optimizer_and_step();
-  // Holds the parameters that the trainable period at `epoch` does not train (none outside
-  // such periods).
-  void hold_for(double epoch);
   void split_data();
   void feed(Tape<float>& tape, int64_t step, int64_t unit);
   std::string sharing() const;
@@ -143,9 +140,6 @@ class ClassifierTask : public RunTask {
   std::unique_ptr<Tape<float>> step_tape_, eval_tape_;
   std::unique_ptr<StatisticsRecalibration> recalibration_;  // null unless eval.recalibrate_statistics
   std::unique_ptr<PenaltyWeights> weights_;
-  // Per config_.trainable_periods, the parameters each one holds; the one in force.
-  std::vector<std::vector<const ParamEntry*>> held_by_period_;
-  int held_period_ = -1;
 
   // The data: this process's rows of each batch, and its shares of the evaluation sets.
   // Units of each batch: this process computes units first_unit_ .. + local_units_ - 1.
@@ -217,22 +211,13 @@ void ClassifierTask::make_optimizer_and_step() {
         fail(config_.model, ": lambda_schedule: trainable names '", name, "', which is not a parameter of the model");
       }
     }
-    std::vector<const ParamEntry*>& held = held_by_period_.emplace_back();
+    // The period holds every parameter it does not train.
+    std::vector<const ParamEntry*> held;
     for (const ParamEntry& e : params.entries()) {
       if (std::ranges::find(period.parameters, e.name) == period.parameters.end()) held.push_back(&e);
     }
+    step_->add_transform(std::make_unique<HoldParameters>(std::move(held), period.from, period.to));
   }
-}
-
-void ClassifierTask::hold_for(double epoch) {
-  int period = -1;
-  for (size_t i = 0; i < config_.trainable_periods.size(); ++i) {
-    const TrainablePeriod& p = config_.trainable_periods[i];
-    if (epoch >= p.from && epoch < p.to) period = static_cast<int>(i);
-  }
-  if (period == held_period_) return;
-  step_->hold(period < 0 ? std::vector<const ParamEntry*>{} : held_by_period_[static_cast<size_t>(period)]);
-  held_period_ = period;
 }
 
 void ClassifierTask::split_data() {
@@ -315,7 +300,6 @@ StepResult ClassifierTask::step(int64_t step) {
   Tape<float>& tape = *step_tape_;
   weights_->set(tape, planned.lambda_scale);
   if (planned.restart) optimizer_->restart();
-  hold_for(planned.epoch);
   const OptimizerStep& update = planned.update;
   const StepResult r =
       config_.batch_shards > 1

@@ -40,18 +40,6 @@ std::vector<int64_t> trainable(const std::vector<SentimentTree>& trees, Sentimen
 
 }  // namespace
 
-void add_l2_gradients(ParamStore<float>& params, const std::map<std::string, double>& l2) {
-  for (const auto& [name, lambda] : l2) {
-    if (lambda <= 0) continue;
-    float* g = params.grad(name).data;
-    const float* v = params.value(name).data;
-    const auto l = static_cast<float>(lambda);
-    parallel_ranges(params.at(name).shape.numel(), [&](int64_t begin, int64_t count) {
-      for (int64_t i = begin; i < begin + count; ++i) g[i] += l * v[i];
-    });
-  }
-}
-
 namespace {
 
 // A tree model's run on a treebank, as a task of the run loop (train/loop/run_loop.h): each
@@ -76,7 +64,6 @@ class TreeTask : public RunTask {
   void summarize(json& summary, const json& last, const json& best) const override;
 
  private:
-  void regularize(ParamStore<float>& params);
   bool restarts_at(int64_t epoch) const {
     const int64_t every = config_.restart_every_epochs, before = config_.restart_before_epoch;
     return every > 0 && epoch > 0 && epoch % every == 0 && (before == 0 || epoch < before);
@@ -107,7 +94,6 @@ class TreeTask : public RunTask {
   std::vector<int64_t> train_rows_;  // trainable training trees
   std::vector<SentimentTree> train_eval_;
   int64_t steps_per_epoch_ = 0;
-  int64_t step_now_ = 0;  // the step being trained: its epoch decides word freezing
   // The step's trees and graphs, and the epoch whose order of trees `order_` is.
   TreeStepGraphs step_graphs_;
   std::vector<const SentimentTree*> members_;
@@ -154,12 +140,16 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
     fail(config.source.empty() ? "" : config.source + ": ", "freeze_words_epochs: ", config.model,
          " has no word table (a parameter its cell looks up by the words port) to freeze");
   }
-  for (const auto& [name, value] : config.l2) {
-    if (!params.find(name)) fail("l2.", name, ": the model has no parameter '", name, "'");
-  }
   optimizer_ = make_optimizer(config.optimizer, params, config.optimizer_settings);
   step_ = std::make_unique<Step>(params, *optimizer_, std::vector<std::unique_ptr<Constraint>>{}, config.seed);
-  step_->set_gradient_hook([this](ParamStore<float>& p) { regularize(p); });
+  // ℓ2 on the parameters the config names, then the word tables held still for the first
+  // epochs.
+  step_->add_transform(std::make_unique<L2Penalty>(params, config.l2));
+  if (config.freeze_words_epochs > 0) {
+    std::vector<const ParamEntry*> tables;
+    for (const std::string& table : trees_->word_tables()) tables.push_back(&params.at(table));
+    step_->add_transform(std::make_unique<HoldParameters>(std::move(tables), 0.0, config.freeze_words_epochs));
+  }
   step_->set_communicator(comm_);
   train_rows_ = trainable(data.bank.train, task_);
   if (train_rows_.empty()) fail(config.data_dir, ": no training tree carries a label for the ", config.task, " task");
@@ -179,15 +169,7 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
                                          : std::string()));
 }
 
-void TreeTask::regularize(ParamStore<float>& params) {
-  add_l2_gradients(params, config_.l2);
-  if (epoch_of(step_now_) < config_.freeze_words_epochs) {
-    for (const std::string& table : trees_->word_tables()) params.grad(table).arr().setZero();
-  }
-}
-
 StepResult TreeTask::step(int64_t step) {
-  step_now_ = step;
   const int64_t epoch = step / steps_per_epoch_;
   if (epoch != order_epoch_) {  // each epoch visits the trees in its own order
     order_ = permutation(static_cast<int64_t>(train_rows_.size()), config_.seed, 1000 + static_cast<uint64_t>(epoch));
@@ -208,7 +190,7 @@ StepResult TreeTask::step(int64_t step) {
   if (step % steps_per_epoch_ == 0 && restarts_at(epoch)) optimizer_->restart();
   step_graphs_.assign(*trees_, *model_.values, members_, examples_, lambda_schedule_.lambda_scale_at(epoch_of(step)),
                       static_cast<size_t>(config_.batch_groups));
-  const OptimizerStep update{.step = step, .learning_rate = config_.learning_rate, .momentum = 0};
+  const OptimizerStep update{.step = step, .learning_rate = config_.learning_rate, .momentum = 0, .epoch = epoch_of(step)};
   return step_graphs_.run(*step_, update);
 }
 

@@ -26,9 +26,6 @@ struct TreeData {
 };
 TreeData load_tree_data(const std::string& dir, const VocabularyPolicy& vocabulary);
 
-// The gradient of Σ_p (λ_p / 2) ||θ_p||² for the parameters `l2` names: λ_p θ_p added to
-// each one's gradient, in ranges on the kernels' threads (a tree config's ℓ2).
-void add_l2_gradients(ParamStore<float>& params, const std::map<std::string, double>& l2);
 
 // Trains into out_dir; with `resume`, continues from its checkpoint (or the one it names)
 // exactly as an unbroken run would (tree order and noise are functions of seed and step).
