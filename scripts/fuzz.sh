@@ -3,6 +3,7 @@
 #   model_loader  model files (JSON, then the whole pseudo-ensemble build)
 #   config        training configs (pens train's MNIST and tree configs, pens pretrain's)
 #   idx           IDX files (MNIST images and labels)
+#   npy           .npy files (the npy data source's NumPy arrays)
 #   trees         sentiment trees (PTB format)
 #
 #   scripts/fuzz.sh [--seconds S | --runs N] [TARGET ...]     (default: --seconds 60, all)
@@ -22,11 +23,11 @@ while (($#)); do
   case "$1" in
     --seconds) limit=(-max_total_time="$2"); shift 2 ;;
     --runs) limit=(-runs="$2"); shift 2 ;;
-    model_loader|config|idx|trees) targets+=("$1"); shift ;;
-    *) echo "fuzz.sh: unknown argument '$1' (--seconds S, --runs N, model_loader, config, idx, trees)" >&2; exit 2 ;;
+    model_loader|config|idx|npy|trees) targets+=("$1"); shift ;;
+    *) echo "fuzz.sh: unknown argument '$1' (--seconds S, --runs N, model_loader, config, idx, npy, trees)" >&2; exit 2 ;;
   esac
 done
-((${#targets[@]})) || targets=(model_loader config idx trees)
+((${#targets[@]})) || targets=(model_loader config idx npy trees)
 
 scripts/setup.sh >/dev/null  # the Debian packages pens itself needs
 # The sanitized build the test suite's --sanitize run uses: after it, only the fuzzers'
@@ -51,6 +52,19 @@ seed() {
            >"$dir/images-2x2x2"
          printf '\x01\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\x00\x1c\x00\x00\x00\x1c' >"$dir/images-truncated"
          printf '\x1f\x8b\x08\x00' >"$dir/gzip" ;;
+    npy) # numpy.save's layout: magic, version 1.0, a header padded to 64 bytes, the data.
+         npy() {  # DESCR SHAPE DATA-BYTES
+           local header="{'descr': '$1', 'fortran_order': False, 'shape': $2, }"
+           while (( (10 + ${#header} + 1) % 64 )); do header+=" "; done
+           printf '\x93NUMPY\x01\x00'
+           printf "\\x$(printf %02x $(( (${#header} + 1) % 256 )))\\x$(printf %02x $(( (${#header} + 1) / 256 )))"
+           printf '%s\n' "$header"
+           printf "$3"
+         }
+         npy '<f4' '(2, 2)' '\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40\x00\x00\x80\x40' >"$dir/f4-2x2"
+         npy '<i8' '(3,)' '\x01\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff\x02\x00\x00\x00\x00\x00\x00\x00' >"$dir/i8-3"
+         npy '|u1' '(2, 1, 2)' '\x00\x01\x02\xff' >"$dir/u1-2x1x2"
+         npy '<f8' '(1,)' '\x00\x00' >"$dir/f8-truncated" ;;
     trees) printf '(3 (2 It) (4 (4 (2 works) (3 well)) (2 .)))\n(1 (1 Dull) (2 -RRB-))\n' >"$dir/two-trees"
            printf '(2 (2 (2 a) (2 b)) (2 (2 c) (2 d)))' >"$dir/no-newline"
            printf '(5 (2 a) (2 b))\n(2 (2 a) (2 b) (2 c))\n' >"$dir/bad-label-arity" ;;

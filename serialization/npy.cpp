@@ -97,7 +97,9 @@ NpyArray parse_npy(const std::string& bytes, const std::string& source) {
   NpyArray out;
   const std::string descr = header_value(header, "descr", source);
   if (descr.size() < 4 || (descr.front() != '\'' && descr.front() != '"')) {
-    fail(source, ": the .npy dtype ", descr, " is not a simple type (a structured array?)");
+    // A structured array's descr is a list: named up to its first field.
+    fail(source, ": the .npy dtype ", descr.substr(0, 16), descr.size() > 16 ? "..." : "",
+         " is not a simple type (a structured array?)");
   }
   out.dtype = descr.substr(1, descr.size() - 2);
   const char order = out.dtype[0];

@@ -154,6 +154,37 @@ config('config-is-array', text=b'[]', expect='')
 for name in ['truncated-images', 'trailing-bytes', 'gzip-images', 'wrong-rank', 'wrong-type', 'label-count-mismatch',
              'label-beyond-9', 'small-images', 'empty-images', 'header-promises-terabytes']:
     config(f'data-{name}', lambda c, name=name: c['data'].update(dir=f'../data/{name}'), expect='idx' if name != 'small-images' else '784')
+# The npy data source: a valid pair of NumPy arrays (numpy.save's layout), and broken ones.
+def npy(descr, shape, data, fortran='False'):
+    dims = ', '.join(str(d) for d in shape) + (',' if len(shape) == 1 else '')
+    header = "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }" % (descr, fortran, dims)
+    header += ' ' * ((64 - (10 + len(header) + 1) % 64) % 64) + '\n'
+    return b'\x93NUMPY\x01\x00' + struct.pack('<H', len(header)) + header.encode() + data
+# Four features an example: every case is refused while its arrays are read.
+npy_x = npy('<f4', [40, 4], struct.pack('<160f', *[rng.random() for _ in range(160)]))
+npy_y = npy('<i8', [40], struct.pack('<40q', *[i % 10 for i in range(40)]))
+for name, x, y in [
+    ('good', npy_x, npy_y),
+    ('truncated-features', npy_x[:-10], npy_y),
+    ('not-npy', b'PK\x03\x04 a zip file', npy_y),
+    ('big-endian', npy('>f4', [40, 4], npy_x[128:]), npy_y),
+    ('fortran-order', npy('<f4', [40, 4], npy_x[128:], 'True'), npy_y),
+    ('labels-fractional', npy_x, npy('<f8', [40], struct.pack('<40d', *[i % 10 + 0.5 for i in range(40)]))),
+    ('labels-below-minus-1', npy_x, npy('<i8', [40], struct.pack('<40q', *[-3] * 40))),
+    ('label-count-mismatch', npy_x, npy('<i8', [30], struct.pack('<30q', *[0] * 30))),
+    ('features-nan', npy('<f4', [40, 4], struct.pack('<f', float('nan')) + npy_x[132:]), npy_y),
+    ('structured-dtype', npy_x.replace(b"'<f4'", b"[('a'"), npy_y),
+]:
+    os.makedirs(f'{root}/data/npy-{name}', exist_ok=True)
+    open(f'{root}/data/npy-{name}/x.npy', 'wb').write(x)
+    open(f'{root}/data/npy-{name}/y.npy', 'wb').write(y)
+    if name != 'good':
+        config(f'npy-{name}', lambda c, name=name: c['data'].update(source='npy', dir=f'../data/npy-{name}'), expect='.npy')
+config('npy-source-misspelt', lambda c: c['data'].update(source='numpy', dir='../data/npy-good'), expect="'numpy'")
+config('npy-setting-unknown', lambda c: c['data'].update(source='npy', dir='../data/npy-good', features='x.npy'),
+       expect='data.features')
+config('npy-test-half-given', lambda c: c['data'].update(source='npy', dir='../data/npy-good', test_x='x.npy'),
+       expect='test_x and data.test_y come together')
 # Command-line options.
 for name, args, expect in [
     ('epochs-0', 'train configs/epochs-ok.json --out {out} --epochs 0', '--epochs'),
