@@ -582,6 +582,45 @@ TEST_CASE("a stage that trains some parameters only: the others keep their value
   }
 }
 
+TEST_CASE("gradient transforms in a config: read, written back, checked, and a hold keeps its parameters") {
+  const char* text = R"({"model": "m.json", "optimizer": {"transforms": [
+      {"kind": "l2", "lambda": 1e-3, "params": ["W2", "W3"]}, {"kind": "hold", "params": ["W1", "b1"], "until": 1}]}})";
+  const TrainConfig c = parse_train_config(json::parse(text), "c.json");
+  REQUIRE(c.transforms.size() == 2);
+  CHECK(c.transforms[0].kind == "l2");
+  CHECK(c.transforms[0].lambda == 1e-3);
+  CHECK(c.transforms[1].params == std::vector<std::string>{"W1", "b1"});
+  CHECK(c.transforms[1].until == 1);
+  CHECK(to_json(parse_train_config(to_json(c), "again")) == to_json(c));
+  const auto config_with = [](const char* transforms) {
+    return parse_train_config(json::parse(cat(R"({"model": "m.json", "optimizer": {"transforms": )", transforms, "}}")),
+                              "c.json");
+  };
+  CHECK_ERROR_MENTIONS(config_with(R"([{"kind": "l3", "params": ["W1"]}])"), "optimizer.transforms[0].kind",
+                       "did you mean 'l2'");
+  CHECK_ERROR_MENTIONS(config_with(R"([{"kind": "l2", "params": ["W1"]}])"), "optimizer.transforms[0].lambda",
+                       "required");
+  CHECK_ERROR_MENTIONS(config_with(R"([{"kind": "hold", "params": []}])"), "optimizer.transforms[0].params");
+  CHECK_ERROR_MENTIONS(config_with(R"([{"kind": "hold", "params": ["W1"], "untill": 2}])"), "untill");
+  CHECK_ERROR_MENTIONS(config_with(R"({"kind": "hold"})"), "optimizer.transforms must be an array");
+
+  // Trained: W1 and b1 held for the run's one epoch, with max-norm binding on W1 (the
+  // constraint must skip it too); W2 trains.
+  testing::TempDir dir;
+  TrainConfig config = small_config(write_small_model(dir, 0.5));
+  config.epochs = 1;
+  config.transforms = c.transforms;
+  Quiet quiet;
+  train(config, small_data(), dir / "held", quiet);
+  const Model held = load_model(dir / "held/model.json");
+  ParamStore<float> initial(held.graph);
+  initial.initialize(held.graph, config.init_seed);
+  for (const char* name : {"W1", "b1"}) CHECK(held.values->value(name).arr().cwiseEqual(initial.value(name).arr()).all());
+  CHECK_FALSE(held.values->value("W2").arr().isApprox(initial.value("W2").arr()));
+  config.transforms[1].params = {"W9"};
+  CHECK_ERROR_MENTIONS(train(config, small_data(), dir / "bad", quiet), "optimizer.transforms[1].params", "'W9'");
+}
+
 TEST_CASE("the complete config in docs/training.md parses and is examples/mnist/pea-600.json with its defaults") {
   const std::string page = read_file(pens::testing::source_dir() + "/docs/training.md", 1 << 20);
   const size_t intro = page.find("One complete config");

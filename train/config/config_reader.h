@@ -3,6 +3,7 @@
 // of the wrong type or range, each error naming the file and the field.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "pens/train/optim/constraints.h"
 #include "pens/train/optim/optimizer.h"
 #include "pens/train/optim/schedule.h"
+#include "pens/train/optim/transform.h"
 
 namespace pens {
 
@@ -181,6 +183,47 @@ inline const DataSourceKind& configured_data_source(const std::string& kind, con
   const DataSourceKind* found = DataSourceRegistry::global().find(kind);
   if (!found) fail(source, ": data.source: ", DataSourceRegistry::global().unknown(kind));
   return *found;
+}
+
+// The optimizer section's "transforms" (train/optim/transform.h): each {kind, params, ...}
+// checked here, the parameter names once the model is known.
+inline void read_transforms(ConfigSection& optimizer, std::vector<TransformSpec>& out, const std::string& source) {
+  const nlohmann::json* list = optimizer.child("transforms");
+  if (!list) return;
+  if (!list->is_array()) fail(source, ": optimizer.transforms must be an array of {\"kind\": ..., \"params\": [...]}");
+  out.clear();
+  for (size_t i = 0; i < list->size(); ++i) {
+    ConfigSection t((*list)[i], cat("optimizer.transforms[", i, "]"), source);
+    TransformSpec& spec = out.emplace_back();
+    t.required_string("kind", spec.kind, "transform kind");
+    const nlohmann::json* params = t.child("params");
+    if (!params || !params->is_array() || params->empty() ||
+        !std::all_of(params->begin(), params->end(), [](const nlohmann::json& p) { return p.is_string(); })) {
+      fail(source, ": ", t.where("params"), " must be a non-empty array of parameter names");
+    }
+    spec.params = params->get<std::vector<std::string>>();
+    if (spec.kind == "l2") {
+      spec.lambda = -1;
+      t.number("lambda", spec.lambda, 0, 1e3);
+      if (spec.lambda < 0) fail(source, ": ", t.where("lambda"), " is required: the weight of Σ (λ / 2) ||θ||²");
+    } else if (spec.kind == "hold") {
+      t.number("from", spec.from, 0, 1e9);
+      t.number("until", spec.until, 0, 1e300);
+    } else {
+      fail(source, ": ", t.where("kind"), ": ", unknown_name_hint(spec.kind, {"l2", "hold"}, "transforms"));
+    }
+  }
+}
+
+inline nlohmann::json transforms_json(const std::vector<TransformSpec>& specs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TransformSpec& s : specs) {
+    nlohmann::json t = {{"kind", s.kind}, {"params", s.params}};
+    if (s.kind == "l2") t["lambda"] = s.lambda;
+    if (s.kind == "hold") t.update({{"from", s.from}, {"until", s.until}});
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 // The optimizer section's schedule (train/optim/schedule.h: learning rate, warm-up, decay,

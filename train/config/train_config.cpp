@@ -41,6 +41,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
     s.string("kind", c.optimizer);
     const OptimizerKind& kind = configured_optimizer(c.optimizer, source);
     read_schedule(s, c.schedule, c.max_norm_rule, source);
+    read_transforms(s, c.transforms, source);
     c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
   } else {
     normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
@@ -99,6 +100,7 @@ json to_json(const TrainConfig& c) {
   json optimizer = attributes_json(c.optimizer_settings);
   optimizer.update(schedule_json(c.schedule, c.max_norm_rule));
   optimizer["kind"] = c.optimizer;
+  optimizer["transforms"] = transforms_json(c.transforms);
   json data = attributes_json(c.data_settings);
   data.update({{"source", c.data_source}, {"dir", c.data_dir}, {"labeled", c.labeled}, {"validation", c.validation},
                {"split_seed", c.split_seed}});

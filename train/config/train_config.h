@@ -13,6 +13,7 @@
 #include "pens/ops/ir/attributes.h"
 #include "pens/serialization/model.h"
 #include "pens/train/optim/schedule.h"
+#include "pens/train/optim/transform.h"
 
 namespace pens {
 
@@ -52,6 +53,8 @@ struct TrainConfig {
   // The optimizer: a registered kind (train/optim/optimizer.h) and its own settings.
   std::string optimizer = "sgd";
   Attributes optimizer_settings;
+  // Gradient transforms before the optimizer (optimizer.transforms: ℓ2, holds).
+  std::vector<TransformSpec> transforms;
   // Learning rate and momentum; the λ stages come from the model unless set below.
   Schedule schedule{.learning_rate = 0.1,
                     .warmup_epochs = 5,

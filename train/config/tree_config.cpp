@@ -48,6 +48,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
     s.number("learning_rate", c.learning_rate, 0, 1e3);
     s.number("restart_every_epochs", c.restart_every_epochs, 0, 1e9);
     s.number("restart_before_epoch", c.restart_before_epoch, 0, 1e9);
+    read_transforms(s, c.transforms, source);
     c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
   } else {
     normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
@@ -78,6 +79,7 @@ json to_json(const TreeConfig& c) {
                         {"learning_rate", c.learning_rate},
                         {"restart_every_epochs", c.restart_every_epochs},
                         {"restart_before_epoch", c.restart_before_epoch}});
+  optimizer["transforms"] = transforms_json(c.transforms);
   json l2 = json::object();
   for (const auto& [name, value] : c.l2) l2[name] = value;
   json j = {

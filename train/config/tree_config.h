@@ -13,6 +13,7 @@
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/sst.h"
 #include "pens/ops/ir/attributes.h"
+#include "pens/train/optim/transform.h"
 
 namespace pens {
 
@@ -30,6 +31,8 @@ struct TreeConfig {
   int64_t batch_groups = 4;
   std::string optimizer = "adagrad";
   Attributes optimizer_settings;
+  // Gradient transforms after the l2 and word freezing below (optimizer.transforms).
+  std::vector<TransformSpec> transforms;
   double learning_rate = 0.01;
   // The optimizer restarts (AdaGrad: its sums of squares back to their initial value) at
   // the start of every epoch that is a multiple of restart_every_epochs (0: never), while

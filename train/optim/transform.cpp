@@ -29,13 +29,32 @@ void L2Penalty::apply(ParamStore<float>& params, const OptimizerStep& /*at*/) {
 HoldParameters::HoldParameters(std::vector<const ParamEntry*> parameters, double from, double until)
     : parameters_(std::move(parameters)), from_(from), until_(until) {}
 
-void HoldParameters::apply(ParamStore<float>& params, const OptimizerStep& at) {
-  if (!active(at)) return;
-  for (const ParamEntry* p : parameters_) std::fill_n(params.grads().data() + p->offset, p->shape.numel(), 0.0f);
+void HoldParameters::held(const OptimizerStep& at, std::vector<const ParamEntry*>& out) const {
+  if (at.epoch >= from_ && at.epoch < until_) out.insert(out.end(), parameters_.begin(), parameters_.end());
 }
 
-void HoldParameters::held(const OptimizerStep& at, std::vector<const ParamEntry*>& out) const {
-  if (active(at)) out.insert(out.end(), parameters_.begin(), parameters_.end());
+GradientTransforms make_transforms(const std::vector<TransformSpec>& specs, const ParamStore<float>& params,
+                                   const std::string& where) {
+  GradientTransforms out;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const TransformSpec& spec = specs[i];
+    std::vector<const ParamEntry*> entries;
+    for (const std::string& name : spec.params) {
+      const ParamEntry* e = params.find(name);
+      if (!e) fail(where, "[", i, "].params: the model has no parameter '", name, "'");
+      entries.push_back(e);
+    }
+    if (spec.kind == "l2") {
+      std::map<std::string, double> lambdas;
+      for (const std::string& name : spec.params) lambdas[name] = spec.lambda;
+      out.push_back(std::make_unique<L2Penalty>(params, std::move(lambdas)));
+    } else if (spec.kind == "hold") {
+      out.push_back(std::make_unique<HoldParameters>(std::move(entries), spec.from, spec.until));
+    } else {
+      fail(where, "[", i, "].kind: '", spec.kind, "' is not a transform (l2, hold)");
+    }
+  }
+  return out;
 }
 
 }  // namespace pens

@@ -24,9 +24,10 @@ class GradientTransform {
  public:
   virtual ~GradientTransform() = default;
   // Changes the summed gradients of `params` before the update `at` (its step and epoch).
-  virtual void apply(ParamStore<float>& params, const OptimizerStep& at) = 0;
-  // Adds to `out` the parameters that the update `at` must leave as they are: their
-  // gradients are zero after apply(), and the constraints skip them.
+  virtual void apply(ParamStore<float>& /*params*/, const OptimizerStep& /*at*/) {}
+  // Adds to `out` the parameters that the update `at` must leave as they are: once every
+  // transform has run, the step zeroes their gradients, and the constraints skip them
+  // (so a hold wins over an ℓ2 in any order).
   virtual void held(const OptimizerStep& /*at*/, std::vector<const ParamEntry*>& /*out*/) const {}
 };
 
@@ -47,15 +48,29 @@ class L2Penalty final : public GradientTransform {
 class HoldParameters final : public GradientTransform {
  public:
   HoldParameters(std::vector<const ParamEntry*> parameters, double from, double until);
-  void apply(ParamStore<float>& params, const OptimizerStep& at) override;
   void held(const OptimizerStep& at, std::vector<const ParamEntry*>& out) const override;
 
  private:
-  bool active(const OptimizerStep& at) const { return at.epoch >= from_ && at.epoch < until_; }
   std::vector<const ParamEntry*> parameters_;
   double from_, until_;
 };
 
 using GradientTransforms = std::vector<std::unique_ptr<GradientTransform>>;
+
+// A transform as a config declares it, in its optimizer section:
+//   "transforms": [{"kind": "l2", "lambda": 1e-4, "params": ["W1", "W2"]},
+//                  {"kind": "hold", "params": ["E"], "until": 10}]
+// l2: λ θ added to the named parameters' gradients; hold: the named parameters held still
+// in the epochs [from, until) (from 0, until the end when left out).
+struct TransformSpec {
+  std::string kind;  // l2 | hold
+  std::vector<std::string> params;
+  double lambda = 0;
+  double from = 0, until = 1e300;
+};
+// The transforms of `specs` over `params`; an Error names a parameter the store lacks, by
+// `where` ("optimizer.transforms").
+GradientTransforms make_transforms(const std::vector<TransformSpec>& specs, const ParamStore<float>& params,
+                                   const std::string& where);
 
 }  // namespace pens

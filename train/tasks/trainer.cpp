@@ -218,6 +218,7 @@ void ClassifierTask::make_optimizer_and_step() {
     }
     step_->add_transform(std::make_unique<HoldParameters>(std::move(held), period.from, period.to));
   }
+  for (auto& t : make_transforms(config_.transforms, params, "optimizer.transforms")) step_->add_transform(std::move(t));
 }
 
 void ClassifierTask::split_data() {

@@ -150,6 +150,7 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
     for (const std::string& table : trees_->word_tables()) tables.push_back(&params.at(table));
     step_->add_transform(std::make_unique<HoldParameters>(std::move(tables), 0.0, config.freeze_words_epochs));
   }
+  for (auto& t : make_transforms(config.transforms, params, "optimizer.transforms")) step_->add_transform(std::move(t));
   step_->set_communicator(comm_);
   train_rows_ = trainable(data.bank.train, task_);
   if (train_rows_.empty()) fail(config.data_dir, ": no training tree carries a label for the ", config.task, " task");
