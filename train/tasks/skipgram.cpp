@@ -63,15 +63,11 @@ class SkipgramTask : public RunTask {
  public:
   SkipgramTask(const SkipgramConfig& config, const TreeData& data, TrainObserver& observer);
 
+  // An evaluation (the epoch's mean loss) after every epoch; no best model to keep.
   RunLength length() const override {
-    return {.steps_per_epoch = steps_per_epoch_,
-            .epochs = config_.epochs,
-            .eval_every = steps_per_epoch_,
-            .checkpoint_every = steps_in(config_.checkpoint_every_epochs, steps_per_epoch_),
-            .budget_minutes = config_.budget_minutes,
-            .checkpoint_keep = config_.checkpoint_keep,
-            .seed = config_.seed,
-            .keeps_best = false};
+    RunLength length = run_length_of(config_, steps_per_epoch_, steps_per_epoch_);
+    length.keeps_best = false;
+    return length;
   }
   json config() const override { return to_json(config_); }
   json as_read(const json& config, const std::string& where) const override {
