@@ -10,9 +10,9 @@
 #include "pens/autodiff/tape_plan.h"
 #include "pens/graph/infer.h"
 #include "pens/graph/noise.h"
-#include "pens/ops/parallel.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/ir/suggest.h"
+#include "pens/ops/parallel.h"
 
 namespace pens {
 

@@ -19,8 +19,8 @@
 #include "pens/models/dataset.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
-#include "pens/train/optim/optimizer.h"
 #include "pens/train/loop/step.h"
+#include "pens/train/optim/optimizer.h"
 #include "pens/train/tasks/tree_model.h"
 #include "pens/train/tasks/tree_trainer.h"
 

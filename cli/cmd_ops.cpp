@@ -11,8 +11,8 @@
 #include "pens/ops/registry.h"
 #include "pens/serialization/json_text.h"
 #include "pens/serialization/model_file.h"
-#include "pens/train/optim/optimizer.h"
 #include "pens/train/loop/run_kind.h"
+#include "pens/train/optim/optimizer.h"
 
 namespace pens::cli {
 

@@ -11,9 +11,9 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/json_text.h"
-#include "pens/train/tasks/pretrain.h"
 #include "pens/train/loop/run.h"
 #include "pens/train/loop/run_folder.h"
+#include "pens/train/tasks/pretrain.h"
 #include "pens/train/tasks/skipgram.h"
 
 namespace pens::cli {

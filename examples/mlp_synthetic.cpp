@@ -20,8 +20,8 @@
 #include "pens/models/synthetic.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
-#include "pens/train/optim/schedule.h"
 #include "pens/train/loop/step.h"
+#include "pens/train/optim/schedule.h"
 
 using namespace pens;
 

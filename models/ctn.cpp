@@ -1,5 +1,5 @@
-#include "pens/models/family.h"
 #include "pens/models/ctn.h"
+#include "pens/models/family.h"
 
 #include <cmath>
 

@@ -18,9 +18,9 @@
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/synthetic.h"
 #include "pens/ops/registry.h"
-#include "pens/train/tasks/evaluation.h"
-#include "pens/train/optim/schedule.h"
 #include "pens/train/loop/step.h"
+#include "pens/train/optim/schedule.h"
+#include "pens/train/tasks/evaluation.h"
 
 using namespace pens;
 

@@ -10,8 +10,8 @@
 #include "pens/serialization/json_text.h"
 #include "pens/train/config/pretrain_config.h"
 #include "pens/train/config/train_config.h"
-#include "pens/train/loop/run_kind.h"
 #include "pens/train/config/tree_config.h"
+#include "pens/train/loop/run_kind.h"
 
 namespace {
 

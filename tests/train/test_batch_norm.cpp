@@ -13,8 +13,8 @@
 #include "pens/models/batch_norm.h"
 #include "pens/models/mlp.h"
 #include "pens/serialization/model_file.h"
-#include "pens/train/optim/optimizer.h"
 #include "pens/train/loop/step.h"
+#include "pens/train/optim/optimizer.h"
 #include "tests/support/helpers.h"
 
 namespace test_batch_norm {

@@ -15,9 +15,9 @@
 #include "pens/models/mlp.h"
 #include "pens/models/synthetic.h"
 #include "pens/ops/parallel.h"
+#include "pens/train/loop/step.h"
 #include "pens/train/optim/constraints.h"
 #include "pens/train/optim/optimizer.h"
-#include "pens/train/loop/step.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/helpers.h"
 

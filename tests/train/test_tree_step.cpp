@@ -16,8 +16,8 @@
 #include "pens/models/ctn.h"
 #include "pens/models/sst.h"
 #include "pens/ops/parallel.h"
-#include "pens/train/optim/optimizer.h"
 #include "pens/train/loop/step.h"
+#include "pens/train/optim/optimizer.h"
 #include "pens/train/tasks/tree_model.h"
 #include "tests/support/helpers.h"
 

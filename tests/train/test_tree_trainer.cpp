@@ -12,12 +12,12 @@
 #include <sstream>
 
 #include "pens/models/ctn.h"
-#include "pens/serialization/model_file.h"
-#include "pens/train/tasks/skipgram.h"
 #include "pens/serialization/files.h"
+#include "pens/serialization/model_file.h"
+#include "pens/train/config/tree_config.h"
 #include "pens/train/loop/run.h"
 #include "pens/train/loop/run_folder.h"
-#include "pens/train/config/tree_config.h"
+#include "pens/train/tasks/skipgram.h"
 #include "pens/train/tasks/tree_model.h"
 #include "pens/train/tasks/tree_trainer.h"
 #include "tests/support/paths.h"

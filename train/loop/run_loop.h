@@ -11,8 +11,8 @@
 //   and a data-parallel run's agreement (one clock decides the budget; the parameters'
 //   fingerprints are compared at every checkpoint; process 0 alone writes).
 //
-// A new kind of run is a RunTask; train/tasks/trainer.cpp and train/tasks/tree_trainer.cpp are the two
-// written so far.
+// A new kind of run is a RunTask; train/tasks/ holds those written so far: a classifier
+// (trainer.cpp), a tree model (tree_trainer.cpp) and skip-gram word vectors (skipgram.cpp).
 #pragma once
 
 #include <cstdint>
@@ -23,9 +23,9 @@
 #include "pens/serialization/model.h"
 #include "pens/train/dist/communicator.h"
 #include "pens/train/loop/observer.h"
-#include "pens/train/optim/optimizer.h"
 #include "pens/train/loop/run_folder.h"
 #include "pens/train/loop/step.h"
+#include "pens/train/optim/optimizer.h"
 
 namespace pens {
 

@@ -10,9 +10,9 @@
 
 #include "pens/models/dataset.h"
 #include "pens/serialization/model.h"
+#include "pens/train/config/train_config.h"
 #include "pens/train/optim/optimizer.h"
 #include "pens/train/optim/schedule.h"
-#include "pens/train/config/train_config.h"
 
 namespace pens {
 

@@ -10,11 +10,11 @@
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
 #include "pens/serialization/sha256.h"
-#include "pens/train/tasks/evaluation.h"
 #include "pens/train/loop/report.h"
 #include "pens/train/loop/run_folder.h"
-#include "pens/train/optim/schedule.h"
 #include "pens/train/loop/step.h"
+#include "pens/train/optim/schedule.h"
+#include "pens/train/tasks/evaluation.h"
 #include "pens/train/tasks/trainer.h"
 
 namespace pens {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "pens/models/dataset.h"
-#include "pens/train/loop/observer.h"
 #include "pens/train/config/pretrain_config.h"
+#include "pens/train/loop/observer.h"
 
 namespace pens {
 

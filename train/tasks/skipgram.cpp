@@ -9,9 +9,9 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/train/config/config_reader.h"
-#include "pens/train/optim/optimizer.h"
 #include "pens/train/loop/run_loop.h"
 #include "pens/train/loop/step.h"
+#include "pens/train/optim/optimizer.h"
 
 namespace pens {
 

@@ -14,13 +14,13 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
-#include "pens/train/tasks/batch_plan.h"
-#include "pens/train/tasks/evaluation.h"
 #include "pens/train/loop/report.h"
 #include "pens/train/loop/run.h"
 #include "pens/train/loop/run_loop.h"
-#include "pens/train/optim/schedule.h"
 #include "pens/train/loop/step.h"
+#include "pens/train/optim/schedule.h"
+#include "pens/train/tasks/batch_plan.h"
+#include "pens/train/tasks/evaluation.h"
 
 namespace pens {
 

@@ -8,11 +8,11 @@
 
 #include "pens/autodiff/param_store.h"
 #include "pens/models/data_source.h"
+#include "pens/train/config/train_config.h"
 #include "pens/train/dist/communicator.h"
 #include "pens/train/loop/observer.h"
 #include "pens/train/loop/run_folder.h"
 #include "pens/train/loop/run_kind.h"
-#include "pens/train/config/train_config.h"
 
 namespace pens {
 

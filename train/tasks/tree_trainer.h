@@ -11,11 +11,11 @@
 
 #include "pens/autodiff/param_store.h"
 #include "pens/models/sst.h"
+#include "pens/train/config/tree_config.h"
 #include "pens/train/dist/communicator.h"
 #include "pens/train/loop/observer.h"
 #include "pens/train/loop/run_folder.h"
 #include "pens/train/loop/run_kind.h"
-#include "pens/train/config/tree_config.h"
 
 namespace pens {
 
