@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <iomanip>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -55,7 +54,6 @@ std::string existing_outputs(const std::string& out_dir) {
   }
   return out;
 }
-
 
 // On a terminal: one line redrawn in place (epoch, bar, objective, last errors, speed,
 // ETA). Otherwise: a plain line per evaluation, for log files.
