@@ -152,14 +152,18 @@ struct EvalSource {
 };
 
 EvalSource eval_source(const std::string& given) {
-  if (!std::filesystem::is_directory(given)) return {given, std::nullopt, {}};
+  EvalSource source;
+  if (!std::filesystem::is_directory(given)) {
+    source.model_path = given;
+    return source;
+  }
   const std::filesystem::path dir(given);
   for (const char* name : {"config.json", "best.model.json"}) {
     if (!std::filesystem::exists(dir / name)) fail(given, " is a folder but not a run folder: it has no ", name);
   }
   const std::string config_path = (dir / "config.json").string();
   const json j = read_json_file(config_path);
-  EvalSource source{(dir / "best.model.json").string(), std::nullopt, {}};
+  source.model_path = (dir / "best.model.json").string();
   if (run_kind_of(j) == "trees") {
     const TreeConfig c = parse_tree_config(j, config_path);
     source.data_dir = c.data_dir;

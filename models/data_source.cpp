@@ -8,7 +8,7 @@ namespace pens {
 
 template <>
 std::vector<DataSourceKind> builtin_kinds<DataSourceKind>() {
-  return {mnist_source(), npy_source()};
+  return {mnist_source(), npy_source(), csv_source()};
 }
 
 TrainData load_data(const std::string& source, const std::string& dir, const Attributes& settings) {

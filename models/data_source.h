@@ -50,5 +50,6 @@ TrainData load_data(const std::string& source, const std::string& dir, const Att
 // The built-in sources, each defined beside its reader.
 DataSourceKind mnist_source();  // models/mnist.cpp
 DataSourceKind npy_source();    // models/npy_source.cpp
+DataSourceKind csv_source();    // models/csv_source.cpp
 
 }  // namespace pens

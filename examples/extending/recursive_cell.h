@@ -35,7 +35,10 @@ inline pens::Model build_recursive(const pens::Attributes& s) {
   if (const double sigma = s.get_float("fuzz"); sigma > 0) {
     for (NodeId p : {E, W, C}) add_noise(g, p, "fuzz", {{"sigma", sigma}});
     // One noisy child per tree carries the loss (as the CTN's: graph/pseudo_ensemble.h).
-    model.ensemble = PseudoEnsembleSpec{.children = 1, .loss_on = "child"};
+    PseudoEnsembleSpec one_child;
+    one_child.children = 1;
+    one_child.loss_on = "child";
+    model.ensemble = one_child;
   }
   return model;
 }
@@ -44,12 +47,13 @@ inline pens::ModelFamily recursive_family() {
   using pens::AttrSpec, pens::AttrType, pens::AttrValue, pens::AttrRange;
   return {.name = "recursive",
           .summary = "the plain recursive network over trees, tanh([left; right] W + b)",
-          .settings = {{.name = "vocabulary", .type = AttrType::Int, .required = true, .range = AttrRange::at_least(1)},
+          .settings = {{.name = "vocabulary", .type = AttrType::Int, .required = true,
+                        .doc = "rows of the word table, <unk> included", .range = AttrRange::at_least(1)},
                        {.name = "dim", .type = AttrType::Int, .default_value = AttrValue(int64_t{8}),
-                        .range = AttrRange::at_least(1)},
+                        .doc = "the node vectors' width", .range = AttrRange::at_least(1)},
                        {.name = "classes", .type = AttrType::Int, .default_value = AttrValue(int64_t{5}),
-                        .range = AttrRange::at_least(2)},
+                        .doc = "5 (fine) or 2 (binary)", .range = AttrRange::at_least(2)},
                        {.name = "fuzz", .type = AttrType::Float, .default_value = AttrValue(0.0),
-                        .range = AttrRange::at_least(0)}},
+                        .doc = "weight fuzzing σ on the table, W and C", .range = AttrRange::at_least(0)}},
           .build = build_recursive};
 }

@@ -35,10 +35,14 @@ inline pens::DataSourceKind standardized_source() {
   return {
       .name = "standardized",
       .summary = "NumPy arrays x, y (and test_x, test_y), features standardized by the training set",
-      .settings = {{.name = "x", .type = pens::AttrType::String, .default_value = pens::AttrValue(std::string("x.npy"))},
-                   {.name = "y", .type = pens::AttrType::String, .default_value = pens::AttrValue(std::string("y.npy"))},
-                   {.name = "test_x", .type = pens::AttrType::String, .default_value = pens::AttrValue(std::string())},
-                   {.name = "test_y", .type = pens::AttrType::String, .default_value = pens::AttrValue(std::string())}},
+      .settings = {{.name = "x", .type = pens::AttrType::String, .default_value = pens::AttrValue(std::string("x.npy")),
+                    .doc = "the training features"},
+                   {.name = "y", .type = pens::AttrType::String, .default_value = pens::AttrValue(std::string("y.npy")),
+                    .doc = "the training labels"},
+                   {.name = "test_x", .type = pens::AttrType::String, .default_value = pens::AttrValue(std::string()),
+                    .doc = "the test features (\"\": no test set)"},
+                   {.name = "test_y", .type = pens::AttrType::String, .default_value = pens::AttrValue(std::string()),
+                    .doc = "the test labels"}},
       .load = [](const std::string& dir, const pens::Attributes& settings, const std::string& part) {
         const auto file = [&](const char* key) { return (std::filesystem::path(dir) / settings.get_string(key)).string(); };
         if (part == "test" && settings.get_string("test_x").empty()) return pens::Dataset{};

@@ -311,7 +311,9 @@ TEST_CASE("a registered data source: standardized features, and pens' run on the
   "batch": {"labeled": 50},
   "optimizer": {"learning_rate": 0.1, "warmup_epochs": 0},
   "run": {"epochs": 6, "steps_per_epoch": 20, "threads": 1}})");
-  const PreparedRun run = prepare_run(dir / "run.json", {.out = dir / "out"});
+  RunOptions options;
+  options.out = dir / "out";
+  const PreparedRun run = prepare_run(dir / "run.json", options);
   struct Quiet : TrainObserver {} quiet;
   const TrainSummary summary = run_training(run, quiet);
   INFO(summary.json.dump());
@@ -334,7 +336,9 @@ TEST_CASE("a registered model family: a tree cell of one's own trains on a treeb
   write_file_atomically(dir / "rnn.json", R"({"kind": "trees", "task": "fine", "model": "rnn.model.json",
   "data": {"dir": "."}, "batch": {"trees": 10}, "optimizer": {"learning_rate": 0.1},
   "freeze_words_epochs": 1, "run": {"epochs": 8, "threads": 1}, "eval": {"train_trees": 200}})");
-  const PreparedRun run = prepare_run(dir / "rnn.json", {.out = dir / "out"});
+  RunOptions options;
+  options.out = dir / "out";
+  const PreparedRun run = prepare_run(dir / "rnn.json", options);
   struct Quiet : TrainObserver {} quiet;
   const TrainSummary summary = run_training(run, quiet);
   REQUIRE(summary.json["status"] == "finished");
