@@ -49,12 +49,14 @@ std::string learning_curve(const std::filesystem::path& dir) {
   double lowest = INFINITY, highest = -INFINITY;
   while (std::getline(in, line)) {
     const nlohmann::json m = nlohmann::json::parse(line, nullptr, false);
-    if (m.is_discarded()) continue;
-    tsv << m.value("epoch", 0.0) << "\t" << percent(m["train_error"]) << "\t" << percent(m["validation_error"]) << "\t"
-        << percent(m["test_error"]) << "\t" << m.value("objective", 0.0) << "\n";
+    if (m.is_discarded() || !m.is_object()) continue;
+    // A run may measure no error at all (skip-gram): a missing one is null, as an unmeasured one.
+    const auto error = [&](const char* key) { return m.contains(key) ? m[key] : nlohmann::json(); };
+    tsv << m.value("epoch", 0.0) << "\t" << percent(error("train_error")) << "\t" << percent(error("validation_error"))
+        << "\t" << percent(error("test_error")) << "\t" << m.value("objective", 0.0) << "\n";
     for (const char* key : {"train_error", "validation_error", "test_error"}) {
-      if (!m[key].is_number()) continue;
-      const double drawn = std::max(0.01, 100.0 * m[key].get<double>());
+      if (!error(key).is_number()) continue;
+      const double drawn = std::max(0.01, 100.0 * error(key).get<double>());
       lowest = std::min(lowest, drawn), highest = std::max(highest, drawn);
     }
     epoch = m.value("epoch", 0.0);

@@ -50,8 +50,8 @@ double RunLoop::epoch_of(int64_t step) const {
 void RunLoop::note(const json& m) {
   last_ = m;
   // The lowest validation error, or without a validation set the latest evaluation.
-  const json& validation = m["validation_error"];
-  const double error = validation.is_null() ? -m["step"].get<double>() : validation.get<double>();
+  const json validation = m.contains("validation_error") ? m["validation_error"] : json();
+  const double error = validation.is_number() ? validation.get<double>() : -m.value("step", 0.0);
   if (error < best_error_) {
     best_error_ = error;
     best_ = m;
