@@ -7,6 +7,7 @@
 // Every call is collective: each process makes the same calls in the same order.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -41,6 +42,16 @@ class Communicator {
   // waiting.
   virtual std::string first_problem(const std::string& problem) = 0;
 };
+
+// Process `rank`'s share of n things (rows of an evaluation set, trees of a step):
+// [n rank / P, n (rank + 1) / P), so that the shares of P processes cover 0 .. n - 1 in order.
+struct Share {
+  size_t first = 0, end = 0;
+};
+inline Share share_of(size_t n, int rank, int processes) {
+  const auto r = static_cast<size_t>(rank), p = static_cast<size_t>(processes);
+  return {n * r / p, n * (r + 1) / p};
+}
 
 // A problem every process of a run agreed on (Communicator::first_problem): each of them
 // throws it, process 0 reports it, and all end normally.

@@ -64,10 +64,10 @@ void check_shardable(const Graph& g, int64_t batch, const std::string& source) {
   }
 }
 
-// Rows [n * rank / P, n * (rank + 1) / P) of n: a process's share of an evaluation set.
-std::vector<int64_t> share_of(const std::vector<int64_t>& rows, int rank, int processes) {
-  const auto n = static_cast<int64_t>(rows.size());
-  return {rows.begin() + n * rank / processes, rows.begin() + n * (rank + 1) / processes};
+// A process's share of an evaluation set's rows (share_of).
+std::vector<int64_t> rows_of_share(const std::vector<int64_t>& rows, int rank, int processes) {
+  const Share s = share_of(rows.size(), rank, processes);
+  return {rows.begin() + static_cast<std::ptrdiff_t>(s.first), rows.begin() + static_cast<std::ptrdiff_t>(s.end)};
 }
 
 std::vector<int64_t> all_rows(int64_t n) {
@@ -232,9 +232,9 @@ void ClassifierTask::split_data() {
   const auto labeled = static_cast<int64_t>(split.labeled.size());
   const std::vector<int64_t> train_eval_rows(
       split.labeled.begin(), split.labeled.begin() + std::min<int64_t>(config_.train_error_examples, labeled));
-  validation_ = subset(train_set, share_of(split.validation, rank_, processes_));
-  train_eval_ = subset(train_set, share_of(train_eval_rows, rank_, processes_));
-  if (processes_ > 1) test_share_ = subset(data_.test, share_of(all_rows(data_.test.size), rank_, processes_));
+  validation_ = subset(train_set, rows_of_share(split.validation, rank_, processes_));
+  train_eval_ = subset(train_set, rows_of_share(train_eval_rows, rank_, processes_));
+  if (processes_ > 1) test_share_ = subset(data_.test, rows_of_share(all_rows(data_.test.size), rank_, processes_));
   validation_total_ = static_cast<int64_t>(split.validation.size());
   train_eval_total_ = static_cast<int64_t>(train_eval_rows.size());
   const std::vector<int64_t>& pool = plan_->pool();

@@ -72,11 +72,6 @@ class TreeTask : public RunTask {
   uint64_t eval_seed() const { return config_.seed + 0x5eed; }
   double epoch_of(int64_t step) const { return static_cast<double>(step) / static_cast<double>(steps_per_epoch_); }
   bool has_penalties() const { return model_.ensemble && !model_.ensemble->penalties.empty(); }
-  // This process's share of `n` things (trees of a step, of an evaluation set): [first, end).
-  std::pair<size_t, size_t> share_of(size_t n) const {
-    const auto p = static_cast<size_t>(processes_), r = static_cast<size_t>(rank_);
-    return {n * r / p, n * (r + 1) / p};
-  }
   // Root and node accuracy on `trees`, this process evaluating its share.
   TreeEvaluation evaluate_set(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples);
 
@@ -180,11 +175,11 @@ StepResult TreeTask::step(int64_t step) {
   const size_t first = static_cast<size_t>(step % steps_per_epoch_) * batch;
   const size_t count = std::min(batch, order_.size() - first);
   members_.clear(), examples_.clear();
-  const auto [mine, mine_end] = share_of(count);
+  const Share mine = share_of(count, rank_, processes_);
   for (size_t i = 0; i < count; ++i) {
     const auto index = static_cast<size_t>(train_rows_[static_cast<size_t>(order_[first + i])]);
     window_nodes_ += data_.bank.train[index].size();
-    if (i < mine || i >= mine_end) continue;
+    if (i < mine.first || i >= mine.end) continue;
     members_.push_back(&data_.bank.train[index]);
     examples_.push_back(index + 1);
   }
@@ -233,9 +228,9 @@ json TreeTask::evaluate(int64_t done, const TrainingWindow& window) {
 
 TreeEvaluation TreeTask::evaluate_set(ParamStore<float>& params, std::span<const SentimentTree> trees,
                                       int64_t samples) {
-  const auto [first, end] = share_of(trees.size());
-  TreeEvaluation e = trees_->evaluate(params, trees.subspan(first, end - first), samples,
-                                      eval_seed(), 64, false, first);
+  const Share mine = share_of(trees.size(), rank_, processes_);
+  TreeEvaluation e = trees_->evaluate(params, trees.subspan(mine.first, mine.end - mine.first), samples, eval_seed(), 64,
+                                      false, mine.first);
   if (!comm_) return e;
   // The processes' counts add up to the whole set's.
   std::vector<double> counts = {static_cast<double>(e.roots), static_cast<double>(e.roots_right),
