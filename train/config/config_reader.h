@@ -148,6 +148,21 @@ inline void read_kind(ConfigSection& top, const char* kind, const std::string& s
   if (given != kind) fail(source, ": kind is \"", given, "\", but it is read as a ", kind, " config");
 }
 
+// The checkpoint section (cadence and how many are kept), into the config's members of those
+// names: every kind of run's, skip-gram's too.
+template <class Config>
+void read_checkpoint_section(ConfigSection& top, Config& c, const std::string& source) {
+  if (const nlohmann::json* k = top.child("checkpoint")) {
+    ConfigSection s(*k, "checkpoint", source);
+    s.number("every_epochs", c.checkpoint_every_epochs, 1e-6, 1e9);
+    s.number("keep", c.checkpoint_keep, 1, 1e6);
+  }
+}
+template <class Config>
+nlohmann::json checkpoint_section_json(const Config& c) {
+  return {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}};
+}
+
 // The sections every kind of training config shares, read into and written from the
 // config's members of the same names, so that they cannot drift between kinds: run (the
 // length, budget, seeds and threads; steps_per_epoch for configs that count epochs in
@@ -163,11 +178,7 @@ void read_run_sections(ConfigSection& top, Config& c, const std::string& source)
     s.number("init_seed", c.init_seed, 0, kConfigHuge);
     s.number("threads", c.threads, 0, 1024);
   }
-  if (const nlohmann::json* k = top.child("checkpoint")) {
-    ConfigSection s(*k, "checkpoint", source);
-    s.number("every_epochs", c.checkpoint_every_epochs, 1e-6, 1e9);
-    s.number("keep", c.checkpoint_keep, 1, 1e6);
-  }
+  read_checkpoint_section(top, c, source);
 }
 
 template <class Config>
@@ -175,7 +186,7 @@ void write_run_sections(const Config& c, nlohmann::json& j) {
   j["run"] = {{"epochs", c.epochs}, {"budget_minutes", c.budget_minutes}, {"seed", c.seed},
               {"init_seed", c.init_seed}, {"threads", c.threads}};
   if constexpr (requires { c.steps_per_epoch; }) j["run"]["steps_per_epoch"] = c.steps_per_epoch;
-  j["checkpoint"] = {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}};
+  j["checkpoint"] = checkpoint_section_json(c);
 }
 
 // The data source a config's data.source names; an Error with the registered ones.

@@ -164,7 +164,8 @@ std::vector<std::string> RunFolder::accept_resume(const nlohmann::json& saved_co
     for (const std::string& field : resumable.free) allowed += cat(allowed.empty() ? "" : ", ", dotted(field));
     if (!resumable.schedule.empty()) allowed += " and the optimizer's schedule: ";
     for (const std::string& field : resumable.schedule) {
-      allowed += cat(dotted(field).substr(dotted(field).rfind('.') + 1), &field == &resumable.schedule.back() ? "" : ", ");
+      // The field's own name: "learning_rate" for /optimizer/learning_rate.
+      allowed += cat(field.substr(field.rfind('/') + 1), &field == &resumable.schedule.back() ? "" : ", ");
     }
     fail(loaded_from_, ": written by a different config: ", fields, " (a resume may change only ", allowed, ")");
   }

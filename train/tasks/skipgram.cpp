@@ -37,11 +37,7 @@ SkipgramConfig parse_skipgram_config(const json& j, const std::string& source) {
   top.number("seed", c.seed, 0, kConfigHuge);
   top.number("threads", c.threads, 0, 1024);
   top.number("budget_minutes", c.budget_minutes, 0, 1e9);
-  if (const json* k = top.child("checkpoint")) {
-    ConfigSection s(*k, "checkpoint", source);
-    s.number("every_epochs", c.checkpoint_every_epochs, 1e-6, 1e9);
-    s.number("keep", c.checkpoint_keep, 1, 1e6);
-  }
+  read_checkpoint_section(top, c, source);
   return c;
 }
 
@@ -51,7 +47,7 @@ json to_json(const SkipgramConfig& c) {
           {"dim", c.dim}, {"window", c.window}, {"negatives", c.negatives}, {"dropout", c.dropout},
           {"batch", c.batch}, {"learning_rate", c.learning_rate}, {"epochs", c.epochs},
           {"word_std", c.word_std}, {"seed", c.seed}, {"threads", c.threads}, {"budget_minutes", c.budget_minutes},
-          {"checkpoint", {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}}}};
+          {"checkpoint", checkpoint_section_json(c)}};
 }
 
 namespace {
