@@ -73,10 +73,9 @@ int pretrain_skipgram(const Args& args, const std::string& config_path, const js
   if (config.epochs < 1) fail("--epochs must be at least 1");
   const std::string out_dir =
       args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
-  const bool resume = args.flag("resume");
-  if (resume && !fs::exists(fs::path(out_dir) / "checkpoint.pens")) {
-    fail((fs::path(out_dir) / "checkpoint.pens").string(), ": no checkpoint to resume from");
-  }
+  RunOptions options;
+  options.resume = args.flag("resume");
+  const Resume resume = resume_of(options, out_dir);
   const TreeData data = load_tree_data(config.data_dir, config.vocabulary);
   std::cerr << "pens pretrain: skip-gram word vectors on " << config.data_dir << ", " << config.epochs
             << " epochs; writing " << out_dir << "\n";

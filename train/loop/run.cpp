@@ -12,11 +12,8 @@
 
 namespace pens {
 
-namespace {
 namespace fs = std::filesystem;
 
-// --resume needs the folder's checkpoint; --resume-from names one: a path, or a
-// checkpoint kept in the output folder.
 Resume resume_of(const RunOptions& o, const std::string& out_dir) {
   if (!o.resume_from) {
     const fs::path checkpoint = fs::path(out_dir) / "checkpoint.pens";
@@ -28,8 +25,6 @@ Resume resume_of(const RunOptions& o, const std::string& out_dir) {
   if (!fs::is_regular_file(from)) fail(from, ": no such checkpoint file");
   return Resume(from);
 }
-
-}  // namespace
 
 std::string budget_text(double minutes) { return minutes > 0 ? cat(" (budget ", minutes, " min)") : ""; }
 

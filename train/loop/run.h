@@ -44,6 +44,11 @@ struct PreparedRun {
 PreparedRun prepare_run(const std::string& config_path, const RunOptions& options = {},
                         std::optional<GivenData> given = std::nullopt);
 
+// Where a run with `options` starts in `out_dir`: --resume needs the folder's checkpoint;
+// --resume-from names one (a path, or a checkpoint kept in the folder). An Error when it
+// is missing.
+Resume resume_of(const RunOptions& options, const std::string& out_dir);
+
 // Trains (or resumes) a prepared run, reporting to `observer`; data-parallel over
 // `communicator`'s processes when it has more than one.
 TrainSummary run_training(const PreparedRun& run, TrainObserver& observer, Communicator* communicator = nullptr);
