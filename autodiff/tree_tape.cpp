@@ -18,7 +18,7 @@ namespace pens {
 struct TreeTape::Port {
   Graph graph;
   std::string out;                  // the port's node
-  std::vector<std::string> inputs;  // the port's real inputs (left, right; node)
+  std::vector<std::string> inputs;  // the port's real inputs (the child ports; node)
   std::vector<std::string> shared;  // the shared values it reads and sends gradients to
   std::map<int64_t, std::vector<std::unique_ptr<Tape<float>>>> tapes;
   // Bilinear nodes whose weight (a parameter, or a shared value nothing else in the port
@@ -55,7 +55,7 @@ TreeTape::TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>&
   // Shared values: computed invariant nodes that a port's input-dependent node reads.
   std::vector<char> shared(cell.size(), 0);
   const std::vector<std::pair<std::string, std::vector<std::string>>> port_list = {
-      {ports.leaf, {}}, {ports.compose, {ports.left, ports.right}}, {ports.scores, {ports.node}}};
+      {ports.leaf, {}}, {ports.compose, ports.children}, {ports.scores, {ports.node}}};
   std::vector<std::vector<char>> reach;
   for (const auto& port : port_list) {
     const auto out = cell.find(port.first);
@@ -230,7 +230,7 @@ void TreeTape::set_tree(const TreeShape& shape, std::span<const int32_t> words, 
   if (static_cast<int64_t>(words.size()) != size || static_cast<int64_t>(labels.size()) != size) {
     fail("TreeTape: ", size, " nodes but ", words.size(), " word ids and ", labels.size(), " labels");
   }
-  TreeLevels layout = tree_levels(shape, "TreeTape");
+  TreeLevels layout = tree_levels(shape, static_cast<int64_t>(compose_->inputs.size()), "TreeTape");
   levels_ = std::move(layout.levels);
   row_of_ = std::move(layout.row_of);
   shape_ = shape;
@@ -277,14 +277,17 @@ void TreeTape::forward() {
     const auto width = static_cast<int64_t>(level.size());
     Tape<float>& tape = port_tape(*compose_, width, uses[width]++);
     use(tape, hash_name(cat("h", h)));
-    float* left = tape.input(compose_->inputs[0]).data;
-    float* right = tape.input(compose_->inputs[1]).data;
-    for (size_t i = 0; i < level.size(); ++i) {
-      const auto node = static_cast<size_t>(level[i]);
-      const float* l = vectors_.data() + static_cast<size_t>(row_of_[static_cast<size_t>(shape_.left[node])]) * n;
-      const float* r = vectors_.data() + static_cast<size_t>(row_of_[static_cast<size_t>(shape_.right[node])]) * n;
-      std::copy_n(l, n, left + i * n);
-      std::copy_n(r, n, right + i * n);
+    // Child port j reads child j of each node, zeros where a node has fewer children.
+    for (size_t j = 0; j < compose_->inputs.size(); ++j) {
+      float* in = tape.input(compose_->inputs[j]).data;
+      for (size_t i = 0; i < level.size(); ++i) {
+        const std::span<const int32_t> children = shape_.children(level[i]);
+        if (j < children.size()) {
+          std::copy_n(vectors_.data() + static_cast<size_t>(row_of_[static_cast<size_t>(children[j])]) * n, n, in + i * n);
+        } else {
+          std::fill_n(in + i * n, n, 0.0f);
+        }
+      }
     }
     tape.forward();
     std::copy_n(tape.value(compose_->out).data, width * dim_, vectors_.begin() + row * dim_);
@@ -334,14 +337,14 @@ void TreeTape::backward() {
     Tape<float>& tape = *level_tapes_[h];
     tape.backward_from(compose_->out, std::span<const float>(vector_grads_).subspan(static_cast<size_t>(begin * dim_),
                                                                                    static_cast<size_t>(width * dim_)));
-    const float* dl = tape.grad(compose_->inputs[0]).data;
-    const float* dr = tape.grad(compose_->inputs[1]).data;
-    for (size_t i = 0; i < level.size(); ++i) {
-      const auto node = static_cast<size_t>(level[i]);
-      float* l = vector_grads_.data() + static_cast<size_t>(row_of_[static_cast<size_t>(shape_.left[node])]) * n;
-      float* r = vector_grads_.data() + static_cast<size_t>(row_of_[static_cast<size_t>(shape_.right[node])]) * n;
-      for (size_t k = 0; k < n; ++k) l[k] += dl[i * n + k];
-      for (size_t k = 0; k < n; ++k) r[k] += dr[i * n + k];
+    for (size_t j = 0; j < compose_->inputs.size(); ++j) {
+      const float* d = tape.grad(compose_->inputs[j]).data;
+      for (size_t i = 0; i < level.size(); ++i) {
+        const std::span<const int32_t> children = shape_.children(level[i]);
+        if (j >= children.size()) continue;  // a zero row: nothing to send it
+        float* to = vector_grads_.data() + static_cast<size_t>(row_of_[static_cast<size_t>(children[j])]) * n;
+        for (size_t k = 0; k < n; ++k) to[k] += d[i * n + k];
+      }
     }
     end = begin;
   }

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       else fail("unknown option ", key, " (--data --model --dim --steps --batch --groups --threads --dump)");
     }
     set_threads(threads);
-    const TreeData d = load_tree_data(data, {});
+    const TreeData d = load_tree_data("sst", data, {}, {});
     const bool fuzz = kind.find("+f") != std::string::npos, subspace = kind.find("+s") != std::string::npos;
     Model model = build_ctn({.vocabulary = d.vocabulary.size(), .dim = dim, .classes = 5, .fuzz = fuzz ? 0.02 : 0.0,
                              .subspace = subspace ? dim / 2 : 0, .activation_noise = subspace ? 0.05 : 0.0});

@@ -7,6 +7,7 @@
 #include "pens/graph/noise.h"
 #include "pens/graph/penalty.h"
 #include "pens/models/data_source.h"
+#include "pens/models/treebank_source.h"
 #include "pens/models/family.h"
 #include "pens/ops/registry.h"
 #include "pens/serialization/json_text.h"
@@ -113,6 +114,7 @@ int run_kinds(const std::vector<std::string>& argv) {
   const auto penalties = PenaltyRegistry::global().all();
   const auto optimizers = OptimizerRegistry::global().all();
   const auto sources = DataSourceRegistry::global().all();
+  const auto treebanks = TreebankSourceRegistry::global().all();
   const auto runs = RunKindRegistry::global().all();
   const auto families = ModelFamilyRegistry::global().all();
   if (args.flag("json")) {
@@ -120,6 +122,7 @@ int run_kinds(const std::vector<std::string>& argv) {
                           {"penalty", nlohmann::json::array()},
                           {"optimizer", nlohmann::json::array()},
                           {"data_source", nlohmann::json::array()},
+                          {"treebank_source", nlohmann::json::array()},
                           {"run", nlohmann::json::array()},
                           {"model_family", nlohmann::json::array()}};
     for (const NoiseKind* k : noise) {
@@ -135,6 +138,9 @@ int run_kinds(const std::vector<std::string>& argv) {
     }
     for (const DataSourceKind* k : sources) {
       out["data_source"].push_back({{"name", k->name}, {"summary", k->summary}, {"settings", schema_json(k->settings)}});
+    }
+    for (const TreebankSourceKind* k : treebanks) {
+      out["treebank_source"].push_back({{"name", k->name}, {"summary", k->summary}, {"settings", schema_json(k->settings)}});
     }
     for (const RunKind* k : runs) out["run"].push_back({{"name", k->name}, {"summary", k->summary}});
     for (const ModelFamily* k : families) {
@@ -157,6 +163,8 @@ int run_kinds(const std::vector<std::string>& argv) {
   for (const OptimizerKind* k : optimizers) print_row(k->name, k->summary, schema_text(k->settings));
   std::cout << "data sources (a dense config's data.source):\n";
   for (const DataSourceKind* k : sources) print_row(k->name, k->summary, schema_text(k->settings));
+  std::cout << "treebank sources (a tree or skip-gram config's data.source):\n";
+  for (const TreebankSourceKind* k : treebanks) print_row(k->name, k->summary, schema_text(k->settings));
   std::cout << "kinds of run (a config's kind):\n";
   for (const RunKind* k : runs) print_row(k->name, k->summary, "");
   std::cout << "model families (pens new; a program's own: docs/adding-a-model.md):\n";

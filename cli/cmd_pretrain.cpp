@@ -76,7 +76,7 @@ int pretrain_skipgram(const Args& args, const std::string& config_path, const js
   RunOptions options;
   options.resume = args.flag("resume");
   const Resume resume = resume_of(options, out_dir);
-  const TreeData data = load_tree_data(config.data_dir, config.vocabulary);
+  const TreeData data = load_tree_data(config.data_source, config.data_dir, config.data_settings, config.vocabulary);
   std::cerr << "pens pretrain: skip-gram word vectors on " << config.data_dir << ", " << config.epochs
             << " epochs; writing " << out_dir << "\n";
   PretrainProgress progress;

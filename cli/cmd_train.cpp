@@ -146,8 +146,9 @@ struct EvalSource {
   std::string model_path;
   std::optional<std::string> data_dir;
   VocabularyPolicy vocabulary;
-  // A dense run's data source and its settings (a model file alone: MNIST's).
-  std::string data_source = "mnist";
+  // The run's data source and its settings (a model file alone: MNIST's, or the SST's for a
+  // tree model).
+  std::optional<std::string> data_source;
   Attributes data_settings;
 };
 
@@ -167,6 +168,8 @@ EvalSource eval_source(const std::string& given) {
   if (run_kind_of(j) == "trees") {
     const TreeConfig c = parse_tree_config(j, config_path);
     source.data_dir = c.data_dir;
+    source.data_source = c.data_source;
+    source.data_settings = c.data_settings;
     source.vocabulary = c.vocabulary;
   } else {
     const TrainConfig c = parse_train_config(j, config_path);
@@ -191,8 +194,9 @@ int eval_tree_model(const Args& args, const EvalSource& source, const Model& mod
   const bool fold = task != tm.task();
   const int64_t classes = task_classes(task);
   const VocabularyPolicy policy = vocabulary_policy(args, source.vocabulary);
-  const TreeData data =
-      load_tree_data(args.option("data-dir").value_or(source.data_dir.value_or("../shared/data/sst")), policy);
+  const TreeData data = load_tree_data(source.data_source.value_or("sst"),
+                                       args.option("data-dir").value_or(source.data_dir.value_or("../shared/data/sst")),
+                                       source.data_settings, policy);
   const std::vector<SentimentTree>* trees = part == "train" ? &data.bank.train
                                             : part == "dev"  ? &data.bank.dev
                                             : part == "test" ? &data.bank.test
@@ -333,8 +337,9 @@ int run_eval(const std::vector<std::string>& argv) {
   const std::string part = args.option("data").value_or("test");
   if (part != "train" && part != "test") fail("--data ", part, ": expected train or test");
   const std::string data_dir = args.option("data-dir").value_or(source.data_dir.value_or("data/mnist"));
-  const Dataset d = DataSourceRegistry::global().at(source.data_source).load(data_dir, source.data_settings, part);
-  if (d.size == 0) fail(data_dir, ": the ", source.data_source, " data source holds no ", part, " examples");
+  const std::string data_source = source.data_source.value_or("mnist");
+  const Dataset d = DataSourceRegistry::global().at(data_source).load(data_dir, source.data_settings, part);
+  if (d.size == 0) fail(data_dir, ": the ", data_source, " data source holds no ", part, " examples");
   const int64_t samples = args.option_int("samples", 0, 0, kMaxSamples);
   const auto seed = static_cast<uint64_t>(args.option_int("seed", 1, 0, kMaxSeed));
   const Graph g = build_inference(model.graph, samples);
@@ -348,7 +353,7 @@ int run_eval(const std::vector<std::string>& argv) {
   int64_t wrong = d.size;
   for (size_t c = 0; c < confusion.size(); ++c) wrong -= confusion[c][c];
   std::printf("%s on %s %s (%lld examples)%s: error %.2f%% (%lld wrong)\n\n", model_path.c_str(),
-              source.data_source == "mnist" ? "MNIST" : data_dir.c_str(), part.c_str(),
+              data_source == "mnist" ? "MNIST" : data_dir.c_str(), part.c_str(),
               static_cast<long long>(d.size), samples > 0 ? cat(", mean of ", samples, " sampled children").c_str() : "",
               100.0 * static_cast<double>(wrong) / static_cast<double>(d.size), static_cast<long long>(wrong));
   std::printf("confusion (rows: true class, columns: predicted)\n      ");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "pens/graph/infer.h"
 #include "pens/ops/ir/error.h"
@@ -98,8 +99,14 @@ NodeId port(const Graph& cell, const std::string& name, const char* what) {
 
 void check_tree_cell(const Graph& cell, const TreePorts& ports) {
   const NodeId words = port(cell, ports.words, "words");
-  const NodeId left = port(cell, ports.left, "left");
-  const NodeId right = port(cell, ports.right, "right");
+  if (ports.children.empty()) fail("tree cell: no child ports (a compose port reads at least one)");
+  std::vector<NodeId> children;
+  for (const std::string& name : ports.children) {
+    if (std::count(ports.children.begin(), ports.children.end(), name) > 1) {
+      fail("tree cell: '", name, "' is named twice as a child port");
+    }
+    children.push_back(port(cell, name, "child"));
+  }
   const NodeId node = port(cell, ports.node, "node");
   const NodeId leaf = port(cell, ports.leaf, "leaf");
   const NodeId compose = port(cell, ports.compose, "compose");
@@ -108,13 +115,16 @@ void check_tree_cell(const Graph& cell, const TreePorts& ports) {
   if (!is_input(cell[words]) || info[words].dtype != DType::Index || info[words].shape.rank != 1) {
     fail("tree cell: words port '", ports.words, "' must be an index input of shape [-1]");
   }
-  for (NodeId v : {left, right, node}) {
+  std::vector<NodeId> vectors = children;
+  vectors.push_back(node);
+  for (NodeId v : vectors) {
     if (!is_input(cell[v]) || info[v].dtype != DType::Real || info[v].shape.rank != 2) {
       fail("tree cell: port '", cell[v].name, "' must be a real input of shape [-1, n]");
     }
   }
   const int64_t n = info[leaf].shape.rank == 2 ? info[leaf].shape[1] : -1;
-  for (NodeId v : {leaf, compose, left, right, node}) {
+  vectors.insert(vectors.end(), {leaf, compose});
+  for (NodeId v : vectors) {
     if (info[v].shape.rank != 2 || info[v].shape[1] != n) {
       fail("tree cell: '", cell[v].name, "' is ", info[v].shape.str(), " but node vectors are [-1, ", n,
            "] (the leaf port's width)");
@@ -127,25 +137,42 @@ void check_tree_cell(const Graph& cell, const TreePorts& ports) {
   Unroller u(cell, scratch);
   const NodeId w = scratch.input("w", Shape{kBatch}, DType::Index);
   const NodeId x = scratch.input("x", Shape{kBatch, n});
-  const NodeId y = scratch.input("y", Shape{kBatch, n});
+  std::map<NodeId, NodeId> given;
+  for (NodeId c : children) given[c] = scratch.input(cat("child ", cell[c].name), Shape{kBatch, n});
   u.instance(leaf, {{words, w}}, "leaf");
-  u.instance(compose, {{left, x}, {right, y}}, "compose");
+  u.instance(compose, given, "compose");
   u.instance(scores, {{node, x}}, "scores");
 }
 
-TreeLevels tree_levels(const TreeShape& shape, const char* who) {
+int32_t TreeShape::add(std::span<const int32_t> children) {
+  child_.insert(child_.end(), children.begin(), children.end());
+  first_.push_back(static_cast<int32_t>(child_.size()));
+  return static_cast<int32_t>(size() - 1);
+}
+
+int64_t TreeShape::arity() const {
+  int64_t most = 0;
+  for (int64_t i = 0; i < size(); ++i) most = std::max(most, static_cast<int64_t>(children(i).size()));
+  return most;
+}
+
+TreeLevels tree_levels(const TreeShape& shape, int64_t max_children, const char* who) {
   const int64_t size = shape.size();
   if (size == 0) fail(who, ": an empty tree");
   std::vector<int32_t> height(static_cast<size_t>(size), 0);
   int32_t top = 0;
   for (int64_t i = 0; i < size; ++i) {
-    const auto k = static_cast<size_t>(i);
-    const int32_t l = shape.left[k], r = shape.right[k];
-    if ((l < 0) != (r < 0) || l >= i || r >= i) {
-      fail(who, ": node ", i, " has children ", l, " and ", r, " (children come before their parent)");
+    const std::span<const int32_t> children = shape.children(i);
+    if (static_cast<int64_t>(children.size()) > max_children) {
+      fail(who, ": node ", i, " has ", children.size(), " children but the cell has ", max_children, " child port",
+           max_children == 1 ? "" : "s");
     }
-    if (l >= 0) height[k] = 1 + std::max(height[static_cast<size_t>(l)], height[static_cast<size_t>(r)]);
-    top = std::max(top, height[k]);
+    int32_t& h = height[static_cast<size_t>(i)];
+    for (int32_t c : children) {
+      if (c < 0 || c >= i) fail(who, ": node ", i, " has child ", c, " (children come before their parent)");
+      h = std::max(h, 1 + height[static_cast<size_t>(c)]);
+    }
+    top = std::max(top, h);
   }
   TreeLevels t;
   t.levels.resize(static_cast<size_t>(top) + 1);
@@ -170,7 +197,7 @@ NodeId add_tree_loss(Graph& g, NodeId scores, NodeId labels, double scale) {
 UnrolledTree unroll_tree(const Graph& cell, const TreePorts& ports, const TreeShape& shape, const TreeLoss& loss) {
   const int64_t size = shape.size();
   // The rows of each level: leaves first, then height 1, 2, ...
-  TreeLevels layout = tree_levels(shape, "unroll_tree");
+  TreeLevels layout = tree_levels(shape, static_cast<int64_t>(ports.children.size()), "unroll_tree");
   const std::vector<std::vector<int32_t>>& levels = layout.levels;
   UnrolledTree t;
   t.row_of = std::move(layout.row_of);
@@ -181,25 +208,48 @@ UnrolledTree unroll_tree(const Graph& cell, const TreePorts& ports, const TreeSh
   const auto leaves = static_cast<int64_t>(levels[0].size());
   const NodeId words = g.input(t.words, Shape{leaves}, DType::Index);
   NodeId all = u.instance(cell.at(ports.leaf), {{cell.at(ports.words), words}}, "leaves");
+  std::optional<NodeId> zero;  // one zero row, read in place of the children a node lacks
+  int64_t rows = leaves;
   for (size_t h = 1; h < levels.size(); ++h) {
     const std::vector<int32_t>& level = levels[h];
     const auto width = static_cast<int64_t>(level.size());
-    std::vector<float> left_rows, right_rows;
-    for (int32_t node : level) {
-      left_rows.push_back(static_cast<float>(t.row_of[static_cast<size_t>(shape.left[static_cast<size_t>(node)])]));
-      right_rows.push_back(static_cast<float>(t.row_of[static_cast<size_t>(shape.right[static_cast<size_t>(node)])]));
-    }
     const std::string tag = cat("h", h);
-    const NodeId li = g.input(cat("tree/left@", tag), Shape{width}, DType::Index);
-    const NodeId ri = g.input(cat("tree/right@", tag), Shape{width}, DType::Index);
-    t.indices.emplace_back(g[li].name, std::move(left_rows));
-    t.indices.emplace_back(g[ri].name, std::move(right_rows));
-    const NodeId l = g.add("gather", {all, li}, {{"axis", int64_t{0}}}, cat("tree/left_vectors@", tag));
-    const NodeId r = g.add("gather", {all, ri}, {{"axis", int64_t{0}}}, cat("tree/right_vectors@", tag));
-    g.node(l).layer = g.node(r).layer = "tree";
-    const NodeId c = u.instance(cell.at(ports.compose), {{cell.at(ports.left), l}, {cell.at(ports.right), r}}, tag);
+    // Child port j gathers child j of each node; row `rows` (past the levels below) is
+    // the zero row, added only to levels where some node has fewer children than ports.
+    std::vector<std::vector<float>> child_rows(ports.children.size());
+    bool lacking = false;
+    for (int32_t node : level) {
+      const std::span<const int32_t> children = shape.children(node);
+      lacking = lacking || children.size() < ports.children.size();
+      for (size_t j = 0; j < child_rows.size(); ++j) {
+        child_rows[j].push_back(static_cast<float>(j < children.size() ? t.row_of[static_cast<size_t>(children[j])] : rows));
+      }
+    }
+    NodeId from = all;
+    if (lacking) {
+      if (!zero) {
+        const int64_t n = infer_values(g, kVerifyBatch)[all].shape[1];  // a child's may be a subspace
+        zero = g.add("constant", {}, {{"shape", std::vector<int64_t>{1, n}}}, "tree/no_child");
+        g.node(*zero).layer = "tree";
+      }
+      from = g.add("concat", {all, *zero}, {{"axis", int64_t{0}}}, cat("tree/vectors_and_zero@", tag));
+      g.node(from).layer = "tree";
+    }
+    std::map<NodeId, NodeId> given;
+    for (size_t j = 0; j < child_rows.size(); ++j) {
+      // The binary cell's inputs keep their names of old ("tree/left@h1"): the graphs,
+      // and the streams of their draws, are as before N-ary cells.
+      const std::string which = child_rows.size() == 2 ? (j == 0 ? "left" : "right") : cat("child", j);
+      const NodeId index = g.input(cat("tree/", which, "@", tag), Shape{width}, DType::Index);
+      t.indices.emplace_back(g[index].name, std::move(child_rows[j]));
+      const NodeId vectors = g.add("gather", {from, index}, {{"axis", int64_t{0}}}, cat("tree/", which, "_vectors@", tag));
+      g.node(vectors).layer = "tree";
+      given[cell.at(ports.children[j])] = vectors;
+    }
+    const NodeId c = u.instance(cell.at(ports.compose), given, tag);
     all = g.add("concat", {all, c}, {{"axis", int64_t{0}}}, cat("tree/vectors@", tag));
     g.node(all).layer = "tree";
+    rows += width;
   }
   const NodeId scores = u.instance(cell.at(ports.scores), {{cell.at(ports.node), all}}, "tree");
   g.set_flag(scores, kOutput);

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <span>
 
+#include "pens/models/treebank_source.h"
 #include "pens/ops/ir/error.h"
 #include "pens/serialization/files.h"
 
@@ -52,8 +54,8 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 // appended in post-order.
 class LineParser {
  public:
-  LineParser(std::string_view line, const std::string& source, int64_t line_no)
-      : s_(line), source_(source), line_no_(line_no) {}
+  LineParser(std::string_view line, const std::string& source, int64_t line_no, int64_t max_children)
+      : s_(line), source_(source), line_no_(line_no), max_children_(static_cast<size_t>(max_children)) {}
 
   SentimentTree parse() {
     if (const size_t bad = first_invalid_utf8(s_)) error(bad - 1, "invalid UTF-8");
@@ -68,7 +70,7 @@ class LineParser {
       }
       const char c = s_[pos_];
       if (c == '(') {
-        if (open_.back().children.size() == 2) error(pos_, "a node with 3 children (trees are binary)");
+        too_many_children(open_.back(), pos_);
         open_node();
       } else if (c == ')') {
         close_node();
@@ -124,7 +126,7 @@ class LineParser {
       error(pos_, "expected ')' after the word '", word, "' (a leaf holds one word)");
     }
     ++pos_;
-    const int32_t id = append(value, -1, -1, word);
+    const int32_t id = append(value, {}, word);
     attach(id, word_at);
   }
 
@@ -132,33 +134,38 @@ class LineParser {
     if (open_.empty()) error(pos_, "unbalanced parentheses: ')' closes nothing");
     Open node = std::move(open_.back());
     open_.pop_back();
-    if (node.children.size() != 2) {
+    if (max_children_ == 2 && node.children.size() != 2) {
       error(node.column, "a node with ", node.children.size(), " child", node.children.size() == 1 ? "" : "ren",
             " (internal nodes have exactly 2)");
     }
     ++pos_;
-    attach(append(node.label, node.children[0], node.children[1], {}), node.column);
+    attach(append(node.label, node.children, {}), node.column);
   }
 
-  int32_t append(int8_t label, int32_t left, int32_t right, std::string word) {
-    tree_.left.push_back(left);
-    tree_.right.push_back(right);
+  void too_many_children(const Open& node, size_t at) const {
+    if (node.children.size() < max_children_) return;
+    if (max_children_ == 2) error(at, "a node with 3 children (trees are binary)");
+    error(at, "a node with more than ", max_children_, " children (data.max_children)");
+  }
+
+  int32_t append(int8_t label, std::span<const int32_t> children, std::string word) {
     tree_.label.push_back(label);
     tree_.word.push_back(std::move(word));
     tree_.word_id.push_back(-1);
-    return static_cast<int32_t>(tree_.left.size() - 1);
+    return tree_.shape.add(children);
   }
 
   // Gives a closed node to its parent; a node without a parent is the root.
   void attach(int32_t id, size_t column) {
     if (open_.empty()) return;
-    if (open_.back().children.size() == 2) error(column, "a node with 3 children (trees are binary)");
+    too_many_children(open_.back(), column);
     open_.back().children.push_back(id);
   }
 
   std::string_view s_;
   const std::string& source_;
   int64_t line_no_;
+  size_t max_children_;
   size_t pos_ = 0;
   std::vector<Open> open_;
   SentimentTree tree_;
@@ -166,7 +173,8 @@ class LineParser {
 
 }  // namespace
 
-std::vector<SentimentTree> parse_trees(const std::string& text, const std::string& source) {
+std::vector<SentimentTree> parse_trees(const std::string& text, const std::string& source, int64_t max_children) {
+  if (max_children < 2) fail(source, ": trees need max_children >= 2, got ", max_children);
   std::vector<SentimentTree> trees;
   // A UTF-8 byte-order mark, which some editors write at the start of a text file, is
   // not part of the first tree.
@@ -180,19 +188,19 @@ std::vector<SentimentTree> parse_trees(const std::string& text, const std::strin
     if (line.find('\0') != std::string_view::npos) {
       fail(source, ":", line_no, ":", line.find('\0') + 1, ": a NUL byte (not a text file of trees)");
     }
-    trees.push_back(LineParser(line, source, line_no).parse());
+    trees.push_back(LineParser(line, source, line_no, max_children).parse());
     start = end + 1;
   }
   if (trees.empty()) fail(source, ": no trees (the file is empty)");
   return trees;
 }
 
-std::vector<SentimentTree> read_trees(const std::string& path) {
+std::vector<SentimentTree> read_trees(const std::string& path, int64_t max_children) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(status)) fail(path, ": no such file of trees");
   if (!std::filesystem::is_regular_file(status)) fail(path, ": not a regular file");
-  return parse_trees(read_file(path, kMaxTreeFileBytes), path);
+  return parse_trees(read_file(path, kMaxTreeFileBytes), path, max_children);
 }
 
 Vocabulary Vocabulary::from_trees(const std::vector<SentimentTree>& trees, const VocabularyPolicy& policy) {
@@ -243,13 +251,15 @@ int64_t Vocabulary::assign_ids(std::vector<SentimentTree>& trees) const {
 Forest make_forest(const std::vector<const SentimentTree*>& trees) {
   Forest f;
   SentimentTree& all = f.nodes;
+  std::vector<int32_t> shifted;
   for (const SentimentTree* t : trees) {
     const auto offset = static_cast<int32_t>(all.size());
     f.offsets.push_back(offset);
     for (int64_t i = 0; i < t->size(); ++i) {
       const auto k = static_cast<size_t>(i);
-      all.left.push_back(t->left[k] < 0 ? -1 : t->left[k] + offset);
-      all.right.push_back(t->right[k] < 0 ? -1 : t->right[k] + offset);
+      shifted.clear();
+      for (int32_t c : t->shape.children(i)) shifted.push_back(c + offset);
+      all.shape.add(shifted);
       all.label.push_back(t->label[k]);
       all.word.push_back(t->word[k]);
       all.word_id.push_back(t->word_id[k]);
@@ -270,18 +280,51 @@ const char* task_name(SentimentTask task) { return task == SentimentTask::Fine ?
 int64_t task_classes(SentimentTask task) { return task == SentimentTask::Fine ? 5 : 2; }
 
 int32_t task_label(SentimentTask task, int label) {
+  if (label < 0) return -1;
   if (task == SentimentTask::Fine) return label;
   if (label == 2) return -1;
   return label > 2 ? 1 : 0;
 }
 
-SentimentTreebank load_sst(const std::string& dir) {
+namespace {
+
+SentimentTreebank read_splits(const std::string& dir, const std::string& train, const std::string& dev,
+                              const std::string& test, int64_t max_children) {
   if (!std::filesystem::is_directory(dir)) {
-    fail(dir, ": no such folder of treebank files (train.txt, dev.txt, test.txt; see scripts/check-sst.sh)");
+    fail(dir, ": no such folder of treebank files (", train, ", ", dev, ", ", test, "; see scripts/check-sst.sh)");
   }
   const std::filesystem::path d(dir);
-  return {read_trees((d / "train.txt").string()), read_trees((d / "dev.txt").string()),
-          read_trees((d / "test.txt").string())};
+  return {read_trees((d / train).string(), max_children), read_trees((d / dev).string(), max_children),
+          read_trees((d / test).string(), max_children)};
+}
+
+AttrSpec file_setting(const char* split) {
+  return {.name = split, .type = AttrType::String, .default_value = AttrValue(cat(split, ".txt")),
+          .doc = cat("the file of ", split, " trees in dir")};
+}
+
+}  // namespace
+
+TreebankSourceKind sst_source() {
+  return {.name = "sst",
+          .summary = "the Stanford Sentiment Treebank's folder: train.txt, dev.txt, test.txt of binary trees",
+          .settings = {},
+          .load = [](const std::string& dir, const Attributes&) {
+            return read_splits(dir, "train.txt", "dev.txt", "test.txt", 2);
+          }};
+}
+
+TreebankSourceKind bracketed_source() {
+  return {.name = "bracketed",
+          .summary = "trees in the SST's bracketed format, labels 0..4, nodes of 1 to max_children children",
+          .settings = {file_setting("train"), file_setting("dev"), file_setting("test"),
+                       {.name = "max_children", .type = AttrType::Int, .default_value = AttrValue(int64_t{2}),
+                        .doc = "the most children a node may have (2: binary trees, every internal node with 2)",
+                        .range = AttrRange::at_least(2)}},
+          .load = [](const std::string& dir, const Attributes& s) {
+            return read_splits(dir, s.get_string("train"), s.get_string("dev"), s.get_string("test"),
+                               s.get_int("max_children"));
+          }};
 }
 
 }  // namespace pens

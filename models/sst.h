@@ -2,7 +2,9 @@
 // tree per line, `(label child child)` or `(label word)`, labels 0..4. The reader checks
 // everything (parentheses, labels, arity, words, UTF-8, one tree per line) and names the
 // file, line and column of the first fault; it is iterative, so no input can exhaust the
-// stack, and it reads each byte a bounded number of times.
+// stack, and it reads each byte a bounded number of times. Treebanks in the same format
+// whose trees are not binary (`(label child child child)`, unary nodes) read with a
+// larger `max_children`.
 #pragma once
 
 #include <cstdint>
@@ -10,21 +12,23 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pens/graph/tree.h"
+
 namespace pens {
 
 // One sentence's tree. Nodes are in post-order (children before their parent), so the
-// root is the last node. Leaves have left = right = -1 and a word; internal nodes have
-// two children and an empty word.
+// root is the last node. Leaves have no children and a word; internal nodes have
+// children (two in the SST) and an empty word.
 struct SentimentTree {
-  std::vector<int32_t> left, right;
-  std::vector<int8_t> label;       // 0..4 as in the file
+  TreeShape shape;
+  std::vector<int8_t> label;       // 0..4 as in the file; -1: none (no loss, not scored)
   std::vector<std::string> word;   // leaves only
   std::vector<int32_t> word_id;    // leaves: the vocabulary's id (Vocabulary::ids); -1 elsewhere
   int64_t line = 0;                // where the tree was read
 
-  int64_t size() const { return static_cast<int64_t>(left.size()); }
+  int64_t size() const { return shape.size(); }
   int64_t root() const { return size() - 1; }
-  bool is_leaf(int64_t i) const { return left[static_cast<size_t>(i)] < 0; }
+  bool is_leaf(int64_t i) const { return shape.is_leaf(i); }
 };
 
 // Several trees as one forest: nodes of tree k follow those of trees 0..k-1 (children
@@ -38,10 +42,12 @@ struct Forest {
 Forest make_forest(const std::vector<const SentimentTree*>& trees);
 
 // Parses every line of `text` (blank lines are errors: a line that is not one tree).
-// `source` names the text in errors: "<source>:<line>:<column>: <what>".
-std::vector<SentimentTree> parse_trees(const std::string& text, const std::string& source);
+// `source` names the text in errors: "<source>:<line>:<column>: <what>". Internal nodes
+// have exactly 2 children when max_children is 2 (the SST's binarized trees), otherwise
+// 1 to max_children.
+std::vector<SentimentTree> parse_trees(const std::string& text, const std::string& source, int64_t max_children = 2);
 // Reads a file of trees (refuses files over 1 GiB and anything that is not a regular file).
-std::vector<SentimentTree> read_trees(const std::string& path);
+std::vector<SentimentTree> read_trees(const std::string& path, int64_t max_children = 2);
 
 // How words become vocabulary entries: a word gets its own id when it occurs at least
 // `min_count` times in the training trees; with `lowercase`, words that differ only in the
@@ -83,13 +89,12 @@ enum class SentimentTask {
 SentimentTask parse_sentiment_task(const std::string& name);  // "fine" | "binary"
 const char* task_name(SentimentTask task);
 int64_t task_classes(SentimentTask task);
-// The class of a node with file label `label` for the task; -1: no label.
+// The class of a node with file label `label` for the task; -1: no label (and for -1).
 int32_t task_label(SentimentTask task, int label);
 
-// The three splits of the treebank in `dir` (train.txt, dev.txt, test.txt).
+// The three splits of a treebank (read by a treebank source: models/treebank_source.h).
 struct SentimentTreebank {
   std::vector<SentimentTree> train, dev, test;
 };
-SentimentTreebank load_sst(const std::string& dir);
 
 }  // namespace pens

@@ -204,14 +204,29 @@ void read_common(const Reader& r, const json& obj, const std::string& path, Node
 }
 
 // A tree cell's ports (graph/tree.h): every port named, the cell checked against them.
+// The child ports are a list ("children"); files of binary cells may name them "left"
+// and "right" instead, as files did before N-ary cells.
 TreePorts read_tree_ports(const Reader& r, const json& v, const std::string& path, const Graph& g) {
   r.object(v, path);
   TreePorts ports;
-  const std::vector<std::pair<const char*, std::string*>> fields = {
-      {"words", &ports.words}, {"leaf", &ports.leaf},     {"left", &ports.left},    {"right", &ports.right},
-      {"compose", &ports.compose}, {"node", &ports.node}, {"scores", &ports.scores}};
-  r.only(v, path, {"words", "leaf", "left", "right", "compose", "node", "scores"});
+  const std::vector<std::pair<const char*, std::string*>> fields = {{"words", &ports.words}, {"leaf", &ports.leaf},
+                                                                    {"compose", &ports.compose}, {"node", &ports.node},
+                                                                    {"scores", &ports.scores}};
+  r.only(v, path, {"words", "leaf", "children", "left", "right", "compose", "node", "scores"});
   for (const auto& [key, field] : fields) *field = r.name(r.required(v, path, key), path + "/" + key);
+  if (const json* children = r.optional(v, "children")) {
+    if (r.optional(v, "left") || r.optional(v, "right")) {
+      r.fail(path, "name the child ports once: \"children\", or \"left\" and \"right\"");
+    }
+    r.array(*children, path + "/children");
+    ports.children.clear();
+    for (size_t i = 0; i < children->size(); ++i) {
+      ports.children.push_back(r.name((*children)[i], cat(path, "/children/", i)));
+    }
+  } else {
+    ports.children = {r.name(r.required(v, path, "left"), path + "/left"),
+                      r.name(r.required(v, path, "right"), path + "/right")};
+  }
   try {
     check_tree_cell(g, ports);
   } catch (const Error& e) {
@@ -221,7 +236,7 @@ TreePorts read_tree_ports(const Reader& r, const json& v, const std::string& pat
 }
 
 json tree_ports_json(const TreePorts& p) {
-  return {{"words", p.words}, {"leaf", p.leaf},     {"left", p.left},    {"right", p.right},
+  return {{"words", p.words},     {"leaf", p.leaf}, {"children", p.children},
           {"compose", p.compose}, {"node", p.node}, {"scores", p.scores}};
 }
 
@@ -704,7 +719,8 @@ std::vector<std::string> unread_nodes(const Model& model) {
   for (const MovingAverage& a : g.averages()) roots.insert(roots.end(), {a.source, a.param});
   if (model.tree) {
     const TreePorts& p = *model.tree;
-    roots.insert(roots.end(), {p.words, p.leaf, p.left, p.right, p.compose, p.node, p.scores});
+    roots.insert(roots.end(), {p.words, p.leaf, p.compose, p.node, p.scores});
+    roots.insert(roots.end(), p.children.begin(), p.children.end());
   }
   std::vector<char> used(g.size(), 0);
   for (const std::string& name : roots) {

@@ -5,15 +5,18 @@
 // learns.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "examples/extending/cosine_penalty.h"
 #include "examples/extending/multiplicative_noise.h"
 #include "examples/extending/recursive_cell.h"
 #include "examples/extending/rmsprop_optimizer.h"
+#include "examples/extending/sentence_treebank.h"
 #include "examples/extending/sign_adversarial_noise.h"
 #include "examples/extending/softplus_op.h"
 #include "examples/extending/standardized_source.h"
@@ -30,6 +33,7 @@
 #include "pens/serialization/model_file.h"
 #include "pens/train/loop/run.h"
 #include "pens/train/tasks/tree_model.h"
+#include "pens/train/tasks/tree_trainer.h"
 #include "tests/support/eval.h"
 #include "tests/support/helpers.h"
 #include "tests/support/npy.h"
@@ -44,7 +48,8 @@ using namespace pens;
 
 namespace {
 
-// The registration lines of examples/extending/main.cpp, once per test process.
+// The registration line of each extension example (examples/extending/main.cpp has the
+// first five), once per test process.
 void register_extensions() {
   if (!OpRegistry::global().find("softplus")) OpRegistry::register_global<Softplus>();
   if (!NoiseRegistry::global().find("multiplicative")) NoiseRegistry::register_global(multiplicative_noise());
@@ -53,6 +58,7 @@ void register_extensions() {
   if (!OptimizerRegistry::global().find("rmsprop")) OptimizerRegistry::register_global(rmsprop_optimizer());
   if (!DataSourceRegistry::global().find("standardized")) DataSourceRegistry::register_global(standardized_source());
   if (!ModelFamilyRegistry::global().find("recursive")) ModelFamilyRegistry::register_global(recursive_family());
+  if (!TreebankSourceRegistry::global().find("sentences")) TreebankSourceRegistry::register_global(sentence_source());
 }
 
 std::string source(const std::string& path) {
@@ -352,6 +358,86 @@ TEST_CASE("a registered model family: a tree cell of one's own trains on a treeb
   CHECK(last > first + 0.1);
 }
 
+TEST_CASE("an N-ary cell of one's own trains on a treebank of ternary trees; a binary cell refuses them") {
+  register_extensions();
+  const pens::testing::TempDir dir;
+  pens::testing::write_treebank(dir.path(), 200, 40, 40, 37, 3);
+  save_model(build_model("recursive", {{"vocabulary", int64_t{9}}, {"arity", int64_t{3}}}), dir / "rnn3.model.json");
+  save_model(build_model("recursive", {{"vocabulary", int64_t{9}}}), dir / "rnn2.model.json");
+  const auto config = [&](const std::string& model) {
+    return cat(R"({"kind": "trees", "task": "fine", "model": ")", model, R"(",
+  "data": {"source": "bracketed", "dir": ".", "max_children": 3}, "batch": {"trees": 10},
+  "optimizer": {"learning_rate": 0.1}, "run": {"epochs": 8, "threads": 1}, "eval": {"train_trees": 200}})");
+  };
+  write_file_atomically(dir / "rnn3.json", config("rnn3.model.json"));
+  write_file_atomically(dir / "rnn2.json", config("rnn2.model.json"));
+  RunOptions options;
+  options.out = dir / "out";
+  struct Quiet : TrainObserver {} quiet;
+  const PreparedRun binary = prepare_run(dir / "rnn2.json", options);
+  CHECK_ERROR_MENTIONS(run_training(binary, quiet), "children but", "cell has 2 child ports");
+  const PreparedRun run = prepare_run(dir / "rnn3.json", options);
+  int64_t ternary = 0;
+  for (const SentimentTree& tree : run.task_as<PreparedTrees>().data.bank.train) ternary += tree.shape.arity() == 3;
+  CHECK(ternary > 50);  // the treebank has nodes of three children, read as such
+  const TrainSummary summary = run_training(run, quiet);
+  REQUIRE(summary.json["status"] == "finished");
+  CHECK(summary.json["config"]["data"]["max_children"] == 3);
+  std::ifstream metrics(dir / "out/metrics.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(metrics, line);) lines.push_back(nlohmann::json::parse(line));
+  REQUIRE(lines.size() == 8);
+  const double first = lines.front()["train_root_accuracy"].get<double>();
+  const double last = lines.back()["train_root_accuracy"].get<double>();
+  MESSAGE("ternary trees, root accuracy on the training trees: epoch 1 ", first, ", epoch 8 ", last);
+  CHECK(last > first + 0.1);
+}
+
+TEST_CASE("a registered treebank source: sentences labeled as a whole train a tree model") {
+  register_extensions();
+  const pens::testing::TempDir dir;
+  // Sentences of 2-7 words whose label is the sign of their words' polarity.
+  const std::vector<std::pair<std::string, int>> words = {{"good", 1}, {"great", 1}, {"bad", -1}, {"awful", -1},
+                                                          {"the", 0},  {"film", 0},  {"plot", 0}, {"was", 0}};
+  std::mt19937_64 rng(41);
+  for (const auto& [name, count] : std::vector<std::pair<std::string, int>>{{"train", 300}, {"dev", 40}, {"test", 40}}) {
+    std::ofstream out(dir / (name + ".tsv"));
+    for (int i = 0; i < count; ++i) {
+      std::string sentence;
+      int polarity = 0;
+      for (int n = 2 + static_cast<int>(rng() % 6); n > 0; --n) {
+        const auto& [w, p] = words[rng() % words.size()];
+        sentence += " " + w, polarity += p;
+      }
+      out << (polarity > 0 ? 3 : polarity < 0 ? 1 : 2) << "\t" << sentence.substr(1) << "\n";
+    }
+  }
+  const SentimentTreebank bank = load_treebank("sentences", dir.path(), {});
+  REQUIRE(bank.train.size() == 300);
+  const SentimentTree& first = bank.train[0];
+  CHECK(first.label.back() >= 1);
+  CHECK(std::count(first.label.begin(), first.label.end(), -1) == first.size() - 1);  // the root alone
+  std::ofstream(dir / "bad.tsv") << "3\tgood film\n7 bad\n";
+  CHECK_ERROR_MENTIONS(read_sentences(dir / "bad.tsv"), "bad.tsv:2: expected a label 0..4");
+  save_model(build_model("recursive", {{"vocabulary", int64_t{9}}}), dir / "rnn.model.json");
+  write_file_atomically(dir / "rnn.json", R"({"kind": "trees", "task": "fine", "model": "rnn.model.json",
+  "data": {"source": "sentences", "dir": "."}, "batch": {"trees": 10}, "optimizer": {"learning_rate": 0.1},
+  "run": {"epochs": 8, "threads": 1}, "eval": {"train_trees": 300}})");
+  RunOptions options;
+  options.out = dir / "out";
+  struct Quiet : TrainObserver {} quiet;
+  const TrainSummary summary = run_training(prepare_run(dir / "rnn.json", options), quiet);
+  REQUIRE(summary.json["status"] == "finished");
+  std::ifstream metrics(dir / "out/metrics.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(metrics, line);) lines.push_back(nlohmann::json::parse(line));
+  REQUIRE(lines.size() == 8);
+  const double first_epoch = lines.front()["train_root_accuracy"].get<double>();
+  const double last = lines.back()["train_root_accuracy"].get<double>();
+  MESSAGE("labeled sentences, root accuracy on the training trees: epoch 1 ", first_epoch, ", epoch 8 ", last);
+  CHECK(last > first_epoch + 0.1);
+}
+
 TEST_CASE("the docs show every extension file as it is") {
   const std::vector<std::pair<std::string, std::string>> shown = {
       {"docs/adding-an-op.md", "examples/extending/softplus_op.h"},
@@ -360,6 +446,7 @@ TEST_CASE("the docs show every extension file as it is") {
       {"docs/adding-a-penalty.md", "examples/extending/cosine_penalty.h"},
       {"docs/adding-an-optimizer.md", "examples/extending/rmsprop_optimizer.h"},
       {"docs/adding-a-data-set.md", "examples/extending/standardized_source.h"},
+      {"docs/adding-a-data-set.md", "examples/extending/sentence_treebank.h"},
       {"docs/adding-a-model.md", "examples/extending/recursive_cell.h"},
   };
   for (const auto& item : shown) {

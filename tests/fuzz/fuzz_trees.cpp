@@ -4,6 +4,7 @@
 // vocabulary and the forest builder that training uses.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,10 +17,14 @@ void check_tree(const pens::SentimentTree& t) {
   for (int64_t i = 0; i < t.size(); ++i) {
     const auto k = static_cast<size_t>(i);
     if (t.label[k] < 0 || t.label[k] > 4) __builtin_trap();
+    const std::span<const int32_t> children = t.shape.children(i);
     if (t.is_leaf(i)) {
-      if (t.right[k] >= 0 || t.word[k].empty()) __builtin_trap();
-    } else if (t.left[k] >= i || t.right[k] >= i || t.right[k] < 0 || !t.word[k].empty()) {
+      if (t.word[k].empty()) __builtin_trap();
+    } else if (children.size() != 2 || !t.word[k].empty()) {
       __builtin_trap();
+    }
+    for (int32_t c : children) {
+      if (c < 0 || c >= i) __builtin_trap();
     }
   }
 }

@@ -79,8 +79,8 @@ std::vector<Vec> direct_vectors(const SentimentTree& t, const Values& p, bool le
         out[j] = leaf_tanh ? std::tanh(e) : e;
       }
     } else {
-      const Vec& a = v[static_cast<size_t>(t.left[static_cast<size_t>(i)])];
-      const Vec& b = v[static_cast<size_t>(t.right[static_cast<size_t>(i)])];
+      const Vec& a = v[static_cast<size_t>(t.shape.children(i)[0])];
+      const Vec& b = v[static_cast<size_t>(t.shape.children(i)[1])];
       for (int64_t k = 0; k < kDim; ++k) {
         double s = at("m", k);
         for (int64_t x = 0; x < kDim; ++x) {
@@ -464,7 +464,14 @@ TEST_CASE("a tree cell is checked against its ports") {
   ports = *model.tree;
   ports.words = "nowhere";
   CHECK_ERROR_MENTIONS(check_tree_cell(model.graph, ports), "no node 'nowhere' for the words port");
-  CHECK_ERROR_MENTIONS(unroll_tree(model.graph, *model.tree, TreeShape{{-1, 0}, {-1, -1}}), "node 1 has children 0 and -1");
+  TreeShape shape;
+  shape.add({});
+  shape.add({0, 1});
+  CHECK_ERROR_MENTIONS(unroll_tree(model.graph, *model.tree, shape), "node 1 has child 1 (children come before their parent)");
+  TreeShape wide;
+  for (int i = 0; i < 3; ++i) wide.add({});
+  wide.add({0, 1, 2});
+  CHECK_ERROR_MENTIONS(unroll_tree(model.graph, *model.tree, wide), "node 3 has 3 children but the cell has 2 child ports");
 }
 
 TEST_CASE("a forest of trees computes each tree's scores and the sum of their losses") {

@@ -1,11 +1,15 @@
-// The treebank reader: every kind of bad line is refused with file, line and column; the
-// vocabulary and the two tasks' labels.
+// The treebank reader: every kind of bad line is refused with file, line and column; trees
+// of any arity when asked for; the treebank sources; the vocabulary and the two tasks' labels.
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <string>
 
 #include "pens/models/sst.h"
+#include "pens/models/treebank_source.h"
 #include "pens/ops/ir/error.h"
+#include "tests/support/helpers.h"
+#include "tests/support/temp_dir.h"
 
 namespace test_sst {
 
@@ -30,8 +34,11 @@ TEST_CASE("trees are read in post-order with labels and words") {
   const SentimentTree& t = trees[0];
   REQUIRE(t.size() == 5);
   CHECK(t.word == std::vector<std::string>{"It", "works", ".", "", ""});
-  CHECK(t.left == std::vector<int32_t>{-1, -1, -1, 1, 0});
-  CHECK(t.right == std::vector<int32_t>{-1, -1, -1, 2, 3});
+  TreeShape shape;
+  for (int i = 0; i < 3; ++i) shape.add({});
+  shape.add({1, 2});
+  shape.add({0, 3});
+  CHECK(t.shape == shape);
   CHECK(t.label == std::vector<int8_t>{2, 4, 2, 4, 3});
   CHECK(t.line == 1);
   CHECK(trees[1].size() == 1);
@@ -107,6 +114,38 @@ TEST_CASE("a lowercased vocabulary counts words that differ only in case as one"
   CHECK(once.id("Émile") != Vocabulary::kUnknown);
   CHECK(once.id("émile") == Vocabulary::kUnknown);
   CHECK(once.id("-lrb-") == once.id("-LRB-"));
+}
+
+TEST_CASE("with max_children above 2, nodes may have 1 to max_children children") {
+  const std::vector<SentimentTree> trees = parse_trees("(3 (2 a) (2 (1 b)) (4 (2 c) (3 d) (1 e)))\n", "t.txt", 3);
+  const SentimentTree& t = trees[0];
+  REQUIRE(t.size() == 8);
+  CHECK(t.shape.arity() == 3);
+  CHECK(std::vector<int32_t>(t.shape.children(2).begin(), t.shape.children(2).end()) == std::vector<int32_t>{1});
+  CHECK(std::vector<int32_t>(t.shape.children(6).begin(), t.shape.children(6).end()) == std::vector<int32_t>{3, 4, 5});
+  CHECK(std::vector<int32_t>(t.shape.children(7).begin(), t.shape.children(7).end()) == std::vector<int32_t>{0, 2, 6});
+  CHECK_ERROR_MENTIONS(parse_trees("(3 (2 a) (2 b) (2 c) (2 d))", "t.txt", 3),
+                       "t.txt:1:22: a node with more than 3 children (data.max_children)");
+  CHECK_ERROR_MENTIONS(parse_trees("(2 a)", "t.txt", 1), "max_children >= 2");
+  // The forest keeps each node's children, shifted past the trees before it.
+  const Forest f = make_forest({&trees[0], &trees[0]});
+  CHECK(std::vector<int32_t>(f.nodes.shape.children(15).begin(), f.nodes.shape.children(15).end()) ==
+        std::vector<int32_t>{8, 10, 14});
+}
+
+TEST_CASE("treebank sources: the SST's folder, and bracketed files of any arity named in the config") {
+  const testing::TempDir dir;
+  for (const char* name : {"train.txt", "dev.txt", "test.txt", "other.txt"}) {
+    std::ofstream(dir / name) << "(3 (2 a) (4 b) (3 c))\n(1 (1 d))\n";
+  }
+  CHECK_ERROR_MENTIONS(load_treebank("sst", dir.path(), {}), "train.txt:1:16: a node with 3 children (trees are binary)");
+  const SentimentTreebank bank = load_treebank("bracketed", dir.path(), {{"max_children", int64_t{3}}, {"dev", "other.txt"}});
+  CHECK(bank.train.size() == 2);
+  CHECK(bank.dev[0].shape.arity() == 3);
+  CHECK_ERROR_MENTIONS(load_treebank("bracketed", dir.path(), {{"test", "missing.txt"}, {"max_children", int64_t{3}}}), "missing.txt: no such file of trees");
+  CHECK_ERROR_MENTIONS(load_treebank("bracketed", dir.path(), {{"max_children", int64_t{1}}}), "max_children");
+  CHECK_ERROR_MENTIONS(load_treebank("penn", dir.path(), {}), "penn");
+  CHECK_ERROR_MENTIONS(load_treebank("sst", dir / "nowhere", {}), "no such folder of treebank files");
 }
 
 TEST_CASE("tasks: fine keeps 0..4, binary drops neutral and merges the rest") {

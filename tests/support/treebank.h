@@ -2,6 +2,7 @@
 // follow the words' polarity, so that a model can learn them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <random>
@@ -11,9 +12,10 @@
 
 namespace pens::testing {
 
-// A random binary tree over 2..7 words; a node's label is the sign of the sum of its
-// words' polarities (good/great +1, bad/awful -1, others 0), as 1, 2 or 3.
-inline std::string random_tree(std::mt19937_64& rng) {
+// A random tree over 2..7 words, internal nodes of 2 to max_children children (binary by
+// default); a node's label is the sign of the sum of its words' polarities (good/great +1,
+// bad/awful -1, others 0), as 1, 2 or 3.
+inline std::string random_tree(std::mt19937_64& rng, int max_children = 2) {
   static const std::vector<std::pair<std::string, int>> words = {
       {"good", 1}, {"great", 1}, {"bad", -1}, {"awful", -1}, {"the", 0}, {"film", 0}, {"plot", 0}, {"was", 0}};
   struct Part {
@@ -27,21 +29,25 @@ inline std::string random_tree(std::mt19937_64& rng) {
     const auto& [w, p] = words[rng() % words.size()];
     parts.push_back({"(" + std::to_string(label(p)) + " " + w + ")", p});
   }
-  while (parts.size() > 1) {  // join two neighbours at random
-    const size_t i = rng() % (parts.size() - 1);
-    const int p = parts[i].polarity + parts[i + 1].polarity;
-    parts[i] = {"(" + std::to_string(label(p)) + " " + parts[i].text + " " + parts[i + 1].text + ")", p};
-    parts.erase(parts.begin() + static_cast<long>(i) + 1);
+  while (parts.size() > 1) {  // join k neighbours at random
+    const size_t most = std::min(parts.size(), static_cast<size_t>(max_children));
+    const size_t k = most == 2 ? 2 : 2 + rng() % (most - 1);
+    const size_t i = rng() % (parts.size() - k + 1);
+    int p = 0;
+    std::string children;
+    for (size_t j = i; j < i + k; ++j) p += parts[j].polarity, children += " " + parts[j].text;
+    parts[i] = {"(" + std::to_string(label(p)) + children + ")", p};
+    parts.erase(parts.begin() + static_cast<long>(i) + 1, parts.begin() + static_cast<long>(i + k));
   }
   return parts[0].text;
 }
 
 // Writes train.txt, dev.txt and test.txt of that many random trees into `dir`.
-inline void write_treebank(const std::string& dir, int train, int dev, int test, uint64_t seed) {
+inline void write_treebank(const std::string& dir, int train, int dev, int test, uint64_t seed, int max_children = 2) {
   std::mt19937_64 rng(seed);
   for (const auto& [part, count] : std::vector<std::pair<const char*, int>>{{"train.txt", train}, {"dev.txt", dev}, {"test.txt", test}}) {
     std::ofstream out(dir + "/" + part);
-    for (int i = 0; i < count; ++i) out << random_tree(rng) << "\n";
+    for (int i = 0; i < count; ++i) out << random_tree(rng, max_children) << "\n";
   }
 }
 

@@ -35,7 +35,7 @@ namespace {
 // vocabulary (min_count 1).
 TreeData make_treebank(const TempDir& dir, int train, int dev, int test, uint64_t seed) {
   pens::testing::write_treebank(dir.path(), train, dev, test, seed);
-  return load_tree_data(dir.path(), {});
+  return load_tree_data("sst", dir.path(), {}, {});
 }
 
 }  // namespace

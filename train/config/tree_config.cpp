@@ -1,6 +1,7 @@
 #include "pens/train/config/tree_config.h"
 
 #include "pens/models/sst.h"
+#include "pens/models/treebank_source.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/config/config_reader.h"
 #include "pens/train/optim/optimizer.h"
@@ -9,16 +10,31 @@ namespace pens {
 
 using nlohmann::json;
 
-void read_data_section(const json& section, const std::string& source, std::string& dir,
-                       VocabularyPolicy& vocabulary) {
-  ConfigSection s(section, "data", source);
+void read_data_section(const json* section, const std::string& config, std::string& source, std::string& dir,
+                       Attributes& settings, VocabularyPolicy& vocabulary) {
+  const auto kind_of = [&]() -> const TreebankSourceKind& {
+    const TreebankSourceKind* found = TreebankSourceRegistry::global().find(source);
+    if (!found) fail(config, ": data.source: ", TreebankSourceRegistry::global().unknown(source));
+    return *found;
+  };
+  if (!section) {
+    normalize_attrs(kind_of().settings, settings, "data");
+    return;
+  }
+  ConfigSection s(*section, "data", config);
+  s.string("source", source);
   s.string("dir", dir);
   s.number("min_count", vocabulary.min_count, 1, 1e9);
   s.boolean("lowercase", vocabulary.lowercase);
+  const TreebankSourceKind& kind = kind_of();
+  settings = s.settings(kind.settings, "treebank source " + kind.name);
 }
 
-json data_section_json(const std::string& dir, const VocabularyPolicy& vocabulary) {
-  return {{"dir", dir}, {"min_count", vocabulary.min_count}, {"lowercase", vocabulary.lowercase}};
+json data_section_json(const std::string& source, const std::string& dir, const Attributes& settings,
+                       const VocabularyPolicy& vocabulary) {
+  json j = attributes_json(settings);
+  j.update({{"source", source}, {"dir", dir}, {"min_count", vocabulary.min_count}, {"lowercase", vocabulary.lowercase}});
+  return j;
 }
 
 TreeConfig parse_tree_config(const json& j, const std::string& source) {
@@ -35,7 +51,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   } catch (const Error& e) {
     fail(source, ": task: ", e.what());
   }
-  if (const json* d = top.child("data")) read_data_section(*d, source, c.data_dir, c.vocabulary);
+  read_data_section(top.child("data"), source, c.data_source, c.data_dir, c.data_settings, c.vocabulary);
   if (const json* b = top.child("batch")) {
     ConfigSection s(*b, "batch", source);
     s.number("trees", c.batch_trees, 1, 1e6);
@@ -88,7 +104,7 @@ json to_json(const TreeConfig& c) {
       {"model", c.model},
       {"init_from", c.init_from},
       {"task", c.task},
-      {"data", data_section_json(c.data_dir, c.vocabulary)},
+      {"data", data_section_json(c.data_source, c.data_dir, c.data_settings, c.vocabulary)},
       {"batch", {{"trees", c.batch_trees}, {"groups", c.batch_groups}}},
       {"optimizer", optimizer},
       {"l2", l2},

@@ -23,7 +23,9 @@ struct TreeConfig {
   std::string model;  // a model file with a "tree" section (pens new ctn writes one)
   std::string init_from;
   std::string task = "fine";  // fine | binary (models/sst.h)
+  std::string data_source = "sst";  // a treebank source (models/treebank_source.h)
   std::string data_dir = "../shared/data/sst";
+  Attributes data_settings;     // the source's own settings
   VocabularyPolicy vocabulary;  // data.min_count and data.lowercase
   int64_t batch_trees = 27;
   // A step's trees are computed in this many groups side by side, a thread each
@@ -66,11 +68,13 @@ struct TreeConfig {
 TreeConfig parse_tree_config(const nlohmann::json& j, const std::string& source);
 nlohmann::json to_json(const TreeConfig& c);
 
-// The "data" section tree and skip-gram configs share: the treebank's folder and the
-// vocabulary policy (one reader, so that pre-trained word vectors and a tree model's E are
-// built from the same words). `section` is the section's JSON, `source` the config's name.
-void read_data_section(const nlohmann::json& section, const std::string& source, std::string& dir,
-                       VocabularyPolicy& vocabulary);
-nlohmann::json data_section_json(const std::string& dir, const VocabularyPolicy& vocabulary);
+// The "data" section tree and skip-gram configs share: the treebank source, its folder and
+// settings, and the vocabulary policy (one reader, so that pre-trained word vectors and a
+// tree model's E are built from the same words). `section` is the section's JSON (null:
+// none, the defaults), `config` the config's name.
+void read_data_section(const nlohmann::json* section, const std::string& config, std::string& source,
+                       std::string& dir, Attributes& settings, VocabularyPolicy& vocabulary);
+nlohmann::json data_section_json(const std::string& source, const std::string& dir, const Attributes& settings,
+                                 const VocabularyPolicy& vocabulary);
 
 }  // namespace pens

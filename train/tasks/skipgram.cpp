@@ -25,7 +25,7 @@ SkipgramConfig parse_skipgram_config(const json& j, const std::string& source) {
   top.string("task", task);
   if (task != "skipgram") fail(source, ": task must be \"skipgram\" for word-vector pre-training");
   top.string("description", c.description);
-  if (const json* d = top.child("data")) read_data_section(*d, source, c.data_dir, c.vocabulary);
+  read_data_section(top.child("data"), source, c.data_source, c.data_dir, c.data_settings, c.vocabulary);
   top.number("dim", c.dim, 1, 1e5);
   top.number("window", c.window, 1, 1e3);
   top.number("negatives", c.negatives, 1, 1e3);
@@ -43,7 +43,7 @@ SkipgramConfig parse_skipgram_config(const json& j, const std::string& source) {
 
 json to_json(const SkipgramConfig& c) {
   return {{"task", "skipgram"}, {"description", c.description},
-          {"data", data_section_json(c.data_dir, c.vocabulary)},
+          {"data", data_section_json(c.data_source, c.data_dir, c.data_settings, c.vocabulary)},
           {"dim", c.dim}, {"window", c.window}, {"negatives", c.negatives}, {"dropout", c.dropout},
           {"batch", c.batch}, {"learning_rate", c.learning_rate}, {"epochs", c.epochs},
           {"word_std", c.word_std}, {"seed", c.seed}, {"threads", c.threads}, {"budget_minutes", c.budget_minutes},

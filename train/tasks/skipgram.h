@@ -18,8 +18,10 @@ namespace pens {
 
 struct SkipgramConfig {
   std::string description;
+  std::string data_source = "sst";  // the data section as the tree config's, so that E has the same rows
   std::string data_dir = "../shared/data/sst";
-  VocabularyPolicy vocabulary;  // as the tree config's, so that E has the same rows
+  Attributes data_settings;
+  VocabularyPolicy vocabulary;
   int64_t dim = 70;
   int64_t window = 5;
   int64_t negatives = 5;

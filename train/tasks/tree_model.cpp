@@ -94,7 +94,7 @@ TreeLoss TreeModel::loss_of(const SentimentTree& tree) const {
 }
 
 UnrolledTree TreeModel::unroll(const SentimentTree& tree) const {
-  return unroll_tree(model_.graph, *model_.tree, TreeShape{tree.left, tree.right}, loss_of(tree));
+  return unroll_tree(model_.graph, *model_.tree, tree.shape, loss_of(tree));
 }
 
 namespace {
@@ -111,7 +111,7 @@ Graph rows_looked_up_first(const Graph& unrolled) {
 }  // namespace
 
 UnrolledTree TreeModel::sampling_tree(const SentimentTree& tree) const {
-  UnrolledTree t = unroll_tree(*sampling_cell_, sampling_ports_, TreeShape{tree.left, tree.right});
+  UnrolledTree t = unroll_tree(*sampling_cell_, sampling_ports_, tree.shape);
   const NodeId scores = t.graph.at(t.scores);
   const NodeId probabilities = t.graph.add("softmax", {scores}, {}, "tree/probabilities");
   t.graph.node(scores).flags &= ~static_cast<uint32_t>(kOutput);
@@ -123,7 +123,7 @@ UnrolledTree TreeModel::sampling_tree(const SentimentTree& tree) const {
 
 UnrolledTree TreeModel::training_tree(const SentimentTree& tree) const {
   if (training_cell_) {
-    UnrolledTree t = unroll_tree(*training_cell_, training_ports_, TreeShape{tree.left, tree.right}, loss_of(tree));
+    UnrolledTree t = unroll_tree(*training_cell_, training_ports_, tree.shape, loss_of(tree));
     t.graph = rows_looked_up_first(t.graph);
     return t;
   }
@@ -159,7 +159,7 @@ void TreeModel::set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vect
       fail("tree at line ", tree.line, ": words have no vocabulary ids (Vocabulary::assign_ids)");
     }
   }
-  tape.set_tree(TreeShape{tree.left, tree.right}, tree.word_id, labels);
+  tape.set_tree(tree.shape, tree.word_id, labels);
 }
 
 void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels) const {

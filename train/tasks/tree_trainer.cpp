@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "pens/models/dataset.h"
+#include "pens/models/treebank_source.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
@@ -129,6 +130,18 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
       fail(config.model, ": ", table, " has ", rows, " rows but the vocabulary of ", config.data_dir, " with min_count ",
            config.vocabulary.min_count, config.vocabulary.lowercase ? " (lowercased)" : "", " has ",
            data.vocabulary.size(), " words (pens new ctn --vocabulary ", data.vocabulary.size(), ")");
+    }
+  }
+  // Every tree fits the cell: no node has more children than the cell has child ports.
+  const auto ports = static_cast<int64_t>(model_.tree->children.size());
+  const std::pair<const char*, const std::vector<SentimentTree>*> sets[] = {
+      {"training", &data.bank.train}, {"dev", &data.bank.dev}, {"test", &data.bank.test}};
+  for (const auto& [name, trees] : sets) {
+    for (const SentimentTree& tree : *trees) {
+      if (const int64_t arity = tree.shape.arity(); arity > ports) {
+        fail(config.data_dir, ": a ", name, " tree (line ", tree.line, ") has a node of ", arity, " children but ",
+             config.model, "'s cell has ", ports, " child port", ports == 1 ? "" : "s");
+      }
     }
   }
   if (config.freeze_words_epochs > 0 && trees_->word_tables().empty()) {
@@ -285,8 +298,9 @@ void TreeTask::summarize(json& s, const json& last, const json& best) const {
 
 }  // namespace
 
-TreeData load_tree_data(const std::string& dir, const VocabularyPolicy& vocabulary) {
-  TreeData d{load_sst(dir), {}};
+TreeData load_tree_data(const std::string& source, const std::string& dir, const Attributes& settings,
+                        const VocabularyPolicy& vocabulary) {
+  TreeData d{load_treebank(source, dir, settings), {}};
   d.vocabulary = Vocabulary::from_trees(d.bank.train, vocabulary);
   for (auto* set : {&d.bank.train, &d.bank.dev, &d.bank.test}) d.vocabulary.assign_ids(*set);
   return d;
@@ -319,7 +333,7 @@ std::vector<std::string> PreparedTrees::results(const json& s) const {
 
 RunKind tree_run_kind() {
   return {.name = "trees",
-          .summary = "a tree model on a sentiment treebank (the Stanford Sentiment Treebank's format)",
+          .summary = "a tree model on a treebank (data.source: a treebank source, the SST's by default)",
           .prepare = [](const std::string& config_path, const json& j, const RunOptions& options,
                         std::optional<GivenData> given) -> std::unique_ptr<PreparedTask> {
             if (given) fail(config_path, " is a tree config: data given as arrays is for dense (MNIST-like) configs");
@@ -329,7 +343,8 @@ RunKind tree_run_kind() {
             auto run = std::make_unique<PreparedTrees>();
             run->config = parse_tree_config(j, config_path);
             apply_run_options(options, config_path, j, run->config);
-            run->data = load_tree_data(run->config.data_dir, run->config.vocabulary);
+            const TreeConfig& c = run->config;
+            run->data = load_tree_data(c.data_source, c.data_dir, c.data_settings, c.vocabulary);
             return run;
           }};
 }

@@ -1,4 +1,4 @@
-// Training a tree model on the Stanford Sentiment Treebank: minibatches of trees, run in
+// Training a tree model on a treebank (the Stanford Sentiment Treebank's by default): minibatches of trees, run in
 // groups on the threads (TreeStepGraphs; each tree's noise keyed by its index), ℓ2 per parameter, word vectors
 // optionally frozen for the first epochs, root accuracy on dev after every epoch and the
 // test figure at the best dev epoch. The same run folder as pens train on MNIST
@@ -19,12 +19,14 @@
 
 namespace pens {
 
-// The treebank of a config: read, vocabulary built from its training trees, ids assigned.
+// The treebank of a config: read by its source (models/treebank_source.h), vocabulary
+// built from its training trees, ids assigned.
 struct TreeData {
   SentimentTreebank bank;
   Vocabulary vocabulary;
 };
-TreeData load_tree_data(const std::string& dir, const VocabularyPolicy& vocabulary);
+TreeData load_tree_data(const std::string& source, const std::string& dir, const Attributes& settings,
+                        const VocabularyPolicy& vocabulary);
 
 
 // Trains into out_dir; with `resume`, continues from its checkpoint (or the one it names)
