@@ -7,7 +7,6 @@
 
 #include <Eigen/Core>
 #include <cmath>
-#include <random>
 #include <string>
 
 #include "pens/autodiff/gradcheck.h"
@@ -26,6 +25,7 @@
 namespace test_nary_tree {
 
 using namespace pens;
+using pens::testing::random_params;
 using pens::testing::Values;
 
 namespace {
@@ -69,19 +69,6 @@ SentimentTree mixed_tree() {
   SentimentTree t = parse_trees("(3 (1 a) (2 (0 b)) (4 (2 c) (3 d) (1 e)))", "test", kArity)[0];
   t.word_id = {1, 2, -1, 3, 4, 5, -1, -1};
   return t;
-}
-
-Values random_params(const Graph& g, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-0.5, 0.5);
-  Values v;
-  for (NodeId n : g.nodes()) {
-    if (!is_param(g[n])) continue;
-    int64_t size = 1;
-    for (int64_t d : g[n].attrs.get_ints("shape")) size *= d;
-    for (int64_t i = 0; i < size; ++i) v[g[n].name].push_back(u(rng));
-  }
-  return v;
 }
 
 Values feed_values(const UnrolledTree& u, const SentimentTree& t) {

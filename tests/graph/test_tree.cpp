@@ -7,7 +7,6 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "pens/autodiff/gradcheck.h"
 #include "pens/autodiff/tape.h"
@@ -24,6 +23,7 @@
 namespace test_tree {
 
 using namespace pens;
+using pens::testing::random_params;
 using pens::testing::Values;
 
 namespace {
@@ -46,19 +46,6 @@ Values feed_values(const UnrolledTree& u, const SentimentTree& t, SentimentTask 
   for (const auto& [name, rows] : u.indices) v[name] = std::vector<double>(rows.begin(), rows.end());
   if (labels && !u.label_rows.first.empty()) {
     v[u.label_rows.first] = std::vector<double>(u.label_rows.second.begin(), u.label_rows.second.end());
-  }
-  return v;
-}
-
-Values random_params(const Graph& g, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-0.5, 0.5);
-  Values v;
-  for (NodeId n : g.nodes()) {
-    if (!is_param(g[n])) continue;
-    int64_t size = 1;
-    for (int64_t d : g[n].attrs.get_ints("shape")) size *= d;
-    for (int64_t i = 0; i < size; ++i) v[g[n].name].push_back(u(rng));
   }
   return v;
 }

@@ -1,6 +1,7 @@
 #include "tests/support/eval.h"
 
 #include <algorithm>
+#include <random>
 
 #include <doctest/doctest.h>
 
@@ -26,6 +27,19 @@ std::vector<double> evaluate(const Graph& g, const Values& values, const std::st
   tape.forward();
   const auto v = tape.value(out);
   return {v.data, v.data + v.size()};
+}
+
+Values random_params(const Graph& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-0.5, 0.5);
+  Values v;
+  for (NodeId n : g.nodes()) {
+    if (!is_param(g[n])) continue;
+    int64_t size = 1;
+    for (int64_t d : g[n].attrs.get_ints("shape")) size *= d;
+    for (int64_t i = 0; i < size; ++i) v[g[n].name].push_back(u(rng));
+  }
+  return v;
 }
 
 }  // namespace pens::testing

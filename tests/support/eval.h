@@ -17,4 +17,8 @@ using Values = std::map<std::string, std::vector<double>>;
 std::vector<double> evaluate(const Graph& g, const Values& values, const std::string& out,
                              int64_t batch = 1, NoiseKey key = {});
 
+// Every parameter of `g` drawn uniformly from [-0.5, 0.5) by a generator seeded with
+// `seed`, in the graph's node order: values for evaluate() and gradcheck.
+Values random_params(const Graph& g, uint64_t seed);
+
 }  // namespace pens::testing
