@@ -95,9 +95,6 @@ int run_pretrain(const std::vector<std::string>& argv) {
   const std::string& config_path = args.one_positional("a pre-training config");
   const json j = read_json_file(config_path);
   if (run_kind_of(j) == "skipgram") return pretrain_skipgram(args, config_path, j);
-  if (args.flag("resume") || args.option("budget-minutes")) {
-    fail("--resume and --budget-minutes are for skip-gram configs; greedy pre-training runs its layers in one go");
-  }
   PretrainConfig config = parse_pretrain_config(j, config_path);
   config.model = relative_to_config(config_path, config.model);
   config.data_dir = configured_data_dir(config_path, j, config.data_dir, args.option("data-dir"));
@@ -107,19 +104,20 @@ int run_pretrain(const std::vector<std::string>& argv) {
   }
   config.threads = static_cast<int>(args.option_int("threads", config.threads, 0, 1024));
   config.seed = static_cast<uint64_t>(args.option_int("seed", static_cast<int64_t>(config.seed), 0, kMaxSeed));
+  config.budget_minutes = args.option_double("budget-minutes", config.budget_minutes, AttrRange::at_least(0));
   const std::string out_dir =
       args.option("out").value_or((fs::path("runs") / fs::path(config_path).stem()).string());
+  RunOptions options;
+  options.resume = args.flag("resume");
+  const Resume resume = resume_of(options, out_dir);
 
   const Dataset images = load_mnist(config.data_dir, "train");
-  RunFolder(out_dir).write_config(to_json(config));
   std::cerr << "pens pretrain: " << config.model << ", " << config.layers.size() << " layers on " << images.size
-            << " images (labels unused), " << threads_text(config.threads) << "; writing " << out_dir << "\n";
+            << " images (labels unused), " << threads_text(config.threads) << budget_text(config.budget_minutes)
+            << "; writing " << out_dir << "\n";
   PretrainProgress progress;
-  const TrainSummary summary = pretrain(config, images, out_dir, progress);
-  if (summary.diverged) {
-    std::cerr << "pens pretrain: " << summary.json["message"].get<std::string>() << "\n";
-    return 1;
-  }
+  const TrainSummary summary = pretrain(config, images, out_dir, progress, resume);
+  if (summary.diverged) return 1;
   for (const json& l : summary.json["layers"]) {
     std::printf("layer %s: denoising error %.4f -> %.4f, clean reconstruction %.4f -> %.4f\n",
                 l["layer"].get<std::string>().c_str(), l["denoising_error"][0].get<double>(),

@@ -171,19 +171,19 @@ const std::vector<Command>& commands() {
        "layer's input, squared-error reconstruction of the clean input) on all MNIST\n"
        "training images, labels unused (docs/training.md). Writes to the output folder:\n"
        "metrics.jsonl (a line per layer and epoch), summary.json, config.json, model.json\n"
-       "(the network with its pre-trained values; fine-tune it with pens train --init)\n"
-       "and filters.png.\n\n"
+       "(the network with its pre-trained values; fine-tune it with pens train --init),\n"
+       "filters.png and checkpoint.pens (the run goes through pens train's loop, a stage\n"
+       "per layer).\n\n"
        "  --out DIR              output folder (default runs/<config name>)\n"
        "  --epochs E             epochs per layer, for every layer\n"
        "  --seed S               seed of batch order and corruption\n"
        "  --data-dir DIR         folder of the MNIST IDX files (default data/mnist)\n"
-       "  --threads T            threads (0: the CPUs this process may use)\n\n"
-       "A config with \"task\": \"skipgram\" pre-trains the word vectors of a tree network\n"
-       "instead (skip-gram with negative sampling on SST's training and dev sentences;\n"
-       "docs/trees.md); --data-dir then names the treebank folder, and the run goes through\n"
-       "pens train's loop: a checkpoint after every epoch, and\n"
+       "  --threads T            threads (0: the CPUs this process may use)\n"
        "  --resume               continue from the output folder's checkpoint.pens\n"
-       "  --budget-minutes M     stop after M minutes of wall-clock time\n",
+       "  --budget-minutes M     stop after M minutes of wall-clock time\n\n"
+       "A config with \"task\": \"skipgram\" pre-trains the word vectors of a tree network\n"
+       "instead (skip-gram with negative sampling on the treebank's training and dev\n"
+       "sentences; docs/trees.md); --data-dir then names the treebank folder.\n",
        pens::cli::run_pretrain},
       {"eval", "error and confusion matrix of a trained model (MNIST, or SST for tree models)",
        "usage: pens eval MODEL.json|RUN_DIR [options]\n\n"

@@ -13,6 +13,7 @@
 
 #include "pens/models/synthetic.h"
 #include "pens/ops/registry.h"
+#include "pens/serialization/model_file.h"
 #include "tests/support/npy.h"
 #include "tests/support/paths.h"
 #include "tests/support/run.h"
@@ -588,6 +589,44 @@ TEST_CASE("pens eval, train and pretrain: a corrupt IDX file or a bad config is 
   CHECK(pretrain.status == 1);
   CHECK(pretrain.out.find("layers[0].corruption: expected an array") != std::string::npos);
   CHECK(std::count(pretrain.out.begin(), pretrain.out.end(), '\n') == 1);
+}
+
+TEST_CASE("pens pretrain: a budget stops greedy pre-training with a checkpoint, --resume ends it as one run would") {
+  pens::testing::TempDir dir;
+  // 40 training images of 28 x 28 (their labels unused).
+  std::string images = {'\0', '\0', '\x08', '\x03', '\0', '\0', '\0', '\x28', '\0', '\0', '\0', '\x1c', '\0', '\0', '\0', '\x1c'};
+  for (int i = 0; i < 40 * 784; ++i) images += static_cast<char>((i * 37 + i / 784 * 11) % 256);
+  std::ofstream(dir / "train-images-idx3-ubyte", std::ios::binary) << images;
+  std::string labels = {'\0', '\0', '\x08', '\x01', '\0', '\0', '\0', '\x28'};
+  labels += std::string(40, '\x01');
+  std::ofstream(dir / "train-labels-idx1-ubyte", std::ios::binary) << labels;
+  REQUIRE(pens_cli("new mlp --layers 784,6,5,10 --output " + (dir / "net.json")).status == 0);
+  std::ofstream(dir / "pretrain.json") << R"({"model": "net.json", "data": {"dir": "."},
+    "layers": [{"node": "a1", "corruption": [{"kind": "mask", "p": 0.25}], "epochs": 2},
+               {"node": "a2", "corruption": [{"kind": "mask", "p": 0.25}], "epochs": 2}],
+    "batch": 10, "run": {"steps_per_epoch": 4, "threads": 1}})";
+  const std::string config = dir / "pretrain.json";
+  const Run whole = pens_cli("pretrain " + config + " --out " + (dir / "whole"));
+  INFO(whole.out);
+  REQUIRE(whole.status == 0);
+  CHECK(whole.out.find("layer a2: denoising error") != std::string::npos);
+  const Run missing = pens_cli("pretrain " + config + " --out " + (dir / "none") + " --resume");
+  CHECK(missing.status == 1);
+  CHECK(missing.out.find("checkpoint") != std::string::npos);
+  const Run stopped = pens_cli("pretrain " + config + " --out " + (dir / "parts") + " --budget-minutes 1e-9");
+  INFO(stopped.out);
+  REQUIRE(stopped.status == 0);
+  CHECK(stopped.out.find("wall-clock budget of 1e-09 minutes reached at step 0") != std::string::npos);
+  CHECK(std::filesystem::exists(dir / "parts/checkpoint.pens"));
+  const Run resumed = pens_cli("pretrain " + config + " --out " + (dir / "parts") + " --resume");
+  INFO(resumed.out);
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.out.find("resuming from") != std::string::npos);
+  const auto weights = [](const std::string& model) {
+    const pens::Model m = pens::load_model(model);
+    return std::vector<float>(m.values->values().begin(), m.values->values().end());
+  };
+  CHECK(weights(dir / "parts/model.json") == weights(dir / "whole/model.json"));
 }
 
 TEST_CASE("tree models from the command line: new, inspect one tree, train on a treebank, eval") {

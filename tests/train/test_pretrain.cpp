@@ -202,6 +202,51 @@ TEST_CASE("pre-training lowers reconstruction error layer by layer and hands the
   }
 }
 
+TEST_CASE("pre-training resumed from any checkpoint, at a layer's start or inside one, ends as the unbroken run") {
+  testing::TempDir dir;
+  Model network;
+  network.graph = build_mlp({.layers = {16, 12, 8, 4}, .weight_std = 0.1, .max_norm = 3.5, .mask_input = 0.2});
+  save_model(network, dir / "net.model.json", ValueStorage::None);
+  const json config_json = {
+      {"model", dir / "net.model.json"},
+      {"layers",
+       {{{"node", "a1"}, {"epochs", 3}, {"corruption", noise_list_json(authors_first_layer_corruption())}},
+        {{"node", "a2"}, {"epochs", 3}, {"corruption", json::parse(R"([{"kind": "mask", "p": 0.25}])")}}}},
+      {"batch", 20},
+      {"optimizer", {{"learning_rate", 0.01}, {"momentum", 0.9}, {"decay", 0.9}}},
+      {"run", {{"steps_per_epoch", 30}, {"threads", 1}}},
+      {"checkpoint", {{"every_epochs", 1}, {"keep", 10}}}};
+  const PretrainConfig config = parse_pretrain_config(config_json, "test config");
+  const Dataset images = make_teacher_task(300, 16, 4, 2);
+  Quiet quiet;
+  REQUIRE_FALSE(pretrain(config, images, dir / "whole", quiet).diverged);
+  const auto without_times = [](const std::string& path) {
+    std::vector<json> lines = read_lines(path);
+    for (json& m : lines) m.erase("elapsed_seconds");
+    return lines;
+  };
+  const auto values = [](const std::string& path) {
+    const Model m = load_model(path);
+    return std::vector<float>(m.values->values().begin(), m.values->values().end());
+  };
+  const std::vector<json> whole = without_times(dir / "whole/metrics.jsonl");
+  REQUIRE(whole.size() == 2 * 4);  // per layer: before training, then every epoch
+  CHECK(whole[4]["layer"] == "a2");
+  CHECK(whole[4]["epoch"] == 0);
+  CHECK(whole[4]["step"] == 90);
+  // 90: the first layer's end and the second's start; 120: inside the second layer.
+  for (const int step : {90, 120}) {
+    CAPTURE(step);
+    const std::string copy = dir / cat("from", step);
+    std::filesystem::copy(dir / "whole", copy);
+    const TrainSummary resumed = pretrain(config, images, copy, quiet, Resume(cat(copy, "/checkpoint-", step, ".pens")));
+    REQUIRE_FALSE(resumed.diverged);
+    CHECK(without_times(copy + "/metrics.jsonl") == whole);
+    CHECK(values(copy + "/model.json") == values(dir / "whole/model.json"));
+    CHECK(resumed.json["layers"] == json::parse(std::ifstream(dir / "whole/summary.json"))["layers"]);
+  }
+}
+
 TEST_CASE("pre-training configs: errors name the field") {
   const auto parse = [](const char* text) { return parse_pretrain_config(json::parse(text), "p.json"); };
   CHECK_THROWS_WITH(parse(R"({"layers": [{"node": "a1"}]})"), doctest::Contains("no model file"));

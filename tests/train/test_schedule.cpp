@@ -80,6 +80,31 @@ TEST_CASE("a restart starts the warm-up, decay and momentum ramp again, from its
   CHECK(s.momentum_at(290) == doctest::Approx(0.745));
 }
 
+TEST_CASE("periodic restarts, and the step a run reads them at") {
+  const auto epochs = [](const std::vector<Restart>& r) {
+    std::vector<double> out;
+    for (const Restart& x : r) out.push_back(x.epoch);
+    return out;
+  };
+  CHECK(epochs(periodic_restarts(9, 250, 400)).size() == 27);  // 9, 18, ..., 243: the authors' tree runs
+  CHECK(epochs(periodic_restarts(9, 250, 400)).back() == 243);
+  CHECK(epochs(periodic_restarts(2, 0, 7)) == std::vector<double>{2, 4, 6});
+  CHECK(epochs(periodic_restarts(2, 4, 7)) == std::vector<double>{2});  // the one at 4 is not before 4
+  CHECK(periodic_restarts(0, 0, 7).empty());
+  Schedule s;
+  s.learning_rate = 0.5;
+  s.decay = 0.5;
+  s.restarts = periodic_restarts(2, 0, 5);
+  // 3 steps an epoch: the restart at epoch 2 falls on step 6, whose update is the period's first.
+  CHECK_FALSE(planned_step(s, 5, 3).restart);
+  const PlannedStep at = planned_step(s, 6, 3);
+  CHECK(at.restart);
+  CHECK(at.update.step == 0);
+  CHECK(at.update.learning_rate == 0.5);
+  CHECK(planned_step(s, 7, 3).update.step == 1);
+  CHECK(planned_step(s, 3, 3).update.learning_rate == 0.25);  // decayed by one epoch
+}
+
 TEST_CASE("penalty weights follow the schedule through the handles the passes return") {
   const Graph parent = build_mlp({.layers = {6, 5, 3}, .weight_std = 0.7, .mask_input = 0.2, .mask_hidden = 0.5});
   PseudoEnsembleSpec spec;

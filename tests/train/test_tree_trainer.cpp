@@ -51,7 +51,7 @@ TEST_CASE("a short training run on 200 trees raises training accuracy, and write
   config.model = dir / "ctn.model.json";
   config.data_dir = dir.path();
   config.batch_trees = 10;
-  config.learning_rate = 0.05;
+  config.schedule.learning_rate = 0.05;
   config.l2 = {{"T", 1e-4}, {"E", 1e-4}};
   config.epochs = 8;
   config.eval_samples = 5;

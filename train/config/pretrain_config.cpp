@@ -56,7 +56,9 @@ PretrainConfig parse_pretrain_config(const json& j, const std::string& source) {
     s.number("seed", c.seed, 0, kConfigHuge);
     s.number("init_seed", c.init_seed, 0, kConfigHuge);
     s.number("threads", c.threads, 0, 1024);
+    s.number("budget_minutes", c.budget_minutes, 0, 1e9);
   }
+  read_checkpoint_section(top, c, source);
   return c;
 }
 
@@ -76,7 +78,13 @@ json to_json(const PretrainConfig& c) {
           {"layers", layers},
           {"batch", c.batch},
           {"optimizer", schedule_json(c.schedule, c.max_norm_rule)},
-          {"run", {{"steps_per_epoch", c.steps_per_epoch}, {"seed", c.seed}, {"init_seed", c.init_seed}, {"threads", c.threads}}}};
+          {"run",
+           {{"steps_per_epoch", c.steps_per_epoch},
+            {"seed", c.seed},
+            {"init_seed", c.init_seed},
+            {"threads", c.threads},
+            {"budget_minutes", c.budget_minutes}}},
+          {"checkpoint", checkpoint_section_json(c)}};
 }
 
 }  // namespace pens

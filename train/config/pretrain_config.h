@@ -1,5 +1,6 @@
 // The config of greedy layer-wise pre-training (pens pretrain CONFIG.json;
-// docs/training.md): which layers, their corruption, the optimizer and the length.
+// docs/training.md): which layers, their corruption, the optimizer, the length and budget,
+// and the checkpoints.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,9 @@ struct PretrainConfig {
   uint64_t seed = 1;       // noise keys and batch order
   uint64_t init_seed = 1;  // the network's initial values, when its model file has none
   int threads = 0;  // 0: every CPU this process may use (ops/parallel.h)
+  double budget_minutes = 0;  // > 0: the run stops at the first step past it (run.budget_minutes)
+  double checkpoint_every_epochs = 1;
+  int64_t checkpoint_keep = 1;  // checkpoints kept on disk, the latest included
 };
 
 PretrainConfig parse_pretrain_config(const nlohmann::json& j, const std::string& source);

@@ -61,7 +61,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
     ConfigSection s(*o, "optimizer", source);
     s.string("kind", c.optimizer);
     const OptimizerKind& kind = configured_optimizer(c.optimizer, source);
-    s.number("learning_rate", c.learning_rate, 0, 1e3);
+    read_schedule(s, c.schedule, c.max_norm_rule, source);
     s.number("restart_every_epochs", c.restart_every_epochs, 0, 1e9);
     s.number("restart_before_epoch", c.restart_before_epoch, 0, 1e9);
     read_transforms(s, c.transforms, source);
@@ -91,8 +91,8 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
 
 json to_json(const TreeConfig& c) {
   json optimizer = attributes_json(c.optimizer_settings);
+  optimizer.update(schedule_json(c.schedule, c.max_norm_rule));
   optimizer.update(json{{"kind", c.optimizer},
-                        {"learning_rate", c.learning_rate},
                         {"restart_every_epochs", c.restart_every_epochs},
                         {"restart_before_epoch", c.restart_before_epoch}});
   optimizer["transforms"] = transforms_json(c.transforms);

@@ -13,6 +13,7 @@
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/sst.h"
 #include "pens/ops/ir/attributes.h"
+#include "pens/train/optim/schedule.h"
 #include "pens/train/optim/transform.h"
 
 namespace pens {
@@ -35,11 +36,19 @@ struct TreeConfig {
   Attributes optimizer_settings;
   // Gradient transforms after the l2 and word freezing below (optimizer.transforms).
   std::vector<TransformSpec> transforms;
-  double learning_rate = 0.01;
+  // The learning rate (0.01), its warm-up, decay and annealing, and the momentum, as a
+  // classifier's config spells them (train/optim/schedule.h); the restarts below and the
+  // λ stages join it in TreeTask.
+  Schedule schedule = [] {
+    Schedule s;
+    s.learning_rate = 0.01;
+    return s;
+  }();
+  std::string max_norm_rule = "unit-incoming";  // for parameters with a max_norm (train/optim/constraints.h)
   // The optimizer restarts (AdaGrad: its sums of squares back to their initial value) at
   // the start of every epoch that is a multiple of restart_every_epochs (0: never), while
-  // the epoch is below restart_before_epoch (0: no limit). The authors' code: every 9
-  // epochs before epoch 250.
+  // the epoch is below restart_before_epoch (0: no limit): periodic_restarts, the
+  // schedule's restarts. The authors' code: every 9 epochs before epoch 250.
   int64_t restart_every_epochs = 0;
   int64_t restart_before_epoch = 0;
   // ℓ2 per parameter name: the objective gains Σ_p (λ_p / 2) ||θ_p||², the gradient λ_p θ_p.

@@ -62,6 +62,7 @@ void RunLoop::start(const Resume& resume) {
   if (!resume.on) {
     folder_.write_config(task_.config());
     folder_.start_metrics();
+    begin_stage(0);
     return;
   }
   const TrainingState state =
@@ -73,7 +74,10 @@ void RunLoop::start(const Resume& resume) {
   window_start_ = folder_.seconds();
   // Evaluations the interrupted run made after its checkpoint are dropped: the resumed
   // run makes them again.
-  for (const json& m : folder_.start_metrics(step_)) note(m);
+  for (const json& m : folder_.start_metrics(step_)) {
+    note(m);
+    task_.recall(m);
+  }
   observer_.on_message(cat("resuming from ", folder_.loaded_from(), " at step ", step_));
   for (const std::string& c : changed) observer_.on_message(cat("  changed on resume: ", c));
   if (state.version < kCheckpointVersion) {
@@ -106,6 +110,7 @@ void RunLoop::run() {
     const int64_t done = step_ + 1;
     observer_.on_step(done, total_steps_, epoch_of(done), r.objective, folder_.seconds());
     if (done % length_.eval_every == 0 || done == total_steps_) evaluate(done);
+    if (done < total_steps_) begin_stage(done);
     if (done % length_.checkpoint_every == 0 && !checkpoint(done)) {
       diverged_ = cat("training diverged by step ", done, ": a parameter or optimizer state value is not finite");
       step_ = done;
@@ -128,6 +133,16 @@ void RunLoop::evaluate(int64_t done) {
   objective_sum_ = 0;
   window_steps_ = 0;
   window_start_ = folder_.seconds();
+}
+
+// A stage's starting point is a metrics line (as an evaluation's, without a window of
+// training behind it).
+void RunLoop::begin_stage(int64_t step) {
+  json m = task_.begin_stage(step);
+  if (m.is_null()) return;
+  m["elapsed_seconds"] = folder_.seconds();
+  folder_.append_metrics(m);
+  note(m);
 }
 
 bool RunLoop::checkpoint(int64_t done) {

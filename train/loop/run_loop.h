@@ -12,7 +12,8 @@
 //   fingerprints are compared at every checkpoint; process 0 alone writes).
 //
 // A new kind of run is a RunTask; train/tasks/ holds those written so far: a classifier
-// (trainer.cpp), a tree model (tree_trainer.cpp) and skip-gram word vectors (skipgram.cpp).
+// (trainer.cpp), a tree model (tree_trainer.cpp), skip-gram word vectors (skipgram.cpp)
+// and greedy denoising-autoencoder pre-training (pretrain.cpp, a stage per layer).
 #pragma once
 
 #include <cstdint>
@@ -92,6 +93,15 @@ class RunTask {
 
   // Trains step `step` (counted from 0 over the whole run).
   virtual StepResult step(int64_t step) = 0;
+  // A task whose run is a sequence of stages (pre-training's layers, one after another)
+  // begins one at `step` when this returns a metrics line (its starting point, recorded
+  // as an evaluation is), and returns null elsewhere. The loop asks at step 0 of a fresh
+  // run and after each evaluation, before that step's checkpoint, so that a resumed run
+  // is either before a stage's start or past it with its line kept.
+  virtual nlohmann::json begin_stage(int64_t /*step*/) { return nullptr; }
+  // On a resume, each evaluation line the run keeps from before its checkpoint, in order
+  // (for a task whose summary draws on every evaluation, not the last and the best alone).
+  virtual void recall(const nlohmann::json& /*metrics*/) {}
   // The line of metrics.jsonl for an evaluation after `done` steps. It must hold
   // "validation_error" (a number, or null without a validation set): the run keeps the
   // parameters of its lowest one as best.model.json (without one, the latest). The loop
@@ -130,6 +140,7 @@ class RunLoop {
   double epoch_of(int64_t step) const;
   bool out_of_budget() const;
   void evaluate(int64_t done);
+  void begin_stage(int64_t step);
   bool checkpoint(int64_t done);
   void note(const nlohmann::json& metrics);  // keeps the last and the best evaluation
 

@@ -54,6 +54,28 @@ OptimizerStep Schedule::at(int64_t step, double epoch) const {
   return {.step = step, .learning_rate = learning_rate_at(epoch), .momentum = momentum_at(epoch), .epoch = epoch};
 }
 
+std::vector<Restart> periodic_restarts(int64_t every, int64_t before, int64_t epochs) {
+  std::vector<Restart> out;
+  if (every <= 0) return out;
+  for (int64_t e = every; e < epochs && (before == 0 || e < before); e += every) {
+    out.push_back({.epoch = static_cast<double>(e), .learning_rate = {}});
+  }
+  return out;
+}
+
+PlannedStep planned_step(const Schedule& schedule, int64_t step, int64_t steps_per_epoch) {
+  PlannedStep p;
+  p.epoch = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
+  p.lambda_scale = schedule.lambda_scale_at(p.epoch);
+  // The optimizer's period: from the run's start or its last restart, whose first step
+  // resets the optimizer's state (also on a resume, which lands on it as any run does).
+  const double origin = schedule.origin_at(p.epoch);
+  const auto first_step = static_cast<int64_t>(std::ceil(origin * static_cast<double>(steps_per_epoch) - 1e-9));
+  p.restart = origin > 0 && step == first_step;
+  p.update = schedule.at(step - first_step, p.epoch);
+  return p;
+}
+
 double penalty_weight(const PenaltyHandle& penalty, double scale) {
   return penalty.term.scheduled ? penalty.term.lambda * scale : penalty.term.lambda;
 }

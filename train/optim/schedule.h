@@ -54,6 +54,21 @@ struct Schedule {
   OptimizerStep at(int64_t step, double epoch) const;
 };
 
+// Restarts every `every` epochs (epochs every, 2·every, ...) below epoch `before` (0: no
+// limit) within a run of `epochs`; none when every is 0. The authors' tree runs restart
+// AdaGrad every 9 epochs before epoch 250.
+std::vector<Restart> periodic_restarts(int64_t every, int64_t before, int64_t epochs);
+
+// The schedule at one step of a run of `steps_per_epoch` steps per epoch: how every kind
+// of run reads its schedule, restarts included.
+struct PlannedStep {
+  double epoch = 0;
+  double lambda_scale = 1;
+  bool restart = false;  // the optimizer forgets its updates before this step
+  OptimizerStep update;  // the step since the last restart, η, μ, the epoch
+};
+PlannedStep planned_step(const Schedule& schedule, int64_t step, int64_t steps_per_epoch);
+
 // A penalty's λ at a scale of the λ stages: its weight times `scale` where the stages
 // schedule it, the weight alone otherwise.
 double penalty_weight(const PenaltyHandle& penalty, double scale);

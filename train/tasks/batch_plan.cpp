@@ -41,19 +41,6 @@ Schedule run_schedule(const TrainConfig& config, const Model& model) {
   return schedule;
 }
 
-PlannedStep planned_step(const Schedule& schedule, int64_t step, int64_t steps_per_epoch) {
-  PlannedStep p;
-  p.epoch = static_cast<double>(step) / static_cast<double>(steps_per_epoch);
-  p.lambda_scale = schedule.lambda_scale_at(p.epoch);
-  // The optimizer's period: from the run's start or its last restart, whose first step
-  // resets the optimizer's state (also on a resume, which lands on it as any run does).
-  const double origin = schedule.origin_at(p.epoch);
-  const auto first_step = static_cast<int64_t>(std::ceil(origin * static_cast<double>(steps_per_epoch) - 1e-9));
-  p.restart = origin > 0 && step == first_step;
-  p.update = schedule.at(step - first_step, p.epoch);
-  return p;
-}
-
 namespace {
 std::vector<int64_t> pool_of(const Split& split) {
   std::vector<int64_t> pool = split.unlabeled;

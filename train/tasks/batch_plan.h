@@ -25,15 +25,6 @@ Split training_split(const TrainConfig& config, const Dataset& train_set);
 // lambda_schedule, or else of the model's pseudo-ensemble.
 Schedule run_schedule(const TrainConfig& config, const Model& model);
 
-// The schedule at one step of a run of `steps_per_epoch` steps per epoch.
-struct PlannedStep {
-  double epoch = 0;
-  double lambda_scale = 1;
-  bool restart = false;  // the optimizer forgets its updates before this step
-  OptimizerStep update;  // the step since the last restart (the noise key's), η, μ
-};
-PlannedStep planned_step(const Schedule& schedule, int64_t step, int64_t steps_per_epoch);
-
 class BatchPlan {
  public:
   BatchPlan(const TrainConfig& config, const Dataset& train_set);

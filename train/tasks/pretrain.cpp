@@ -3,6 +3,8 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
 
 #include "pens/autodiff/tape.h"
 #include "pens/graph/pseudo_ensemble.h"
@@ -12,6 +14,7 @@
 #include "pens/serialization/sha256.h"
 #include "pens/train/loop/report.h"
 #include "pens/train/loop/run_folder.h"
+#include "pens/train/loop/run_loop.h"
 #include "pens/train/loop/step.h"
 #include "pens/train/optim/schedule.h"
 #include "pens/train/tasks/evaluation.h"
@@ -71,159 +74,235 @@ double denoising_error(Tape<float>& tape, const std::string& node, const Dataset
   return d.size > 0 ? sum / static_cast<double>(d.size) : std::nan("");
 }
 
-// Greedy pre-training, layer by layer: each layer's autoencoder trains on the clean code
-// of the layers below it (already pre-trained), then hands its values to the network.
-class Pretraining {
+// Greedy pre-training on the run loop: a stage per layer, each layer's autoencoder
+// trained on the clean code of the layers below it (already pre-trained). Its parameters
+// live in one store over the network and every layer's decoder (what checkpoints keep),
+// so that an autoencoder trains the network's own encoder weights in place and a resumed
+// run finds the layers below where they were; one SGD over that store restarts at each
+// layer (the other parameters' gradients are zero, so their values stay as they are).
+class PretrainTask : public RunTask {
  public:
-  Pretraining(const PretrainConfig& config, const Dataset& images, const std::string& out_dir, TrainObserver& observer)
-      : config_(config), images_(images), folder_(out_dir), observer_(observer) {
-    set_threads(config.threads);
-    network_ = load_model(config.model);
-    start_values(network_, config.init_seed, "");
-    examples_ = classifier_io(network_.graph, config.model, false).x;
-    // Reconstruction is watched on a fixed sample of the images, clean.
-    std::vector<int64_t> watched(static_cast<size_t>(std::min<int64_t>(images.size, 10000)));
-    for (size_t i = 0; i < watched.size(); ++i) watched[i] = static_cast<int64_t>(i);
-    watched_images_ = subset(images, watched);
-    folder_.start_metrics();
+  PretrainTask(const PretrainConfig& config, const Dataset& images, TrainObserver& observer);
+
+  RunLength length() const override {
+    int64_t epochs = 0;  // the layers' one after another
+    for (const PretrainLayer& l : config_.layers) epochs += l.epochs;
+    const int64_t steps = config_.steps_per_epoch;
+    return {.steps_per_epoch = steps,
+            .epochs = epochs,
+            .eval_every = steps,
+            .checkpoint_every = steps_in(config_.checkpoint_every_epochs, steps),
+            .budget_minutes = config_.budget_minutes,
+            .checkpoint_keep = config_.checkpoint_keep,
+            .seed = config_.seed,
+            .keeps_best = false};
+  }
+  json config() const override { return to_json(config_); }
+  json as_read(const json& c, const std::string& where) const override {
+    return to_json(parse_pretrain_config(c, where));
+  }
+  Model& model() override { return store_; }
+  Optimizer& optimizer() override { return *sgd_; }
+  const Model& saved_model() override;
+  StepResult step(int64_t step) override;
+  json evaluate(int64_t done, const TrainingWindow& window) override;
+  json begin_stage(int64_t step) override;
+  void recall(const json& m) override { remember(m); }
+  void summarize(json& summary, const json& /*last*/, const json& /*best*/) const override {
+    summary["layers"] = layers_summary();
   }
 
-  // Trains one layer; false when it diverged.
-  bool train_layer(size_t index);
-  TrainSummary finish();
-
  private:
+  // The autoencoder of the layer being trained, and what it trains on.
+  struct Layer {
+    size_t index = 0;
+    Model autoencoder;
+    PseudoEnsemble training;
+    Dataset codes, watched_codes;  // above the first layer: the clean code of the layers below
+    const Dataset* data = nullptr;
+    const Dataset* watched = nullptr;
+    std::unique_ptr<Step> step;
+    std::unique_ptr<Tape<float>> step_tape, eval_tape, denoise_tape;
+    std::unique_ptr<Cycler> cycler;
+  };
+
+  int64_t first_step(size_t layer) const {
+    int64_t s = 0;
+    for (size_t i = 0; i < layer; ++i) s += config_.layers[i].epochs * config_.steps_per_epoch;
+    return s;
+  }
+  size_t layer_at(int64_t step) const {  // the layer that step `step` trains
+    size_t k = 0;
+    while (k + 1 < config_.layers.size() && step >= first_step(k + 1)) ++k;
+    return k;
+  }
+  Layer& layer(size_t index);  // the current layer, set up when it is another
+  json watched(json m);        // adds the layer's errors on the watched rows
+  void remember(const json& m);
+  json layers_summary() const;
+
   const PretrainConfig& config_;
   const Dataset& images_;
-  RunFolder folder_;
   TrainObserver& observer_;
   Model network_;
   std::string examples_;
   Dataset watched_images_;
-  json layers_summary_ = json::array();
-  int64_t global_step_ = 0;  // noise keys run on across layers
-  std::string diverged_;
+  Model store_;  // the network's graph with every layer's decoder parameters added
+  std::unique_ptr<Optimizer> sgd_;
+  std::unique_ptr<Layer> current_;
+  std::vector<int64_t> rows_;
+  std::map<std::string, std::pair<json, json>> seen_;  // by layer: its first and its latest line
 };
 
-bool Pretraining::train_layer(size_t index) {
-  const PretrainLayer& layer = config_.layers[index];
-  const std::string& name = layer.autoencoder.node;
+PretrainTask::PretrainTask(const PretrainConfig& config, const Dataset& images, TrainObserver& observer)
+    : config_(config), images_(images), observer_(observer) {
+  set_threads(config.threads);
+  network_ = load_model(config.model);
+  start_values(network_, config.init_seed, "");
+  examples_ = classifier_io(network_.graph, config.model, false).x;
+  // Reconstruction is watched on a fixed sample of the images, clean.
+  std::vector<int64_t> watched(static_cast<size_t>(std::min<int64_t>(images.size, 10000)));
+  for (size_t i = 0; i < watched.size(); ++i) watched[i] = static_cast<int64_t>(i);
+  watched_images_ = subset(images, watched);
   const Graph& net = network_.graph;
-  ParamStore<float>& params = *network_.values;
-  if (!net.find(name)) fail(config_.model, ": pretrain layer '", name, "' is not a node of the model");
-  const Model ae = denoising_autoencoder(net, layer.autoencoder);
+  store_.graph = net;
+  for (const PretrainLayer& l : config.layers) {
+    if (!net.find(l.autoencoder.node)) fail(config.model, ": pretrain layer '", l.autoencoder.node, "' is not a node of the model");
+    const Model ae = denoising_autoencoder(net, l.autoencoder);
+    for (NodeId v : ae.graph.nodes()) {
+      const Node& n = ae.graph[v];
+      if (!is_param(n) || store_.graph.find(n.name)) continue;
+      store_.graph.node(store_.graph.add(n.op->name, {}, n.attrs, n.name)) = n;
+    }
+  }
+  // The decoders start as a layer's own store would start them (parameters are drawn by
+  // name), the network's parameters at its values.
+  store_.values = std::make_unique<ParamStore<float>>(store_.graph);
+  store_.values->initialize(store_.graph, config.init_seed);
+  copy_shared_values(*store_.values, *network_.values, config.model);
+  sgd_ = make_optimizer("sgd", *store_.values);
+}
 
+PretrainTask::Layer& PretrainTask::layer(size_t index) {
+  if (current_ && current_->index == index) return *current_;
+  current_.reset();
+  auto l = std::make_unique<Layer>();
+  l->index = index;
+  const PretrainLayer& spec = config_.layers[index];
+  const std::string& name = spec.autoencoder.node;
+  const Graph& net = network_.graph;
+  ParamStore<float>& params = *store_.values;
+  l->autoencoder = denoising_autoencoder(net, spec.autoencoder);
   // The layer's input: the images for a first layer, else the clean code of the layers
   // below (already pre-trained: layers go bottom-up).
   const std::string& weights = net[net.inputs(net.at(name))[1]].name;
   const std::string input = net[net.inputs(net.at(name))[0]].name;
   const bool first_layer = is_input(net[input]);
-  const Dataset codes = first_layer ? Dataset{} : codes_at(net, params, examples_, input, images_);
-  const Dataset watched_codes = first_layer ? Dataset{} : codes_at(net, params, examples_, input, watched_images_);
-  const Dataset& data = first_layer ? images_ : codes;
-  const Dataset& watched = first_layer ? watched_images_ : watched_codes;
-  const int64_t n_in = net[weights].attrs.get_ints("shape")[0];
-  if (data.dim != n_in) fail(config_.model, ": layer ", name, " takes ", n_in, " inputs, the data has ", data.dim);
-
-  ParamStore<float> ae_params(ae.graph);
-  ae_params.initialize(ae.graph, config_.init_seed);
-  copy_shared_values(ae_params, params, config_.model);
-  const PseudoEnsemble training = build_pseudo_ensemble(ae.graph, *ae.ensemble);
-  const std::unique_ptr<Optimizer> sgd = make_optimizer("sgd", ae_params);
-  Step step(ae_params, *sgd, model_constraints(ae.graph, ae_params, parse_max_norm_rule(config_.max_norm_rule)),
-            config_.seed);
-  const Schedule& schedule = config_.schedule;
-  Tape<float> step_tape(training.graph, ae_params, {.batch = config_.batch});
-  Tape<float> eval_tape(build_inference(ae.graph), ae_params, {.batch = 500});
-  Tape<float> denoise_tape(training.graph, ae_params, {.batch = 500});
-  const std::string& recon_error = training.loss_head.at("recon_error");
-  const auto watch = [&](json m) {
-    m["denoising_error"] = denoising_error(denoise_tape, recon_error, watched, config_.seed);
-    m["clean_reconstruction"] = reconstruction_error(eval_tape, watched);
-    m["elapsed_seconds"] = folder_.seconds();
-    folder_.append_metrics(m);
-    return m;
-  };
-  std::vector<int64_t> all(static_cast<size_t>(data.size));
-  for (int64_t i = 0; i < data.size; ++i) all[static_cast<size_t>(i)] = i;
-  Cycler cycler(all, config_.seed, 5000 + 1000 * index);
-  observer_.on_message(cat("layer ", name, ": denoising autoencoder ", data.dim, " -> ",
-                           params.value(weights).shape.cols(), " -> ", data.dim, " on ", data.size, " rows, ",
-                           layer.epochs, " epochs"));
-
-  const json initial = watch({{"layer", name}, {"epoch", 0}});
-  json last = initial;
-  std::vector<int64_t> rows;
-  const int64_t total = layer.epochs * config_.steps_per_epoch;
-  const auto feed = [&](Tape<float>& tape, int64_t s) {
-    cycler.take(s * config_.batch, config_.batch, rows);
-    gather_rows(data, rows, 0, tape.input("x"), {});
-    gather_rows(data, rows, 0, tape.input("target"), {});
-  };
-  for (int64_t epoch = 0; epoch < layer.epochs; ++epoch) {
-    double objective_sum = 0;
-    for (int64_t s = epoch * config_.steps_per_epoch; s < (epoch + 1) * config_.steps_per_epoch; ++s) {
-      // The schedule runs on the layer's own time, in fractional epochs (as a training
-      // run's): each layer warms up and decays from its start.
-      const double layer_time = static_cast<double>(s) / static_cast<double>(config_.steps_per_epoch);
-      const StepResult r = step.run(schedule.at(global_step_++, layer_time), step_tape,
-                                    [&](Tape<float>& tape, size_t) { feed(tape, s); });
-      if (!r.finite) {
-        diverged_ = cat("pre-training diverged at layer ", name, ", step ", s, ": ", r.problem);
-        return false;
-      }
-      objective_sum += r.objective;
-      observer_.on_step(s + 1, total, static_cast<double>(s + 1) / static_cast<double>(config_.steps_per_epoch),
-                        r.objective, folder_.seconds());
-    }
-    if (!all_finite(ae_params.values())) {
-      diverged_ = cat("pre-training diverged at layer ", name, ", epoch ", epoch + 1, ": a parameter is not finite");
-      return false;
-    }
-    last = watch({{"layer", name},
-                  {"epoch", epoch + 1},
-                  {"learning_rate", schedule.learning_rate_at(static_cast<double>(epoch))},  // at its start
-                  {"objective", objective_sum / static_cast<double>(config_.steps_per_epoch)}});
-    observer_.on_eval(last);
+  if (!first_layer) {
+    l->codes = codes_at(net, params, examples_, input, images_);
+    l->watched_codes = codes_at(net, params, examples_, input, watched_images_);
   }
-  copy_shared_values(params, ae_params, "the autoencoder of " + name);
-  layers_summary_.push_back({{"layer", name},
-                             {"denoising_error", {initial["denoising_error"], last["denoising_error"]}},
-                             {"clean_reconstruction", {initial["clean_reconstruction"], last["clean_reconstruction"]}}});
-  return true;
+  l->data = first_layer ? &images_ : &l->codes;
+  l->watched = first_layer ? &watched_images_ : &l->watched_codes;
+  const int64_t n_in = net[weights].attrs.get_ints("shape")[0];
+  if (l->data->dim != n_in) fail(config_.model, ": layer ", name, " takes ", n_in, " inputs, the data has ", l->data->dim);
+  const Graph& ae = l->autoencoder.graph;
+  l->training = build_pseudo_ensemble(ae, *l->autoencoder.ensemble);
+  l->step = std::make_unique<Step>(params, *sgd_, model_constraints(ae, params, parse_max_norm_rule(config_.max_norm_rule)),
+                                   config_.seed);
+  l->step_tape = std::make_unique<Tape<float>>(l->training.graph, params, CompileOptions{.batch = config_.batch});
+  l->eval_tape = std::make_unique<Tape<float>>(build_inference(ae), params, CompileOptions{.batch = 500});
+  l->denoise_tape = std::make_unique<Tape<float>>(l->training.graph, params, CompileOptions{.batch = 500});
+  std::vector<int64_t> all(static_cast<size_t>(l->data->size));
+  for (int64_t i = 0; i < l->data->size; ++i) all[static_cast<size_t>(i)] = i;
+  l->cycler = std::make_unique<Cycler>(std::move(all), config_.seed, 5000 + 1000 * index);
+  observer_.on_message(cat("layer ", name, ": denoising autoencoder ", l->data->dim, " -> ",
+                           params.value(weights).shape.cols(), " -> ", l->data->dim, " on ", l->data->size, " rows, ",
+                           spec.epochs, " epochs"));
+  current_ = std::move(l);
+  return *current_;
 }
 
-TrainSummary Pretraining::finish() {
-  TrainSummary summary;
-  summary.diverged = !diverged_.empty();
-  if (summary.diverged) {
-    observer_.on_message(diverged_ + "; model.json not written");
-  } else {
-    network_.metadata["pretrained"] = {{"config_hash", sha256_hex(to_json(config_).dump()).substr(0, 16)},
-                                       {"layers", layers_summary_}};
-    folder_.save_model(network_, "model.json");
+json PretrainTask::begin_stage(int64_t step) {
+  const size_t k = layer_at(step);
+  if (step != first_step(k)) return nullptr;
+  Layer& l = layer(k);
+  sgd_->restart();  // each layer's autoencoder starts its optimizer afresh
+  json m = watched({{"layer", config_.layers[l.index].autoencoder.node}, {"epoch", 0}, {"step", step}});
+  remember(m);
+  return m;
+}
+
+StepResult PretrainTask::step(int64_t step) {
+  const size_t k = layer_at(step);
+  Layer& l = layer(k);
+  const int64_t s = step - first_step(k);  // the layer's own step
+  // The schedule runs on the layer's own time, in fractional epochs (as a training run's):
+  // each layer warms up and decays from its start; noise is keyed by the run's step.
+  const double layer_time = static_cast<double>(s) / static_cast<double>(config_.steps_per_epoch);
+  return l.step->run(config_.schedule.at(step, layer_time), *l.step_tape, [&](Tape<float>& tape, size_t) {
+    l.cycler->take(s * config_.batch, config_.batch, rows_);
+    gather_rows(*l.data, rows_, 0, tape.input("x"), {});
+    gather_rows(*l.data, rows_, 0, tape.input("target"), {});
+  });
+}
+
+json PretrainTask::evaluate(int64_t done, const TrainingWindow& window) {
+  const size_t k = layer_at(done - 1);
+  layer(k);
+  const int64_t steps = done - first_step(k);
+  json epoch = steps / config_.steps_per_epoch;  // whole epochs as integers, as before the loop
+  if (steps % config_.steps_per_epoch != 0) epoch = static_cast<double>(steps) / static_cast<double>(config_.steps_per_epoch);
+  const auto started = static_cast<double>((steps - 1) / config_.steps_per_epoch);  // the epoch's start
+  json m = watched({{"layer", config_.layers[k].autoencoder.node},
+                    {"epoch", epoch},
+                    {"learning_rate", config_.schedule.learning_rate_at(started)},
+                    {"objective", window.objective},
+                    {"step", done}});
+  remember(m);
+  return m;
+}
+
+json PretrainTask::watched(json m) {
+  Layer& l = *current_;
+  const std::string& recon_error = l.training.loss_head.at("recon_error");
+  m["denoising_error"] = denoising_error(*l.denoise_tape, recon_error, *l.watched, config_.seed);
+  m["clean_reconstruction"] = reconstruction_error(*l.eval_tape, *l.watched);
+  return m;
+}
+
+void PretrainTask::remember(const json& m) {
+  if (!m.contains("layer")) return;
+  auto [entry, added] = seen_.try_emplace(m["layer"].get<std::string>(), m, m);
+  if (!added) entry->second.second = m;
+}
+
+json PretrainTask::layers_summary() const {
+  json layers = json::array();
+  for (const PretrainLayer& spec : config_.layers) {
+    const auto found = seen_.find(spec.autoencoder.node);
+    if (found == seen_.end()) continue;
+    const auto& [first, latest] = found->second;
+    layers.push_back({{"layer", spec.autoencoder.node},
+                      {"denoising_error", {first["denoising_error"], latest["denoising_error"]}},
+                      {"clean_reconstruction", {first["clean_reconstruction"], latest["clean_reconstruction"]}}});
   }
-  summary.json = {{"status", summary.diverged ? "diverged" : "finished"},
-                  {"wall_seconds", folder_.seconds()},
-                  {"config", to_json(config_)},
-                  {"layers", layers_summary_}};
-  if (summary.diverged) summary.json["message"] = diverged_;
-  folder_.write_summary(summary.json);
-  if (!summary.diverged) {
-    for (const std::string& problem : write_filter_image(folder_.dir(), network_)) observer_.on_message(problem);
-  }
-  return summary;
+  return layers;
+}
+
+const Model& PretrainTask::saved_model() {
+  copy_shared_values(*network_.values, *store_.values, "the pre-training store");
+  network_.metadata["pretrained"] = {{"config_hash", sha256_hex(to_json(config_).dump()).substr(0, 16)},
+                                     {"layers", layers_summary()}};
+  return network_;
 }
 
 }  // namespace
 
 TrainSummary pretrain(const PretrainConfig& config, const Dataset& images, const std::string& out_dir,
-                      TrainObserver& observer) {
-  Pretraining run(config, images, out_dir, observer);
-  for (size_t i = 0; i < config.layers.size(); ++i) {
-    if (!run.train_layer(i)) break;
-  }
-  return run.finish();
+                      TrainObserver& observer, const Resume& resume) {
+  return run_task([&] { return std::make_unique<PretrainTask>(config, images, observer); }, out_dir, observer, resume,
+                  nullptr);
 }
 
 }  // namespace pens

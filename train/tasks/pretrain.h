@@ -10,17 +10,21 @@
 #include "pens/models/dataset.h"
 #include "pens/train/config/pretrain_config.h"
 #include "pens/train/loop/observer.h"
+#include "pens/train/loop/run_folder.h"
 
 namespace pens {
 
-// Pre-trains the layers of config.model on `images` (labels unused) into `out_dir`:
-// metrics.jsonl (one line per layer and epoch: the training objective, and on the first
+// Pre-trains the layers of config.model on `images` (labels unused) into `out_dir` through
+// the run loop (train/loop/run_loop.h), a stage per layer: metrics.jsonl (per layer, a line
+// before training and one after every epoch: the training objective, and on the first
 // 10,000 images the mean squared error of reconstructing them from a fixed corruption,
-// "denoising_error", and from no corruption, "clean_reconstruction"),
-// model.json (the network, every parameter valued, the pre-trained ones from here),
-// summary.json, filters.png. Stops at a non-finite objective or parameter with a message
-// naming layer and step (model.json is then not written); returns the summary.
+// "denoising_error", and from no corruption, "clean_reconstruction"), checkpoints (with
+// `resume`, the run continues from one exactly as an unbroken run would), model.json (the
+// network, every parameter valued, the pre-trained ones from here), summary.json (its
+// "layers": each layer's errors before and after), filters.png. A budget stops it at the
+// first step past it; a non-finite objective or parameter stops it with the last good
+// checkpoint kept (model.json is then not written).
 TrainSummary pretrain(const PretrainConfig& config, const Dataset& images, const std::string& out_dir,
-                      TrainObserver& observer);
+                      TrainObserver& observer, const Resume& resume = {});
 
 }  // namespace pens

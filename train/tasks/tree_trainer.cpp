@@ -65,10 +65,6 @@ class TreeTask : public RunTask {
   void summarize(json& summary, const json& last, const json& best) const override;
 
  private:
-  bool restarts_at(int64_t epoch) const {
-    const int64_t every = config_.restart_every_epochs, before = config_.restart_before_epoch;
-    return every > 0 && epoch > 0 && epoch % every == 0 && (before == 0 || epoch < before);
-  }
   // Evaluation's noise seed (subspace draws), apart from training's.
   uint64_t eval_seed() const { return config_.seed + 0x5eed; }
   double epoch_of(int64_t step) const { return static_cast<double>(step) / static_cast<double>(steps_per_epoch_); }
@@ -84,7 +80,9 @@ class TreeTask : public RunTask {
   int rank_, processes_;
   Model model_;
   std::unique_ptr<TreeModel> trees_;
-  Schedule lambda_schedule_;  // its λ stages: the config's lambda_schedule, else the model's
+  // The config's schedule with its periodic restarts and the λ stages (the config's
+  // lambda_schedule, else the model's).
+  Schedule schedule_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Step> step_;
   std::vector<int64_t> train_rows_;  // trainable training trees
@@ -115,7 +113,9 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
   } catch (const Error& e) {
     fail(config.source.empty() ? "" : config.source + ": ", "model ", config.model, ": ", e.what());
   }
-  if (model_.ensemble) lambda_schedule_.lambda_stages = config.lambda_schedule.value_or(model_.ensemble->lambda_schedule);
+  schedule_ = config.schedule;
+  schedule_.restarts = periodic_restarts(config.restart_every_epochs, config.restart_before_epoch, config.epochs);
+  if (model_.ensemble) schedule_.lambda_stages = config.lambda_schedule.value_or(model_.ensemble->lambda_schedule);
   if (config.lambda_schedule && !has_penalties()) {
     fail(config.source.empty() ? "" : config.source + ": ", "lambda_schedule: ", config.model,
          " has no pseudo-ensemble penalty whose λ it could scale");
@@ -149,7 +149,9 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
          " has no word table (a parameter its cell looks up by the words port) to freeze");
   }
   optimizer_ = make_optimizer(config.optimizer, params, config.optimizer_settings);
-  step_ = std::make_unique<Step>(params, *optimizer_, std::vector<std::unique_ptr<Constraint>>{}, config.seed);
+  step_ = std::make_unique<Step>(params, *optimizer_,
+                                 model_constraints(model_.graph, params, parse_max_norm_rule(config.max_norm_rule)),
+                                 config.seed);
   // ℓ2 on the parameters the config names, then the word tables held still for the first
   // epochs.
   step_->add_transform(std::make_unique<L2Penalty>(params, config.l2));
@@ -196,10 +198,14 @@ StepResult TreeTask::step(int64_t step) {
     members_.push_back(&data_.bank.train[index]);
     examples_.push_back(index + 1);
   }
-  if (step % steps_per_epoch_ == 0 && restarts_at(epoch)) optimizer_->restart();
-  step_graphs_.assign(*trees_, *model_.values, members_, examples_, lambda_schedule_.lambda_scale_at(epoch_of(step)),
+  const PlannedStep planned = planned_step(schedule_, step, steps_per_epoch_);
+  if (planned.restart) optimizer_->restart();
+  step_graphs_.assign(*trees_, *model_.values, members_, examples_, planned.lambda_scale,
                       static_cast<size_t>(config_.batch_groups));
-  const OptimizerStep update{.step = step, .learning_rate = config_.learning_rate, .momentum = 0, .epoch = epoch_of(step)};
+  OptimizerStep update = planned.update;
+  // A tree run keys its noise by the run's step, not by the step since the last restart
+  // as a classifier's does (each kind keeps the draws its runs were made with).
+  update.step = step;
   return step_graphs_.run(*step_, update);
 }
 
@@ -231,7 +237,7 @@ json TreeTask::evaluate(int64_t done, const TrainingWindow& window) {
             {"train_nodes_per_second", static_cast<double>(window_nodes_) / std::max(1e-9, window.seconds)},
             {"eval_nodes_per_second", static_cast<double>(eval_nodes) / std::max(1e-9, eval_seconds)}};
   // The scale of the penalties' λ in the step just taken.
-  if (has_penalties()) m["lambda_scale"] = lambda_schedule_.lambda_scale_at(epoch_of(done - 1));
+  if (has_penalties()) m["lambda_scale"] = schedule_.lambda_scale_at(epoch_of(done - 1));
   observer_.on_message(cat("epoch ", epoch_of(done), ": objective ", window.objective, ", root accuracy train ",
                            train.root_accuracy(), " dev ", dev.root_accuracy(), " test ", test.root_accuracy(), " (",
                            std::lround(m["train_nodes_per_second"].get<double>()), " nodes/s training)"));
