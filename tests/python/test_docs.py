@@ -1,4 +1,4 @@
-"""The documentation: the results tables are the record's (scripts/results_tables.py), every
+"""The documentation: the results tables are the record's (scripts/paper/results_tables.py), every
 relative link and image resolves (scripts/check-links.py), the site builds without a
 warning (scripts/docs.sh), and the pages speak of pens, not of how the work was done."""
 import json
@@ -8,7 +8,7 @@ import sys
 
 from conftest import ROOT
 
-TABLES = ROOT / "scripts" / "results_tables.py"
+TABLES = ROOT / "scripts" / "paper" / "results_tables.py"
 LINKS = ROOT / "scripts" / "check-links.py"
 
 
@@ -39,7 +39,7 @@ def test_a_method_stands_as_its_best_recipe_with_the_most_splits(tmp_path):
     record.write_text(json.dumps(records))
     md, readme = tmp_path / "results.md", tmp_path / "README.md"
     md.write_text("# Results\n\nkept above the tables\n")
-    readme.write_text("# pens\n\n<!-- tables: written by scripts/results_tables.py from docs/results.json -->\n"
+    readme.write_text("# pens\n\n<!-- tables: written by scripts/paper/results_tables.py from docs/results.json -->\n"
                       "<!-- /tables -->\n\n## After\n")
     subprocess.run([sys.executable, str(TABLES), str(record), str(md), str(readme)], check=True)
     page = md.read_text()

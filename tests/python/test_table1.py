@@ -1,4 +1,4 @@
-"""scripts/table1.sh as a campaign in several parts: killed in the middle of a run
+"""scripts/paper/table1.sh as a campaign in several parts: killed in the middle of a run
 and started again, it does not repeat the finished run, resumes the interrupted one from
 its checkpoint, runs the rest, and records each cell as its runs finish, keeping the
 records it did not measure."""
@@ -27,7 +27,7 @@ def campaign(tmp_path, small_mnist, pens_binary):
         "eval": {"every_epochs": 1},
         "checkpoint": {"every_epochs": 1},
     }))
-    return [str(ROOT / "scripts" / "table1.sh"), "--methods", "pea", "--labels", "20", "--splits", "3",
+    return [str(ROOT / "scripts" / "paper" / "table1.sh"), "--methods", "pea", "--labels", "20", "--splits", "3",
             "--configs", str(configs), "--data-dir", str(small_mnist), "--pens", pens_binary,
             "--runs", str(tmp_path / "runs"), "--report", str(tmp_path / "report")]
 
@@ -111,7 +111,7 @@ def test_a_cell_grows_by_split_over_campaigns_whose_runs_folders_are_gone(tmp_pa
                            "runs/table1/pea-authors-600/splitS"}]
     md, record = tmp_path / "results.md", tmp_path / "results.json"
     record.write_text(json.dumps(earlier))
-    subprocess.run(["python3", str(ROOT / "scripts" / "results.py"), str(runs), str(md), str(record)], check=True)
+    subprocess.run(["python3", str(ROOT / "scripts" / "paper" / "results.py"), str(runs), str(md), str(record)], check=True)
     [c] = json.loads(record.read_text())
     assert c["split_seeds"] == [1, 2, 3]
     assert c["errors"] == [2.24, 2.51, 2.33]
@@ -127,7 +127,7 @@ def test_a_cell_grows_by_split_over_campaigns_whose_runs_folders_are_gone(tmp_pa
     # Recorded again from the same runs, a split keeps a note written beside it.
     c["notes"]["2"] = "beside another run"
     record.write_text(json.dumps([c]))
-    subprocess.run(["python3", str(ROOT / "scripts" / "results.py"), str(runs), str(md), str(record)], check=True)
+    subprocess.run(["python3", str(ROOT / "scripts" / "paper" / "results.py"), str(runs), str(md), str(record)], check=True)
     assert json.loads(record.read_text()) == [c]
     assert "| pea-authors | 600 | 3 | 2.36 ± 0.14 | 2.44 | -0.08 |" in md.read_text()
     assert "(S = 1, 2, 3)" in md.read_text()
@@ -193,7 +193,7 @@ def test_records_measured_run_by_run_are_rows_of_their_own_table(tmp_path):
            "split_seeds": [1, 2], "errors": [1.79, 1.9], "mean": 1.845, "std": 0.078, "minutes": [21.5, 15.2],
            "published": 1.36, "note": "two splits", "command": "build/pens train examples/mnist/vat-bn-ema-100.json"}
     record.write_text(json.dumps([vat]))
-    subprocess.run(["python3", str(ROOT / "scripts" / "results.py"), str(tmp_path / "none"), str(md), str(record)],
+    subprocess.run(["python3", str(ROOT / "scripts" / "paper" / "results.py"), str(tmp_path / "none"), str(md), str(record)],
                    check=True)
     assert json.loads(record.read_text()) == [vat]
     assert "| vat | averaged weights | 100 | 2 | 1.84 ± 0.08 | 1.36 | +0.48 | 18.4 |" in md.read_text()

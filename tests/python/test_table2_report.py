@@ -1,4 +1,4 @@
-"""scripts/results_trees.py, the report of scripts/table2.sh: a cell measured again
+"""scripts/paper/results_trees.py, the report of scripts/paper/table2.sh: a cell measured again
 replaces its record and keeps the one it replaced; writing the same runs again adds
 nothing; cells and records it did not measure stay."""
 import json
@@ -21,7 +21,7 @@ def finished_run(folder, test_accuracy, epochs=20.0, final=None):
 
 
 def report(runs, md, results, command):
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "results_trees.py"), str(runs), str(md), str(results),
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "paper" / "results_trees.py"), str(runs), str(md), str(results),
                     command], check=True)
     return {(r.get("task"), r["method"]): r for r in json.loads(results.read_text())}
 
@@ -37,10 +37,10 @@ def test_a_cell_measured_again_keeps_the_record_it_replaces(tmp_path):
     (runs / "binary-ctn" / "seed1" / "summary.json").write_text(json.dumps({"status": "diverged"}))
 
     old = {"task": "fine", "method": "ctn+s", "runs": 3, "mean": 28.45, "std": 4.61, "accuracies": [33.4, 26.0, 25.9],
-           "epochs": [9.0, 6.5, 4.0], "minutes": [8.0, 8.0, 8.0], "command": "scripts/table2.sh --budget-minutes 8"}
+           "epochs": [9.0, 6.5, 4.0], "minutes": [8.0, 8.0, 8.0], "command": "scripts/paper/table2.sh --budget-minutes 8"}
     untouched = {"task": "binary", "method": "ctn", "runs": 3, "mean": 80.29, "std": 0.81,
                  "accuracies": [80.0, 81.0, 79.9], "epochs": [40.0, 41.0, 44.0], "minutes": [8.0, 8.0, 8.0],
-                 "command": "scripts/table2.sh --budget-minutes 8"}
+                 "command": "scripts/paper/table2.sh --budget-minutes 8"}
     mnist = {"method": "pea", "labels": 100, "mean": 11.1}
     other_tree_run = {"task": "binary", "method": "ctn+s+pea", "runs": 1, "mean": 81.0}
     results = tmp_path / "results.json"
@@ -56,7 +56,7 @@ def test_a_cell_measured_again_keeps_the_record_it_replaces(tmp_path):
         "optimizer": {"kind": "adagrad", "learning_rate": 0.01, "epsilon": 1e-3, "restart_every_epochs": 9},
         "data": {"dir": "sst", "min_count": 1, "lowercase": True}}))
 
-    records = report(runs, md, results, "scripts/table2.sh --epochs 20")
+    records = report(runs, md, results, "scripts/paper/table2.sh --epochs 20")
     fresh = records[("fine", "ctn+s")]
     assert (fresh["runs"], fresh["accuracies"], fresh["mean"], fresh["cell"], fresh["optimizer"], fresh["words"]) == \
         (2, [42.0, 44.0], 43.0, "authors", "authors", "lowercase")
@@ -74,14 +74,14 @@ def test_a_cell_measured_again_keeps_the_record_it_replaces(tmp_path):
 
     # The same runs reported again: the same record, the replaced one kept once; so too
     # when a campaign over another cell reports them (its command is not theirs).
-    assert report(runs, md, results, "scripts/table2.sh --epochs 20") == records
-    assert report(runs, md, results, "scripts/table2.sh --epochs 60 --methods ctn") == records
+    assert report(runs, md, results, "scripts/paper/table2.sh --epochs 20") == records
+    assert report(runs, md, results, "scripts/paper/table2.sh --epochs 60 --methods ctn") == records
     # A third campaign replaces the second and keeps both before it, newest first.
     finished_run(runs / "fine-ctn+s" / "seed3", 0.45)
-    third = report(runs, md, results, "scripts/table2.sh --epochs 30")[("fine", "ctn+s")]
+    third = report(runs, md, results, "scripts/paper/table2.sh --epochs 30")[("fine", "ctn+s")]
     assert third["accuracies"] == [42.0, 44.0, 45.0]
     assert third["test_draws"] == [50, 10, 10]
-    assert [r["command"] for r in third["superseded"]] == ["scripts/table2.sh --epochs 20", old["command"]]
+    assert [r["command"] for r in third["superseded"]] == ["scripts/paper/table2.sh --epochs 20", old["command"]]
     assert "superseded" not in third["superseded"][0]
 
 
@@ -102,7 +102,7 @@ def test_the_learning_curves_average_the_seeds_at_the_epochs_all_reached(tmp_pat
     logged(runs / "binary-ctn" / "seed1", [(1, 0.70, 0.75), (2, 0.80, 0.85), (3, 0.81, 0.90)])
     md = tmp_path / "docs" / "results.md"
     md.parent.mkdir()
-    report(runs, md, tmp_path / "docs" / "results.json", "scripts/table2.sh --epochs 3")
+    report(runs, md, tmp_path / "docs" / "results.json", "scripts/paper/table2.sh --epochs 3")
 
     lines = (tmp_path / "docs" / "img" / "table2-curves.tsv").read_text().splitlines()
     assert lines[0] == "# epoch\tfine-ctn+s dev\tfine-ctn+s train\tbinary-ctn dev\tbinary-ctn train"

@@ -17,6 +17,7 @@
 #include "pens/ops/ir/attributes.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/ir/suggest.h"
+#include "pens/serialization/model_file.h"
 #include "pens/train/optim/constraints.h"
 #include "pens/train/optim/optimizer.h"
 #include "pens/train/optim/schedule.h"
@@ -267,6 +268,41 @@ inline nlohmann::json schedule_json(const Schedule& sc, const std::string& max_n
           {"anneal_end_epoch", sc.anneal_end_epoch}, {"momentum_start", sc.momentum_start},
           {"momentum_end", sc.momentum_end},       {"momentum_epochs", sc.momentum_epochs},
           {"max_norm_rule", max_norm_rule}};
+}
+
+// The optimizer section classifier and tree configs share, read into and written from the
+// config's members of the same names: the kind and its own settings, the schedule, the
+// max-norm rule and the gradient transforms; a config with periodic restarts (a tree
+// config's restart_every_epochs and restart_before_epoch) reads those here too.
+template <class Config>
+void read_optimizer_section(ConfigSection& top, Config& c, const std::string& source) {
+  const nlohmann::json* o = top.child("optimizer");
+  if (!o) {
+    normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
+    return;
+  }
+  ConfigSection s(*o, "optimizer", source);
+  s.string("kind", c.optimizer);
+  const OptimizerKind& kind = configured_optimizer(c.optimizer, source);
+  read_schedule(s, c.schedule, c.max_norm_rule, source);
+  if constexpr (requires { c.restart_every_epochs; }) {
+    s.number("restart_every_epochs", c.restart_every_epochs, 0, 1e9);
+    s.number("restart_before_epoch", c.restart_before_epoch, 0, 1e9);
+  }
+  read_transforms(s, c.transforms, source);
+  c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
+}
+
+template <class Config>
+nlohmann::json optimizer_section_json(const Config& c) {
+  nlohmann::json o = attributes_json(c.optimizer_settings);
+  o.update(schedule_json(c.schedule, c.max_norm_rule));
+  if constexpr (requires { c.restart_every_epochs; }) {
+    o.update({{"restart_every_epochs", c.restart_every_epochs}, {"restart_before_epoch", c.restart_before_epoch}});
+  }
+  o["kind"] = c.optimizer;
+  o["transforms"] = transforms_json(c.transforms);
+  return o;
 }
 
 // The epochs and scale of one lambda_schedule stage (MNIST and tree configs).

@@ -36,16 +36,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
     s.number("unlabeled", c.batch_unlabeled, 0, 1e6);
     s.number("shards", c.batch_shards, 1, 1024);
   }
-  if (const json* o = top.child("optimizer")) {
-    ConfigSection s(*o, "optimizer", source);
-    s.string("kind", c.optimizer);
-    const OptimizerKind& kind = configured_optimizer(c.optimizer, source);
-    read_schedule(s, c.schedule, c.max_norm_rule, source);
-    read_transforms(s, c.transforms, source);
-    c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
-  } else {
-    normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
-  }
+  read_optimizer_section(top, c, source);
   if (const json* l = top.child("lambda_schedule")) {
     if (!l->is_array()) fail(source, ": lambda_schedule must be an array of {epochs, scale}");
     c.lambda_schedule.emplace();
@@ -97,10 +88,6 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
 }
 
 json to_json(const TrainConfig& c) {
-  json optimizer = attributes_json(c.optimizer_settings);
-  optimizer.update(schedule_json(c.schedule, c.max_norm_rule));
-  optimizer["kind"] = c.optimizer;
-  optimizer["transforms"] = transforms_json(c.transforms);
   json data = attributes_json(c.data_settings);
   data.update({{"source", c.data_source}, {"dir", c.data_dir}, {"labeled", c.labeled}, {"validation", c.validation},
                {"split_seed", c.split_seed}});
@@ -111,7 +98,7 @@ json to_json(const TrainConfig& c) {
       {"init_from", c.init_from},
       {"data", data},
       {"batch", {{"labeled", c.batch_labeled}, {"unlabeled", c.batch_unlabeled}, {"shards", c.batch_shards}}},
-      {"optimizer", optimizer},
+      {"optimizer", optimizer_section_json(c)},
       {"eval",
        {{"every_epochs", c.eval_every_epochs}, {"batch", c.eval_batch}, {"train_error_examples", c.train_error_examples},
         {"recalibrate_statistics", c.recalibrate_statistics}}},

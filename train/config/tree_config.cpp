@@ -57,18 +57,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
     s.number("trees", c.batch_trees, 1, 1e6);
     s.number("groups", c.batch_groups, 1, 1024);
   }
-  if (const json* o = top.child("optimizer")) {
-    ConfigSection s(*o, "optimizer", source);
-    s.string("kind", c.optimizer);
-    const OptimizerKind& kind = configured_optimizer(c.optimizer, source);
-    read_schedule(s, c.schedule, c.max_norm_rule, source);
-    s.number("restart_every_epochs", c.restart_every_epochs, 0, 1e9);
-    s.number("restart_before_epoch", c.restart_before_epoch, 0, 1e9);
-    read_transforms(s, c.transforms, source);
-    c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
-  } else {
-    normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
-  }
+  read_optimizer_section(top, c, source);
   top.number_map("l2", c.l2, 0, 1e3);
   top.number("freeze_words_epochs", c.freeze_words_epochs, 0, 1e9);
   if (const json* l = top.child("lambda_schedule")) {
@@ -90,12 +79,6 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
 }
 
 json to_json(const TreeConfig& c) {
-  json optimizer = attributes_json(c.optimizer_settings);
-  optimizer.update(schedule_json(c.schedule, c.max_norm_rule));
-  optimizer.update(json{{"kind", c.optimizer},
-                        {"restart_every_epochs", c.restart_every_epochs},
-                        {"restart_before_epoch", c.restart_before_epoch}});
-  optimizer["transforms"] = transforms_json(c.transforms);
   json l2 = json::object();
   for (const auto& [name, value] : c.l2) l2[name] = value;
   json j = {
@@ -106,7 +89,7 @@ json to_json(const TreeConfig& c) {
       {"task", c.task},
       {"data", data_section_json(c.data_source, c.data_dir, c.data_settings, c.vocabulary)},
       {"batch", {{"trees", c.batch_trees}, {"groups", c.batch_groups}}},
-      {"optimizer", optimizer},
+      {"optimizer", optimizer_section_json(c)},
       {"l2", l2},
       {"freeze_words_epochs", c.freeze_words_epochs},
       {"eval", {{"samples", c.eval_samples}, {"final_samples", c.final_samples}, {"train_trees", c.train_eval_trees}}},

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Collects the finished runs of scripts/table2.sh into docs/results-history.md (its Table 2
+"""Collects the finished runs of scripts/paper/table2.sh into docs/results-history.md (its Table 2
 section) and docs/results.json (records of Table 2's cells; other records are kept, and so is
 the record of a cell that has no finished run under RUNS_DIR; a cell's record that new
 runs replace is kept in the new record's "superseded" list: results accumulate). Draws
@@ -9,7 +9,7 @@ training sample by epoch, mean over the cell's finished runs.
 
 usage: results_trees.py RUNS_DIR HISTORY.md RESULTS.json [COMMAND]
 
-COMMAND is the scripts/table2.sh invocation that made the runs (recorded with them).
+COMMAND is the scripts/paper/table2.sh invocation that made the runs (recorded with them).
 """
 import json
 import shutil
@@ -20,7 +20,7 @@ from pathlib import Path
 
 PAPER = {("fine", "ctn"): 43.1, ("fine", "ctn+f"): 46.1, ("fine", "ctn+s"): 47.5, ("fine", "ctn+f+s"): 48.4,
          ("binary", "ctn"): 83.4, ("binary", "ctn+f"): 85.3, ("binary", "ctn+s"): 87.8, ("binary", "ctn+f+s"): 88.9}
-BEGIN, END = "<!-- table2: written by scripts/table2.sh -->", "<!-- /table2 -->"
+BEGIN, END = "<!-- table2: written by scripts/paper/table2.sh -->", "<!-- /table2 -->"
 
 
 def model_cell(cell):
@@ -177,10 +177,10 @@ def markdown(rows):
              "evaluations used fewer, the best dev epoch's model evaluated again, eval.final_samples); parent, "
              "the clean parent predicts. "
              "Cell (fine/binary): authors, tanh leaves and M started at the identity as in the authors' code; "
-             "scaled, leaves E[word] and every weight drawn around zero (scripts/table2.sh --cell). "
+             "scaled, leaves E[word] and every weight drawn around zero (scripts/paper/table2.sh --cell). "
              "AdaGrad (fine/binary): plain, pens' defaults; authors, the authors' epsilon of 1e-3 and "
-             "restarts every 9 epochs (scripts/table2.sh --optimizer). Words: exact, or lowercase (one word "
-             "whatever the case, scripts/table2.sh --lowercase).", "",
+             "restarts every 9 epochs (scripts/paper/table2.sh --optimizer). Words: exact, or lowercase (one word "
+             "whatever the case, scripts/paper/table2.sh --lowercase).", "",
              "| method | fine | paper | binary | paper | runs | mean epochs | minutes per run | test draws | cell "
              "| AdaGrad | words |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -215,7 +215,7 @@ def same_runs(record):
 def main():
     if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
-    measured = cells(sys.argv[1], sys.argv[4] if len(sys.argv) == 5 else "scripts/table2.sh")
+    measured = cells(sys.argv[1], sys.argv[4] if len(sys.argv) == 5 else "scripts/paper/table2.sh")
     json_path = Path(sys.argv[3])
     records = json.loads(json_path.read_text()) if json_path.exists() else []
     # Records this report does not own: MNIST's, and tree runs outside Table 2's cells

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Collects the finished runs of scripts/table1.sh into docs/results.json and the list of
+"""Collects the finished runs of scripts/paper/table1.sh into docs/results.json and the list of
 every recipe in docs/results-history.md (the tables of docs/results.md are drawn from the
-JSON by scripts/results_tables.py).
+JSON by scripts/paper/results_tables.py).
 
-usage: scripts/results.py RUNS_DIR HISTORY.md RESULTS.json
+usage: scripts/paper/results.py RUNS_DIR HISTORY.md RESULTS.json
 
 A run is a folder RUNS_DIR/<method>-<labels>/split<k>/ holding summary.json (written by
 pens train) and command.txt. Cells group the runs of one method and label count, by split
@@ -126,7 +126,7 @@ def consistency_table(records):
     by hand with their notes), as rows beside the table's."""
     lines = [
         "",
-        "The consistency family's cells measured run by run rather than by `scripts/table1.sh`",
+        "The consistency family's cells measured run by run rather than by `scripts/paper/table1.sh`",
         "(records of kind `consistency` in results.json, each with its note and command; the",
         "prose is under \"Beyond the paper\" below):",
         "",
@@ -149,7 +149,7 @@ def markdown(rows, consistency):
         "The tables in the papers' layouts, with pens' best recipe per method, are in",
         "[results.md](results.md); this page holds every recipe that was run, split by split,",
         "and what was measured about them. Table 2's records (sentiment trees) are further down.",
-        "The table below is written by `scripts/results.py` from the runs of `scripts/table1.sh`;",
+        "The table below is written by `scripts/paper/results.py` from the runs of `scripts/paper/table1.sh`;",
         "every figure is MNIST test error (%) at the epoch of best validation error (10,000",
         "validation images held out of the training set), mean ± standard deviation over the",
         "labeled-set splits. The paper's figure stands beside each cell (for VAT and ladder",

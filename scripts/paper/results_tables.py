@@ -11,7 +11,7 @@ usage: results_tables.py RESULTS.json RESULTS.md [README.md] [--check]
 With README.md, its headline table (between the same markers) is written too. --check
 writes nothing and exits 1 if a page differs from what would be written.
 
-scripts/table1.sh and scripts/table2.sh run it after recording their runs; the test suite
+scripts/paper/table1.sh and scripts/paper/table2.sh run it after recording their runs; the test suite
 runs it with --check (tests/python/test_docs.py).
 """
 import json
@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-BEGIN = "<!-- tables: written by scripts/results_tables.py from docs/results.json -->"
+BEGIN = "<!-- tables: written by scripts/paper/results_tables.py from docs/results.json -->"
 END = "<!-- /tables -->"
 HISTORY = "results-history.md"
 
@@ -50,7 +50,7 @@ SUCCESSORS = [
                         "ladder-anneal-24"], {100: 1.06, 1000: 0.84}),
 ]
 # Table 2 of the paper: root accuracy (%) on the Stanford Sentiment Treebank's test set.
-# pens runs the compact tensor network's four columns (scripts/table2.sh's cells); the
+# pens runs the compact tensor network's four columns (scripts/paper/table2.sh's cells); the
 # other three are other papers' models, shown as the paper shows them.
 TABLE2 = [
     ("RNTN", None, {"fine": 45.7, "binary": 85.4}),
@@ -149,7 +149,7 @@ def recipe_table(families, label_list, cells):
 
 
 def tree_cells(records):
-    """Table 2's cells: the records scripts/table2.sh keeps (task and one of the four
+    """Table 2's cells: the records scripts/paper/table2.sh keeps (task and one of the four
     methods); the variants measured beside them are in the history page."""
     names = {method for _, method, _ in TABLE2 if method}
     return {(r["task"], r["method"]): r for r in records if r.get("task") and r["method"] in names}
@@ -349,7 +349,7 @@ def main():
                 path.write_text(updated)
     if check:
         if stale:
-            sys.exit(f"{', '.join(map(str, stale))}: the tables differ from what scripts/results_tables.py "
+            sys.exit(f"{', '.join(map(str, stale))}: the tables differ from what scripts/paper/results_tables.py "
                      f"writes from {args[0]}; run it to update them")
         return
     img_dir = pages[0][0].parent / "img"

@@ -3,7 +3,7 @@
 # SDE, PEA and PEA+) and the fully supervised figures, then writes docs/results.json,
 # docs/results.md and docs/results-history.md from every finished run under the runs folder.
 #
-#   scripts/table1.sh [--splits N] [--labels LIST] [--methods LIST] [--budget-minutes M]
+#   scripts/paper/table1.sh [--splits N] [--labels LIST] [--methods LIST] [--budget-minutes M]
 #                     [--supervised] [--supervised-methods LIST] [--supervised-epochs E]
 #                     [--runs DIR] [--report-only]
 #                     [--configs DIR] [--data-dir DIR] [--pens BINARY] [--report DIR] [--jobs J]
@@ -59,7 +59,7 @@ set -euo pipefail
 # The body is one brace group ending in exit: bash reads it whole before running it, so a
 # campaign of hours is not derailed when this file is edited while it runs.
 {
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 splits=3 labels=100,600,1000,3000 methods=sde,pea budget="" supervised=0 supervised_methods=raw,sde,pea supervised_epochs="" runs=runs/table1
 report_only=0 configs=examples/mnist data_dir="" pens="" report=docs jobs=1
@@ -100,11 +100,11 @@ fi
 
 report() {
   mkdir -p "$report"
-  python3 scripts/results.py "$runs" "$report/results-history.md" "$report/results.json"
+  python3 scripts/paper/results.py "$runs" "$report/results-history.md" "$report/results.json"
   # The README's headline table is drawn from the repository's record only.
   local readme=()
   [[ $report -ef docs ]] && readme=(README.md)
-  /usr/bin/python3 scripts/results_tables.py "$report/results.json" "$report/results.md" "${readme[@]}"
+  /usr/bin/python3 scripts/paper/results_tables.py "$report/results.json" "$report/results.md" "${readme[@]}"
 }
 
 # The state of run folder $1: finished, diverged, resume (a checkpoint to go on from) or new.

@@ -4,7 +4,7 @@
 # records of docs/results.json, the Table 2 section of docs/results-history.md and the
 # tables of docs/results.md from every finished run under the runs folder.
 #
-#   scripts/table2.sh [--seeds LIST] [--tasks LIST] [--methods LIST] [--epochs E]
+#   scripts/paper/table2.sh [--seeds LIST] [--tasks LIST] [--methods LIST] [--epochs E]
 #                     [--budget-minutes M] [--cell C] [--optimizer O] [--lowercase]
 #                     [--eval-samples K] [--jobs J] [--data-dir DIR]
 #                     [--runs DIR] [--report-only]
@@ -35,8 +35,8 @@ set -euo pipefail
 # The body is one brace group ending in exit: bash reads it whole before running it, so a
 # campaign of hours is not derailed when this file is edited while it runs.
 {
-cd "$(dirname "$0")/.."
-invocation="scripts/table2.sh $*"
+cd "$(dirname "$0")/../.."
+invocation="scripts/paper/table2.sh $*"
 
 seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 samples=50 jobs=2
 model_cell=authors optimizer=plain lowercase=false
@@ -129,7 +129,7 @@ sys.exit(0 if s.get("status") == "finished" and s.get("epochs", 0) >= float(sys.
   done
   wait
 fi
-python3 scripts/results_trees.py "$runs" docs/results-history.md docs/results.json "$invocation"
-/usr/bin/python3 scripts/results_tables.py docs/results.json docs/results.md README.md
+python3 scripts/paper/results_trees.py "$runs" docs/results-history.md docs/results.json "$invocation"
+/usr/bin/python3 scripts/paper/results_tables.py docs/results.json docs/results.md README.md
 exit
 }
