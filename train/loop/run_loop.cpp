@@ -146,6 +146,7 @@ void RunLoop::begin_stage(int64_t step) {
 }
 
 bool RunLoop::checkpoint(int64_t done) {
+  task_.gather_state();
   const ParamStore<float>& params = *task_.model().values;
   if (comm_) {
     // Every process applied the same updates to the same parameters; a sum that differed

@@ -102,6 +102,10 @@ class RunTask {
   // On a resume, each evaluation line the run keeps from before its checkpoint, in order
   // (for a task whose summary draws on every evaluation, not the last and the best alone).
   virtual void recall(const nlohmann::json& /*metrics*/) {}
+  // Before the loop reads model() and optimizer() for a checkpoint (the end's included):
+  // a task that trains on stores of its own (pre-training's, a layer at a time) brings
+  // them up to date there.
+  virtual void gather_state() {}
   // The line of metrics.jsonl for an evaluation after `done` steps. It must hold
   // "validation_error" (a number, or null without a validation set): the run keeps the
   // parameters of its lowest one as best.model.json (without one, the latest). The loop

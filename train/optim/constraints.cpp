@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
@@ -17,9 +16,7 @@ MaxNormRule parse_max_norm_rule(const std::string& name) {
 
 MaxNorm::MaxNorm(const Graph& model, ParamStore<float>& params, MaxNormRule rule) : params_(params), rule_(rule) {
   for (const ParamEntry& e : params.entries()) {
-    const std::optional<NodeId> v = model.find(e.name);  // the store may hold more (pre-training's decoders)
-    if (!v) continue;
-    const Attributes& a = model[*v].attrs;
+    const Attributes& a = model[e.name].attrs;
     if (!a.has("max_norm")) continue;
     if (e.shape.rank != 2) {
       fail("parameter '", e.name, "': max_norm needs a matrix, the shape is ", e.shape.str());

@@ -33,8 +33,7 @@ MaxNormRule parse_max_norm_rule(const std::string& name);
 class MaxNorm : public Constraint {
  public:
   // Reads the max_norm attributes of the model's parameter nodes (an Error for one that
-  // is not a matrix); parameters of the store that the model has no node for are not
-  // bound (a store over a larger model, as pre-training's).
+  // is not a matrix).
   MaxNorm(const Graph& model, ParamStore<float>& params, MaxNormRule rule);
   void apply(std::span<const ParamEntry* const> held) override;
   bool empty() const { return bounds_.empty(); }

@@ -74,12 +74,27 @@ double denoising_error(Tape<float>& tape, const std::string& node, const Dataset
   return d.size > 0 ? sum / static_cast<double>(d.size) : std::nan("");
 }
 
+// Copies the optimizer state of the parameters both stores hold from `from` (over
+// from_params) into `to` (over to_params), two optimizers of one kind: every buffer.
+void copy_state(Optimizer& from, const ParamStore<float>& from_params, Optimizer& to,
+                const ParamStore<float>& to_params) {
+  const std::vector<StateBuffer> source = from.state(), target = to.state();
+  for (size_t b = 0; b < source.size(); ++b) {
+    for (const ParamEntry& e : from_params.entries()) {
+      const ParamEntry* t = to_params.find(e.name);
+      if (!t) continue;
+      std::copy_n(source[b].values.data() + e.offset, e.shape.numel(), target[b].values.data() + t->offset);
+    }
+  }
+}
+
 // Greedy pre-training on the run loop: a stage per layer, each layer's autoencoder
-// trained on the clean code of the layers below it (already pre-trained). Its parameters
-// live in one store over the network and every layer's decoder (what checkpoints keep),
-// so that an autoencoder trains the network's own encoder weights in place and a resumed
-// run finds the layers below where they were; one SGD over that store restarts at each
-// layer (the other parameters' gradients are zero, so their values stay as they are).
+// trained on the clean code of the layers below it (already pre-trained), in a store of
+// its own with an optimizer of its own (what a layer costs is its own parameters). What a
+// checkpoint keeps is one store over the network and every layer's decoder, with one
+// optimizer state over it: the layer's values and state are gathered there when the loop
+// checkpoints and when the next layer starts, and a layer resumed inside takes its own
+// back from there.
 class PretrainTask : public RunTask {
  public:
   PretrainTask(const PretrainConfig& config, const Dataset& images, TrainObserver& observer);
@@ -108,6 +123,7 @@ class PretrainTask : public RunTask {
   json evaluate(int64_t done, const TrainingWindow& window) override;
   json begin_stage(int64_t step) override;
   void recall(const json& m) override { remember(m); }
+  void gather_state() override;
   void summarize(json& summary, const json& /*last*/, const json& /*best*/) const override {
     summary["layers"] = layers_summary();
   }
@@ -117,6 +133,8 @@ class PretrainTask : public RunTask {
   struct Layer {
     size_t index = 0;
     Model autoencoder;
+    std::unique_ptr<ParamStore<float>> params;
+    std::unique_ptr<Optimizer> sgd;
     PseudoEnsemble training;
     Dataset codes, watched_codes;  // above the first layer: the clean code of the layers below
     const Dataset* data = nullptr;
@@ -136,8 +154,10 @@ class PretrainTask : public RunTask {
     while (k + 1 < config_.layers.size() && step >= first_step(k + 1)) ++k;
     return k;
   }
-  Layer& layer(size_t index);  // the current layer, set up when it is another
-  json watched(json m);        // adds the layer's errors on the watched rows
+  // The current layer, set up when it is another: afresh (its start), or where the
+  // checkpointed store holds it (a resumed run).
+  Layer& layer(size_t index, bool fresh = false);
+  json watched(json m);  // adds the layer's errors on the watched rows
   void remember(const json& m);
   json layers_summary() const;
 
@@ -148,7 +168,7 @@ class PretrainTask : public RunTask {
   std::string examples_;
   Dataset watched_images_;
   Model store_;  // the network's graph with every layer's decoder parameters added
-  std::unique_ptr<Optimizer> sgd_;
+  std::unique_ptr<Optimizer> sgd_;  // SGD's state over store_, as checkpoints keep it
   std::unique_ptr<Layer> current_;
   std::vector<int64_t> rows_;
   std::map<std::string, std::pair<json, json>> seen_;  // by layer: its first and its latest line
@@ -183,32 +203,39 @@ PretrainTask::PretrainTask(const PretrainConfig& config, const Dataset& images, 
   sgd_ = make_optimizer("sgd", *store_.values);
 }
 
-PretrainTask::Layer& PretrainTask::layer(size_t index) {
-  if (current_ && current_->index == index) return *current_;
+PretrainTask::Layer& PretrainTask::layer(size_t index, bool fresh) {
+  if (current_ && current_->index == index && !fresh) return *current_;
+  gather_state();  // the layer before: its values are the network's from here on
   current_.reset();
   auto l = std::make_unique<Layer>();
   l->index = index;
   const PretrainLayer& spec = config_.layers[index];
   const std::string& name = spec.autoencoder.node;
   const Graph& net = network_.graph;
-  ParamStore<float>& params = *store_.values;
   l->autoencoder = denoising_autoencoder(net, spec.autoencoder);
+  const Graph& ae = l->autoencoder.graph;
+  // Every parameter of the autoencoder is in the store: the network's encoder, and its
+  // decoder as initialized (a fresh layer) or as trained so far (a resumed one).
+  l->params = std::make_unique<ParamStore<float>>(ae);
+  ParamStore<float>& params = *l->params;
+  copy_shared_values(params, *store_.values, "the pre-training store");
+  l->sgd = make_optimizer("sgd", params);
+  if (!fresh) copy_state(*sgd_, *store_.values, *l->sgd, params);
   // The layer's input: the images for a first layer, else the clean code of the layers
   // below (already pre-trained: layers go bottom-up).
   const std::string& weights = net[net.inputs(net.at(name))[1]].name;
   const std::string input = net[net.inputs(net.at(name))[0]].name;
   const bool first_layer = is_input(net[input]);
   if (!first_layer) {
-    l->codes = codes_at(net, params, examples_, input, images_);
-    l->watched_codes = codes_at(net, params, examples_, input, watched_images_);
+    l->codes = codes_at(net, *store_.values, examples_, input, images_);
+    l->watched_codes = codes_at(net, *store_.values, examples_, input, watched_images_);
   }
   l->data = first_layer ? &images_ : &l->codes;
   l->watched = first_layer ? &watched_images_ : &l->watched_codes;
   const int64_t n_in = net[weights].attrs.get_ints("shape")[0];
   if (l->data->dim != n_in) fail(config_.model, ": layer ", name, " takes ", n_in, " inputs, the data has ", l->data->dim);
-  const Graph& ae = l->autoencoder.graph;
   l->training = build_pseudo_ensemble(ae, *l->autoencoder.ensemble);
-  l->step = std::make_unique<Step>(params, *sgd_, model_constraints(ae, params, parse_max_norm_rule(config_.max_norm_rule)),
+  l->step = std::make_unique<Step>(params, *l->sgd, model_constraints(ae, params, parse_max_norm_rule(config_.max_norm_rule)),
                                    config_.seed);
   l->step_tape = std::make_unique<Tape<float>>(l->training.graph, params, CompileOptions{.batch = config_.batch});
   l->eval_tape = std::make_unique<Tape<float>>(build_inference(ae), params, CompileOptions{.batch = 500});
@@ -223,11 +250,16 @@ PretrainTask::Layer& PretrainTask::layer(size_t index) {
   return *current_;
 }
 
+void PretrainTask::gather_state() {
+  if (!current_) return;
+  copy_shared_values(*store_.values, *current_->params, "the autoencoder of " + config_.layers[current_->index].autoencoder.node);
+  copy_state(*current_->sgd, *current_->params, *sgd_, *store_.values);
+}
+
 json PretrainTask::begin_stage(int64_t step) {
   const size_t k = layer_at(step);
   if (step != first_step(k)) return nullptr;
-  Layer& l = layer(k);
-  sgd_->restart();  // each layer's autoencoder starts its optimizer afresh
+  Layer& l = layer(k, true);  // with an optimizer of its own, afresh
   json m = watched({{"layer", config_.layers[l.index].autoencoder.node}, {"epoch", 0}, {"step", step}});
   remember(m);
   return m;
