@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <span>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "pens/graph/pseudo_ensemble.h"
@@ -149,44 +151,98 @@ inline void read_kind(ConfigSection& top, const char* kind, const std::string& s
   if (given != kind) fail(source, ": kind is \"", given, "\", but it is read as a ", kind, " config");
 }
 
-// The checkpoint section (cadence and how many are kept), into the config's members of those
-// names: every kind of run's, skip-gram's too.
+// One field of a config section: its name in the JSON, the config's member it is read
+// into and written from, and for a number the range it must fall in. A section's table of
+// fields is the one place its fields are named, so that reading and writing (to_json,
+// which config.json, checkpoints and the resume check go by) cannot drift apart.
 template <class Config>
-void read_checkpoint_section(ConfigSection& top, Config& c, const std::string& source) {
-  if (const nlohmann::json* k = top.child("checkpoint")) {
-    ConfigSection s(*k, "checkpoint", source);
-    s.number("every_epochs", c.checkpoint_every_epochs, 1e-6, 1e9);
-    s.number("keep", c.checkpoint_keep, 1, 1e6);
+struct ConfigField {
+  using Member = std::variant<int64_t Config::*, uint64_t Config::*, int Config::*, double Config::*, bool Config::*,
+                              std::string Config::*>;
+  const char* name;
+  Member member;
+  double low = 0, high = 0;
+};
+
+template <class Config>
+void read_fields(ConfigSection& s, Config& c, std::span<const ConfigField<Config>> fields) {
+  for (const ConfigField<Config>& f : fields) {
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(c.*member)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            s.boolean(f.name, c.*member);
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            s.string(f.name, c.*member);
+          } else {
+            s.number(f.name, c.*member, f.low, f.high);
+          }
+        },
+        f.member);
+  }
+}
+
+template <class Config>
+void write_fields(nlohmann::json& section, const Config& c, std::span<const ConfigField<Config>> fields) {
+  for (const ConfigField<Config>& f : fields) std::visit([&](auto member) { section[f.name] = c.*member; }, f.member);
+}
+
+// A section of its fields alone (batch, eval): read when the config has it.
+template <class Config>
+void read_section(ConfigSection& top, const char* name, Config& c, std::span<const ConfigField<Config>> fields,
+                  const std::string& source) {
+  if (const nlohmann::json* j = top.child(name)) {
+    ConfigSection s(*j, name, source);
+    read_fields(s, c, fields);
   }
 }
 template <class Config>
-nlohmann::json checkpoint_section_json(const Config& c) {
-  return {{"every_epochs", c.checkpoint_every_epochs}, {"keep", c.checkpoint_keep}};
+nlohmann::json section_json(const Config& c, std::span<const ConfigField<Config>> fields) {
+  nlohmann::json section = nlohmann::json::object();
+  write_fields(section, c, fields);
+  return section;
 }
 
 // The sections every kind of training config shares, read into and written from the
 // config's members of the same names, so that they cannot drift between kinds: run (the
 // length, budget, seeds and threads; steps_per_epoch for configs that count epochs in
 // steps) and checkpoint (cadence and how many are kept).
+// The checkpoint section (cadence and how many are kept), which every kind of run shares.
+template <class Config>
+std::vector<ConfigField<Config>> checkpoint_fields() {
+  return {{"every_epochs", &Config::checkpoint_every_epochs, 1e-6, 1e9}, {"keep", &Config::checkpoint_keep, 1, 1e6}};
+}
+template <class Config>
+void read_checkpoint_section(ConfigSection& top, Config& c, const std::string& source) {
+  read_section<Config>(top, "checkpoint", c, checkpoint_fields<Config>(), source);
+}
+template <class Config>
+nlohmann::json checkpoint_section_json(const Config& c) {
+  return section_json<Config>(c, checkpoint_fields<Config>());
+}
+
+// The run section's fields of a config (steps_per_epoch for configs that count epochs in
+// steps).
+template <class Config>
+std::vector<ConfigField<Config>> run_fields() {
+  std::vector<ConfigField<Config>> f = {{"epochs", &Config::epochs, 1, 1e9},
+                                        {"budget_minutes", &Config::budget_minutes, 0, 1e9},
+                                        {"seed", &Config::seed, 0, kConfigHuge},
+                                        {"init_seed", &Config::init_seed, 0, kConfigHuge},
+                                        {"threads", &Config::threads, 0, 1024}};
+  if constexpr (requires { &Config::steps_per_epoch; }) f.push_back({"steps_per_epoch", &Config::steps_per_epoch, 1, 1e9});
+  return f;
+}
+
 template <class Config>
 void read_run_sections(ConfigSection& top, Config& c, const std::string& source) {
-  if (const nlohmann::json* r = top.child("run")) {
-    ConfigSection s(*r, "run", source);
-    s.number("epochs", c.epochs, 1, 1e9);
-    if constexpr (requires { c.steps_per_epoch; }) s.number("steps_per_epoch", c.steps_per_epoch, 1, 1e9);
-    s.number("budget_minutes", c.budget_minutes, 0, 1e9);
-    s.number("seed", c.seed, 0, kConfigHuge);
-    s.number("init_seed", c.init_seed, 0, kConfigHuge);
-    s.number("threads", c.threads, 0, 1024);
-  }
+  read_section<Config>(top, "run", c, run_fields<Config>(), source);
   read_checkpoint_section(top, c, source);
 }
 
 template <class Config>
 void write_run_sections(const Config& c, nlohmann::json& j) {
-  j["run"] = {{"epochs", c.epochs}, {"budget_minutes", c.budget_minutes}, {"seed", c.seed},
-              {"init_seed", c.init_seed}, {"threads", c.threads}};
-  if constexpr (requires { c.steps_per_epoch; }) j["run"]["steps_per_epoch"] = c.steps_per_epoch;
+  j["run"] = section_json<Config>(c, run_fields<Config>());
   j["checkpoint"] = checkpoint_section_json(c);
 }
 

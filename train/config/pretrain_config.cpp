@@ -7,6 +7,18 @@ namespace pens {
 
 using nlohmann::json;
 
+namespace {
+
+// The run section's fields (config_reader.h; no epochs: each layer has its own).
+const ConfigField<PretrainConfig> kPretrainRunFields[] = {
+    {"steps_per_epoch", &PretrainConfig::steps_per_epoch, 1, 1e9},
+    {"seed", &PretrainConfig::seed, 0, kConfigHuge},
+    {"init_seed", &PretrainConfig::init_seed, 0, kConfigHuge},
+    {"threads", &PretrainConfig::threads, 0, 1024},
+    {"budget_minutes", &PretrainConfig::budget_minutes, 0, 1e9}};
+
+}  // namespace
+
 PretrainConfig parse_pretrain_config(const json& j, const std::string& source) {
   PretrainConfig c;
   ConfigSection top(j, "", source);
@@ -50,14 +62,7 @@ PretrainConfig parse_pretrain_config(const json& j, const std::string& source) {
     }
     read_schedule(s, c.schedule, c.max_norm_rule, source);
   }
-  if (const json* r = top.child("run")) {
-    ConfigSection s(*r, "run", source);
-    s.number("steps_per_epoch", c.steps_per_epoch, 1, 1e9);
-    s.number("seed", c.seed, 0, kConfigHuge);
-    s.number("init_seed", c.init_seed, 0, kConfigHuge);
-    s.number("threads", c.threads, 0, 1024);
-    s.number("budget_minutes", c.budget_minutes, 0, 1e9);
-  }
+  read_section<PretrainConfig>(top, "run", c, kPretrainRunFields, source);
   read_checkpoint_section(top, c, source);
   return c;
 }
@@ -78,12 +83,7 @@ json to_json(const PretrainConfig& c) {
           {"layers", layers},
           {"batch", c.batch},
           {"optimizer", schedule_json(c.schedule, c.max_norm_rule)},
-          {"run",
-           {{"steps_per_epoch", c.steps_per_epoch},
-            {"seed", c.seed},
-            {"init_seed", c.init_seed},
-            {"threads", c.threads},
-            {"budget_minutes", c.budget_minutes}}},
+          {"run", section_json<PretrainConfig>(c, kPretrainRunFields)},
           {"checkpoint", checkpoint_section_json(c)}};
 }
 

@@ -10,6 +10,25 @@ namespace pens {
 
 using nlohmann::json;
 
+namespace {
+
+// The sections' fields (config_reader.h): read by parse_train_config, written by to_json.
+const ConfigField<TrainConfig> kClassifierDataFields[] = {{"source", &TrainConfig::data_source},
+                                                {"dir", &TrainConfig::data_dir},
+                                                {"labeled", &TrainConfig::labeled, 0, 1e9},
+                                                {"validation", &TrainConfig::validation, 0, 1e9},
+                                                {"split_seed", &TrainConfig::split_seed, 0, kConfigHuge}};
+const ConfigField<TrainConfig> kClassifierBatchFields[] = {{"labeled", &TrainConfig::batch_labeled, 1, 1e6},
+                                                 {"unlabeled", &TrainConfig::batch_unlabeled, 0, 1e6},
+                                                 {"shards", &TrainConfig::batch_shards, 1, 1024}};
+const ConfigField<TrainConfig> kClassifierEvalFields[] = {
+    {"every_epochs", &TrainConfig::eval_every_epochs, 1e-6, 1e9},
+    {"batch", &TrainConfig::eval_batch, 1, 1e6},
+    {"train_error_examples", &TrainConfig::train_error_examples, 0, 1e9},
+    {"recalibrate_statistics", &TrainConfig::recalibrate_statistics, 0, 1e9}};
+
+}  // namespace
+
 TrainConfig parse_train_config(const json& j, const std::string& source) {
   TrainConfig c;
   c.source = source;
@@ -20,22 +39,13 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
   top.string("init_from", c.init_from);
   if (const json* d = top.child("data")) {
     ConfigSection s(*d, "data", source);
-    s.string("source", c.data_source);
-    s.string("dir", c.data_dir);
-    s.number("labeled", c.labeled, 0, 1e9);
-    s.number("validation", c.validation, 0, 1e9);
-    s.number("split_seed", c.split_seed, 0, kConfigHuge);
+    read_fields<TrainConfig>(s, c, kClassifierDataFields);
     const DataSourceKind& kind = configured_data_source(c.data_source, source);
     c.data_settings = s.settings(kind.settings, "data source " + kind.name);
   } else {
     normalize_attrs(configured_data_source(c.data_source, source).settings, c.data_settings, "data");
   }
-  if (const json* b = top.child("batch")) {
-    ConfigSection s(*b, "batch", source);
-    s.number("labeled", c.batch_labeled, 1, 1e6);
-    s.number("unlabeled", c.batch_unlabeled, 0, 1e6);
-    s.number("shards", c.batch_shards, 1, 1024);
-  }
+  read_section<TrainConfig>(top, "batch", c, kClassifierBatchFields, source);
   read_optimizer_section(top, c, source);
   if (const json* l = top.child("lambda_schedule")) {
     if (!l->is_array()) fail(source, ": lambda_schedule must be an array of {epochs, scale}");
@@ -77,31 +87,22 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
     }
   }
   read_run_sections(top, c, source);
-  if (const json* e = top.child("eval")) {
-    ConfigSection s(*e, "eval", source);
-    s.number("every_epochs", c.eval_every_epochs, 1e-6, 1e9);
-    s.number("batch", c.eval_batch, 1, 1e6);
-    s.number("train_error_examples", c.train_error_examples, 0, 1e9);
-    s.number("recalibrate_statistics", c.recalibrate_statistics, 0, 1e9);
-  }
+  read_section<TrainConfig>(top, "eval", c, kClassifierEvalFields, source);
   return c;
 }
 
 json to_json(const TrainConfig& c) {
   json data = attributes_json(c.data_settings);
-  data.update({{"source", c.data_source}, {"dir", c.data_dir}, {"labeled", c.labeled}, {"validation", c.validation},
-               {"split_seed", c.split_seed}});
+  write_fields<TrainConfig>(data, c, kClassifierDataFields);
   json j = {
       {"kind", "classifier"},
       {"description", c.description},
       {"model", c.model},
       {"init_from", c.init_from},
       {"data", data},
-      {"batch", {{"labeled", c.batch_labeled}, {"unlabeled", c.batch_unlabeled}, {"shards", c.batch_shards}}},
+      {"batch", section_json<TrainConfig>(c, kClassifierBatchFields)},
       {"optimizer", optimizer_section_json(c)},
-      {"eval",
-       {{"every_epochs", c.eval_every_epochs}, {"batch", c.eval_batch}, {"train_error_examples", c.train_error_examples},
-        {"recalibrate_statistics", c.recalibrate_statistics}}},
+      {"eval", section_json<TrainConfig>(c, kClassifierEvalFields)},
   };
   write_run_sections(c, j);
   if (c.lambda_schedule) {

@@ -37,6 +37,17 @@ json data_section_json(const std::string& source, const std::string& dir, const 
   return j;
 }
 
+namespace {
+
+// The sections' fields (config_reader.h): read by parse_tree_config, written by to_json.
+const ConfigField<TreeConfig> kTreeBatchFields[] = {{"trees", &TreeConfig::batch_trees, 1, 1e6},
+                                                {"groups", &TreeConfig::batch_groups, 1, 1024}};
+const ConfigField<TreeConfig> kTreeEvalFields[] = {{"samples", &TreeConfig::eval_samples, 0, 1e4},
+                                               {"final_samples", &TreeConfig::final_samples, 0, 1e4},
+                                               {"train_trees", &TreeConfig::train_eval_trees, 0, 1e9}};
+
+}  // namespace
+
 TreeConfig parse_tree_config(const json& j, const std::string& source) {
   TreeConfig c;
   c.source = source;
@@ -52,11 +63,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
     fail(source, ": task: ", e.what());
   }
   read_data_section(top.child("data"), source, c.data_source, c.data_dir, c.data_settings, c.vocabulary);
-  if (const json* b = top.child("batch")) {
-    ConfigSection s(*b, "batch", source);
-    s.number("trees", c.batch_trees, 1, 1e6);
-    s.number("groups", c.batch_groups, 1, 1024);
-  }
+  read_section<TreeConfig>(top, "batch", c, kTreeBatchFields, source);
   read_optimizer_section(top, c, source);
   top.number_map("l2", c.l2, 0, 1e3);
   top.number("freeze_words_epochs", c.freeze_words_epochs, 0, 1e9);
@@ -69,12 +76,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
     }
   }
   read_run_sections(top, c, source);
-  if (const json* e = top.child("eval")) {
-    ConfigSection s(*e, "eval", source);
-    s.number("samples", c.eval_samples, 0, 1e4);
-    s.number("final_samples", c.final_samples, 0, 1e4);
-    s.number("train_trees", c.train_eval_trees, 0, 1e9);
-  }
+  read_section<TreeConfig>(top, "eval", c, kTreeEvalFields, source);
   return c;
 }
 
@@ -88,11 +90,11 @@ json to_json(const TreeConfig& c) {
       {"init_from", c.init_from},
       {"task", c.task},
       {"data", data_section_json(c.data_source, c.data_dir, c.data_settings, c.vocabulary)},
-      {"batch", {{"trees", c.batch_trees}, {"groups", c.batch_groups}}},
+      {"batch", section_json<TreeConfig>(c, kTreeBatchFields)},
       {"optimizer", optimizer_section_json(c)},
       {"l2", l2},
       {"freeze_words_epochs", c.freeze_words_epochs},
-      {"eval", {{"samples", c.eval_samples}, {"final_samples", c.final_samples}, {"train_trees", c.train_eval_trees}}},
+      {"eval", section_json<TreeConfig>(c, kTreeEvalFields)},
   };
   write_run_sections(c, j);
   if (c.lambda_schedule) {

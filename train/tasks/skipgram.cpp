@@ -17,6 +17,25 @@ namespace pens {
 
 using nlohmann::json;
 
+namespace {
+
+// The config's top-level fields (config_reader.h): read by parse_skipgram_config, written by to_json.
+const ConfigField<SkipgramConfig> kSkipgramFields[] = {
+    {"description", &SkipgramConfig::description},
+    {"dim", &SkipgramConfig::dim, 1, 1e5},
+    {"window", &SkipgramConfig::window, 1, 1e3},
+    {"negatives", &SkipgramConfig::negatives, 1, 1e3},
+    {"dropout", &SkipgramConfig::dropout, 0, 0.99},
+    {"batch", &SkipgramConfig::batch, 1, 1e6},
+    {"learning_rate", &SkipgramConfig::learning_rate, 0, 1e3},
+    {"epochs", &SkipgramConfig::epochs, 1, 1e6},
+    {"word_std", &SkipgramConfig::word_std, 1e-6, 1e3},
+    {"seed", &SkipgramConfig::seed, 0, kConfigHuge},
+    {"threads", &SkipgramConfig::threads, 0, 1024},
+    {"budget_minutes", &SkipgramConfig::budget_minutes, 0, 1e9}};
+
+}  // namespace
+
 SkipgramConfig parse_skipgram_config(const json& j, const std::string& source) {
   SkipgramConfig c;
   ConfigSection top(j, "", source);
@@ -24,30 +43,18 @@ SkipgramConfig parse_skipgram_config(const json& j, const std::string& source) {
   std::string task;
   top.string("task", task);
   if (task != "skipgram") fail(source, ": task must be \"skipgram\" for word-vector pre-training");
-  top.string("description", c.description);
+  read_fields<SkipgramConfig>(top, c, kSkipgramFields);
   read_data_section(top.child("data"), source, c.data_source, c.data_dir, c.data_settings, c.vocabulary);
-  top.number("dim", c.dim, 1, 1e5);
-  top.number("window", c.window, 1, 1e3);
-  top.number("negatives", c.negatives, 1, 1e3);
-  top.number("dropout", c.dropout, 0, 0.99);
-  top.number("batch", c.batch, 1, 1e6);
-  top.number("learning_rate", c.learning_rate, 0, 1e3);
-  top.number("epochs", c.epochs, 1, 1e6);
-  top.number("word_std", c.word_std, 1e-6, 1e3);
-  top.number("seed", c.seed, 0, kConfigHuge);
-  top.number("threads", c.threads, 0, 1024);
-  top.number("budget_minutes", c.budget_minutes, 0, 1e9);
   read_checkpoint_section(top, c, source);
   return c;
 }
 
 json to_json(const SkipgramConfig& c) {
-  return {{"task", "skipgram"}, {"description", c.description},
-          {"data", data_section_json(c.data_source, c.data_dir, c.data_settings, c.vocabulary)},
-          {"dim", c.dim}, {"window", c.window}, {"negatives", c.negatives}, {"dropout", c.dropout},
-          {"batch", c.batch}, {"learning_rate", c.learning_rate}, {"epochs", c.epochs},
-          {"word_std", c.word_std}, {"seed", c.seed}, {"threads", c.threads}, {"budget_minutes", c.budget_minutes},
-          {"checkpoint", checkpoint_section_json(c)}};
+  json j = {{"task", "skipgram"},
+            {"data", data_section_json(c.data_source, c.data_dir, c.data_settings, c.vocabulary)},
+            {"checkpoint", checkpoint_section_json(c)}};
+  write_fields<SkipgramConfig>(j, c, kSkipgramFields);
+  return j;
 }
 
 namespace {
