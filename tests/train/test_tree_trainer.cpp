@@ -352,6 +352,14 @@ TEST_CASE("skip-gram pre-training lowers its loss and leaves word vectors of the
   const Model a = load_model(dir / "unbroken/model.json"), b = load_model(dir / "resumed/model.json");
   const auto ea = a.values->value("E"), eb = b.values->value("E");
   for (int64_t i = 0; i < ea.size(); ++i) REQUIRE(ea[i] == eb[i]);
+  // Every CPU by default, as every kind of run: the vectors do not depend on the count.
+  CHECK(SkipgramConfig{}.threads == 0);
+  for (const int threads : {1, 3}) {
+    config.threads = threads;
+    pretrain_word_vectors(config, data, dir / cat("threads", threads), quiet);
+  }
+  const Model one = load_model(dir / "threads1/model.json"), three = load_model(dir / "threads3/model.json");
+  CHECK(std::ranges::equal(one.values->values(), three.values->values()));
 
   // A tree model starts from them: E has the same rows.
   TreeConfig tree;

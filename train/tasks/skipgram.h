@@ -31,7 +31,7 @@ struct SkipgramConfig {
   int64_t epochs = 5;
   double word_std = 0.5;
   uint64_t seed = 1;
-  int threads = 1;
+  int threads = 0;  // 0: every CPU this process may use (its bits do not depend on the count)
   double budget_minutes = 0;  // > 0: the run stops at the first step past it
   double checkpoint_every_epochs = 1;
   int64_t checkpoint_keep = 1;  // checkpoints kept on disk, the latest included
