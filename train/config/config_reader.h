@@ -8,14 +8,15 @@
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <string>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <variant>
 #include <vector>
 
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/data_source.h"
+#include "pens/models/treebank_source.h"
 #include "pens/ops/ir/attributes.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/ir/suggest.h"
@@ -203,10 +204,6 @@ nlohmann::json section_json(const Config& c, std::span<const ConfigField<Config>
   return section;
 }
 
-// The sections every kind of training config shares, read into and written from the
-// config's members of the same names, so that they cannot drift between kinds: run (the
-// length, budget, seeds and threads; steps_per_epoch for configs that count epochs in
-// steps) and checkpoint (cadence and how many are kept).
 // The checkpoint section (cadence and how many are kept), which every kind of run shares.
 template <class Config>
 std::vector<ConfigField<Config>> checkpoint_fields() {
@@ -221,8 +218,10 @@ nlohmann::json checkpoint_section_json(const Config& c) {
   return section_json<Config>(c, checkpoint_fields<Config>());
 }
 
-// The run section's fields of a config (steps_per_epoch for configs that count epochs in
-// steps).
+// The sections every kind of training config shares, read into and written from the
+// config's members of the same names, so that they cannot drift between kinds: run (the
+// length, budget, seeds and threads; steps_per_epoch for configs that count epochs in
+// steps) and checkpoint.
 template <class Config>
 std::vector<ConfigField<Config>> run_fields() {
   std::vector<ConfigField<Config>> f = {{"epochs", &Config::epochs, 1, 1e9},
@@ -250,6 +249,12 @@ void write_run_sections(const Config& c, nlohmann::json& j) {
 inline const DataSourceKind& configured_data_source(const std::string& kind, const std::string& source) {
   const DataSourceKind* found = DataSourceRegistry::global().find(kind);
   if (!found) fail(source, ": data.source: ", DataSourceRegistry::global().unknown(kind));
+  return *found;
+}
+// The same for a tree or skip-gram config's treebank source.
+inline const TreebankSourceKind& configured_treebank_source(const std::string& kind, const std::string& source) {
+  const TreebankSourceKind* found = TreebankSourceRegistry::global().find(kind);
+  if (!found) fail(source, ": data.source: ", TreebankSourceRegistry::global().unknown(kind));
   return *found;
 }
 
@@ -328,10 +333,11 @@ inline nlohmann::json schedule_json(const Schedule& sc, const std::string& max_n
 
 // The optimizer section classifier and tree configs share, read into and written from the
 // config's members of the same names: the kind and its own settings, the schedule, the
-// max-norm rule and the gradient transforms; a config with periodic restarts (a tree
-// config's restart_every_epochs and restart_before_epoch) reads those here too.
+// max-norm rule and the gradient transforms, and the fields of one kind of config alone
+// (`extra`: a tree config's periodic restarts).
 template <class Config>
-void read_optimizer_section(ConfigSection& top, Config& c, const std::string& source) {
+void read_optimizer_section(ConfigSection& top, Config& c, const std::string& source,
+                            std::span<const ConfigField<Config>> extra = {}) {
   const nlohmann::json* o = top.child("optimizer");
   if (!o) {
     normalize_attrs(configured_optimizer(c.optimizer, source).settings, c.optimizer_settings, "optimizer");
@@ -341,21 +347,16 @@ void read_optimizer_section(ConfigSection& top, Config& c, const std::string& so
   s.string("kind", c.optimizer);
   const OptimizerKind& kind = configured_optimizer(c.optimizer, source);
   read_schedule(s, c.schedule, c.max_norm_rule, source);
-  if constexpr (requires { c.restart_every_epochs; }) {
-    s.number("restart_every_epochs", c.restart_every_epochs, 0, 1e9);
-    s.number("restart_before_epoch", c.restart_before_epoch, 0, 1e9);
-  }
+  read_fields(s, c, extra);
   read_transforms(s, c.transforms, source);
   c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
 }
 
 template <class Config>
-nlohmann::json optimizer_section_json(const Config& c) {
+nlohmann::json optimizer_section_json(const Config& c, std::span<const ConfigField<Config>> extra = {}) {
   nlohmann::json o = attributes_json(c.optimizer_settings);
   o.update(schedule_json(c.schedule, c.max_norm_rule));
-  if constexpr (requires { c.restart_every_epochs; }) {
-    o.update({{"restart_every_epochs", c.restart_every_epochs}, {"restart_before_epoch", c.restart_before_epoch}});
-  }
+  write_fields(o, c, extra);
   o["kind"] = c.optimizer;
   o["transforms"] = transforms_json(c.transforms);
   return o;

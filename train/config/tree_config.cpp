@@ -1,7 +1,6 @@
 #include "pens/train/config/tree_config.h"
 
 #include "pens/models/sst.h"
-#include "pens/models/treebank_source.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/config/config_reader.h"
 #include "pens/train/optim/optimizer.h"
@@ -12,13 +11,8 @@ using nlohmann::json;
 
 void read_data_section(const json* section, const std::string& config, std::string& source, std::string& dir,
                        Attributes& settings, VocabularyPolicy& vocabulary) {
-  const auto kind_of = [&]() -> const TreebankSourceKind& {
-    const TreebankSourceKind* found = TreebankSourceRegistry::global().find(source);
-    if (!found) fail(config, ": data.source: ", TreebankSourceRegistry::global().unknown(source));
-    return *found;
-  };
   if (!section) {
-    normalize_attrs(kind_of().settings, settings, "data");
+    normalize_attrs(configured_treebank_source(source, config).settings, settings, "data");
     return;
   }
   ConfigSection s(*section, "data", config);
@@ -26,7 +20,7 @@ void read_data_section(const json* section, const std::string& config, std::stri
   s.string("dir", dir);
   s.number("min_count", vocabulary.min_count, 1, 1e9);
   s.boolean("lowercase", vocabulary.lowercase);
-  const TreebankSourceKind& kind = kind_of();
+  const TreebankSourceKind& kind = configured_treebank_source(source, config);
   settings = s.settings(kind.settings, "treebank source " + kind.name);
 }
 
@@ -42,6 +36,8 @@ namespace {
 // The sections' fields (config_reader.h): read by parse_tree_config, written by to_json.
 const ConfigField<TreeConfig> kTreeBatchFields[] = {{"trees", &TreeConfig::batch_trees, 1, 1e6},
                                                 {"groups", &TreeConfig::batch_groups, 1, 1024}};
+const ConfigField<TreeConfig> kTreeRestartFields[] = {{"restart_every_epochs", &TreeConfig::restart_every_epochs, 0, 1e9},
+                                                      {"restart_before_epoch", &TreeConfig::restart_before_epoch, 0, 1e9}};
 const ConfigField<TreeConfig> kTreeEvalFields[] = {{"samples", &TreeConfig::eval_samples, 0, 1e4},
                                                {"final_samples", &TreeConfig::final_samples, 0, 1e4},
                                                {"train_trees", &TreeConfig::train_eval_trees, 0, 1e9}};
@@ -64,7 +60,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   }
   read_data_section(top.child("data"), source, c.data_source, c.data_dir, c.data_settings, c.vocabulary);
   read_section<TreeConfig>(top, "batch", c, kTreeBatchFields, source);
-  read_optimizer_section(top, c, source);
+  read_optimizer_section<TreeConfig>(top, c, source, kTreeRestartFields);
   top.number_map("l2", c.l2, 0, 1e3);
   top.number("freeze_words_epochs", c.freeze_words_epochs, 0, 1e9);
   if (const json* l = top.child("lambda_schedule")) {
@@ -91,7 +87,7 @@ json to_json(const TreeConfig& c) {
       {"task", c.task},
       {"data", data_section_json(c.data_source, c.data_dir, c.data_settings, c.vocabulary)},
       {"batch", section_json<TreeConfig>(c, kTreeBatchFields)},
-      {"optimizer", optimizer_section_json(c)},
+      {"optimizer", optimizer_section_json<TreeConfig>(c, kTreeRestartFields)},
       {"l2", l2},
       {"freeze_words_epochs", c.freeze_words_epochs},
       {"eval", section_json<TreeConfig>(c, kTreeEvalFields)},

@@ -39,11 +39,7 @@ struct TreeConfig {
   // The learning rate (0.01), its warm-up, decay and annealing, and the momentum, as a
   // classifier's config spells them (train/optim/schedule.h); the restarts below and the
   // λ stages join it in TreeTask.
-  Schedule schedule = [] {
-    Schedule s;
-    s.learning_rate = 0.01;
-    return s;
-  }();
+  Schedule schedule{.learning_rate = 0.01};
   std::string max_norm_rule = "unit-incoming";  // for parameters with a max_norm (train/optim/constraints.h)
   // The optimizer restarts (AdaGrad: its sums of squares back to their initial value) at
   // the start of every epoch that is a multiple of restart_every_epochs (0: never), while
