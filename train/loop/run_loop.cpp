@@ -109,8 +109,10 @@ void RunLoop::run() {
     ++window_steps_;
     const int64_t done = step_ + 1;
     observer_.on_step(done, total_steps_, epoch_of(done), r.objective, folder_.seconds());
-    if (done % length_.eval_every == 0 || done == total_steps_) evaluate(done);
-    if (done < total_steps_) begin_stage(done);
+    if (done % length_.eval_every == 0 || done == total_steps_) {
+      evaluate(done);
+      if (done < total_steps_) begin_stage(done);  // stages begin where evaluations fall
+    }
     if (done % length_.checkpoint_every == 0 && !checkpoint(done)) {
       diverged_ = cat("training diverged by step ", done, ": a parameter or optimizer state value is not finite");
       step_ = done;

@@ -96,8 +96,9 @@ class RunTask {
   // A task whose run is a sequence of stages (pre-training's layers, one after another)
   // begins one at `step` when this returns a metrics line (its starting point, recorded
   // as an evaluation is), and returns null elsewhere. The loop asks at step 0 of a fresh
-  // run and after each evaluation, before that step's checkpoint, so that a resumed run
-  // is either before a stage's start or past it with its line kept.
+  // run and after each evaluation (so a stage starts where one falls), before that step's
+  // checkpoint, so that a resumed run is either before a stage's start or past it with
+  // its line kept.
   virtual nlohmann::json begin_stage(int64_t /*step*/) { return nullptr; }
   // On a resume, each evaluation line the run keeps from before its checkpoint, in order
   // (for a task whose summary draws on every evaluation, not the last and the best alone).

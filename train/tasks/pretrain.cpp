@@ -100,11 +100,9 @@ class PretrainTask : public RunTask {
   PretrainTask(const PretrainConfig& config, const Dataset& images, TrainObserver& observer);
 
   RunLength length() const override {
-    int64_t epochs = 0;  // the layers' one after another
-    for (const PretrainLayer& l : config_.layers) epochs += l.epochs;
     const int64_t steps = config_.steps_per_epoch;
     return {.steps_per_epoch = steps,
-            .epochs = epochs,
+            .epochs = starts_.back() / steps,  // the layers' one after another
             .eval_every = steps,
             .checkpoint_every = steps_in(config_.checkpoint_every_epochs, steps),
             .budget_minutes = config_.budget_minutes,
@@ -144,15 +142,10 @@ class PretrainTask : public RunTask {
     std::unique_ptr<Cycler> cycler;
   };
 
-  int64_t first_step(size_t layer) const {
-    int64_t s = 0;
-    for (size_t i = 0; i < layer; ++i) s += config_.layers[i].epochs * config_.steps_per_epoch;
-    return s;
-  }
+  int64_t first_step(size_t layer) const { return starts_[layer]; }
   size_t layer_at(int64_t step) const {  // the layer that step `step` trains
-    size_t k = 0;
-    while (k + 1 < config_.layers.size() && step >= first_step(k + 1)) ++k;
-    return k;
+    const auto after = std::upper_bound(starts_.begin() + 1, starts_.end() - 1, step);
+    return static_cast<size_t>(after - starts_.begin()) - 1;
   }
   // The current layer, set up when it is another: afresh (its start), or where the
   // checkpointed store holds it (a resumed run).
@@ -164,6 +157,7 @@ class PretrainTask : public RunTask {
   const PretrainConfig& config_;
   const Dataset& images_;
   TrainObserver& observer_;
+  std::vector<int64_t> starts_;  // the first step of each layer, then the run's length
   Model network_;
   std::string examples_;
   Dataset watched_images_;
@@ -175,7 +169,8 @@ class PretrainTask : public RunTask {
 };
 
 PretrainTask::PretrainTask(const PretrainConfig& config, const Dataset& images, TrainObserver& observer)
-    : config_(config), images_(images), observer_(observer) {
+    : config_(config), images_(images), observer_(observer), starts_{0} {
+  for (const PretrainLayer& l : config.layers) starts_.push_back(starts_.back() + l.epochs * config.steps_per_epoch);
   set_threads(config.threads);
   network_ = load_model(config.model);
   start_values(network_, config.init_seed, "");
