@@ -72,6 +72,27 @@ TreeTape::TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>&
   for (NodeId v : order) {
     if (shared[v]) shared_nodes.push_back(v);
   }
+  // A fuzzed parameter that only a bilinear's weight reads (CTN+F's T): the fuzz passes
+  // its gradient through unchanged (gaussian_noise: dx = dy), so the compose port's
+  // deferred weight gradient adds straight into the parameter's, and the shared tape
+  // neither zeroes a gradient for the fuzzed copy nor adds it over: two passes over T
+  // per tree saved. The parameter is frozen in the shared tape's graph alone.
+  std::vector<NodeId> frozen_in_shared;
+  const auto ports_read = [&](NodeId v) { return reach[0][v] || reach[1][v] || reach[2][v]; };
+  for (NodeId s : shared_nodes) {
+    const std::vector<NodeId> in = cell.inputs(s);
+    const std::vector<NodeId> readers = cell.consumers(s);
+    if (cell[s].op->name != "gaussian_noise" || in.size() != 1 || readers.size() != 1) continue;
+    const NodeId p = in[0], b = readers[0];
+    const std::vector<NodeId> param_readers = cell.consumers(p);
+    if (!is_param(cell[p]) || cell[p].has(kFrozen) ||
+        std::any_of(param_readers.begin(), param_readers.end(), [&](NodeId c) { return c != s && ports_read(c); })) {
+      continue;  // a node the ports run reads the parameter too (a clean parent, which no port reads, may)
+    }
+    if (cell[b].op->name != "bilinear" || cell.inputs(b)[1] != s || !reach[1][b] || reach[0][b] || reach[2][b]) continue;
+    gradient_into_param_[cell[s].name] = cell[p].name;
+    frozen_in_shared.push_back(p);
+  }
   if (!shared_nodes.empty()) {
     std::vector<char> keep(cell.size(), 0);
     for (NodeId s : shared_nodes) {
@@ -81,11 +102,13 @@ TreeTape::TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>&
     std::vector<NodeId> to_new;
     Graph g = copy_subgraph(cell, keep, &to_new);
     for (NodeId s : shared_nodes) g.set_flag(to_new[s], kOutput);
+    for (NodeId p : frozen_in_shared) g.set_flag(to_new[p], kFrozen);
     const std::vector<ValueInfo> info = verify(g);
     for (NodeId s : shared_nodes) {
       shared_info[s] = info[to_new[s]];
       shared_names_.push_back(cell[s].name);
-      shared_grads_.emplace_back(static_cast<size_t>(info[to_new[s]].shape.numel()), 0.0f);
+      const bool through = gradient_into_param_.contains(cell[s].name);
+      shared_grads_.emplace_back(through ? 0 : static_cast<size_t>(info[to_new[s]].shape.numel()), 0.0f);
     }
     shared_ = std::make_unique<Tape<float>>(g, params_);
   }
@@ -126,7 +149,14 @@ TreeTape::TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>&
       }
     }
     g.set_flag(g.at(port->out), kOutput);
-    if (p == 1) defer_weight_gradients(*port);
+    if (p == 1) {
+      defer_weight_gradients(*port);
+      for (const auto& [fuzzed, param] : gradient_into_param_) {
+        const bool deferred = std::any_of(port->deferred.begin(), port->deferred.end(),
+                                          [&](const Port::Deferred& d) { return d.weight == fuzzed; });
+        if (!deferred) fail("TreeTape: the gradient of '", fuzzed, "' was to go into '", param, "' but is not deferred");
+      }
+    }
     if (leaf) {
       // The leaf port draws its noise once per tree, so its streams are set here, as
       // unroll_tree sets them for its "leaves" instance; then, as a tree's graph does, it
@@ -352,8 +382,10 @@ void TreeTape::backward() {
   level_tapes_[0]->backward_from(leaf_->out, std::span<const float>(vector_grads_).first(static_cast<size_t>(end * dim_)));
   if (!shared_) return;
   std::vector<Tape<float>::Seed> seeds;
-  for (size_t k = 0; k < shared_names_.size(); ++k) seeds.push_back({shared_names_[k], shared_grads_[k]});
-  shared_->backward_from(seeds);
+  for (size_t k = 0; k < shared_names_.size(); ++k) {
+    if (!gradient_into_param_.contains(shared_names_[k])) seeds.push_back({shared_names_[k], shared_grads_[k]});
+  }
+  if (!seeds.empty()) shared_->backward_from(seeds);
 }
 
 void TreeTape::add_deferred_weight_gradients() {
@@ -377,8 +409,9 @@ void TreeTape::add_deferred_weight_gradients() {
       row += width;
     }
     float* dt = nullptr;
-    if (d.param) {
-      const ParamEntry& e = params_.at(d.weight);
+    const auto into = gradient_into_param_.find(d.weight);
+    if (d.param || into != gradient_into_param_.end()) {
+      const ParamEntry& e = params_.at(d.param ? d.weight : into->second);
       dt = (grads_.empty() ? params_.grads() : grads_).data() + e.offset;
     } else {
       const auto at = std::find(shared_names_.begin(), shared_names_.end(), d.weight) - shared_names_.begin();

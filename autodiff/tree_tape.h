@@ -79,6 +79,8 @@ class TreeTape {
   std::unique_ptr<Tape<float>> shared_;  // null when nothing depends on parameters alone
   std::vector<std::string> shared_names_;  // the shared values the ports read
   std::vector<std::vector<float>> shared_grads_;  // their gradients, summed over the ports
+  // Shared values whose gradient goes straight into a parameter's: fuzzed value -> parameter.
+  std::map<std::string, std::string> gradient_into_param_;
   std::unique_ptr<Port> leaf_, compose_, scores_port_;
   std::map<int64_t, std::unique_ptr<Tape<float>>> losses_;  // by labeled count
   std::span<float> grads_;

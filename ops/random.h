@@ -94,6 +94,10 @@ class NoiseStream {
   // out[i] = sigma * N(0, 1) of element first + i, Box-Muller on pairs of words.
   template <class T>
   void normal(T* out, int64_t n, T sigma, int64_t first = 0) const;
+  // out[i] = x[i] + sigma * N(0, 1) of element first + i: the same draw added to x in the
+  // pass that makes it (out may be x).
+  template <class T>
+  void add_normal(const T* x, T* out, int64_t n, T sigma, int64_t first = 0) const;
   // The same as normal(out, n, sigma, first), on the calling thread (for the many small
   // draws of lookup noise).
   template <class T>

@@ -101,9 +101,8 @@ struct GaussianNoise {
   template <class T>
   static void forward(const KernelArgs<T>& args) {
     const auto sigma = static_cast<T>(args.attr().get_float("sigma"));
-    draw_rows(args, [&](int64_t at, int64_t n, int64_t first) { args.noise.normal(args.out.data + at, n, sigma, first); });
-    parallel_ranges(args.out.size(), [&](int64_t begin, int64_t n) {
-      args.out.arr().segment(begin, n) += args.in[0].arr().segment(begin, n);
+    draw_rows(args, [&](int64_t at, int64_t n, int64_t first) {
+      args.noise.add_normal(args.in[0].data + at, args.out.data + at, n, sigma, first);
     });
   }
   template <class T>

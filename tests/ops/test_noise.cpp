@@ -2,6 +2,8 @@
 // statistics the noise processes promise.
 #include <doctest/doctest.h>
 
+#include <Eigen/Core>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -79,6 +81,37 @@ TEST_CASE("chunked draws are the per-block draws, tails included") {
     CHECK(mask_mismatches == 0);
     CHECK(noise_mismatches == 0);
   }
+}
+
+// The stream's bits: Box-Muller with Eigen's vectorized log, sqrt, sin and cos over the
+// words, as the first chunked generator computed it. ops/random.cpp computes sin and cos
+// together (one range reduction for both, where Eigen makes one for each) and must keep
+// these bits; add_normal adds the same draw to x.
+TEST_CASE("normal draws are Box-Muller with Eigen's functions bit for bit, and add_normal adds the same draw") {
+  const NoiseStream s(NoiseKey{21, 5, 3}, 404);
+  constexpr int64_t kFirst = 300, kCount = 5000;
+  std::vector<float> noise(kCount), base(kCount), added(kCount);
+  s.normal(noise.data(), kCount, 0.25f, kFirst);
+  for (int64_t e = 0; e < kCount; ++e) base[static_cast<size_t>(e)] = 0.001f * static_cast<float>(e) - 2.0f;
+  s.add_normal(base.data(), added.data(), kCount, 0.25f, kFirst);
+  Eigen::ArrayXf u(kCount), theta(kCount);
+  for (int64_t e = 0; e < kCount; ++e) {
+    const Block b = s.block(static_cast<uint64_t>(kFirst + e) / 4);
+    const int pair = static_cast<int>((kFirst + e) % 4) / 2;
+    u[e] = static_cast<float>(word_to_unit(b[static_cast<size_t>(2 * pair)]));
+    theta[e] = static_cast<float>(6.283185307179586 * word_to_unit(b[static_cast<size_t>(2 * pair + 1)]));
+  }
+  const Eigen::ArrayXf r = (-2.0f * u.log()).sqrt();
+  const Eigen::ArrayXf cos = r * theta.cos(), sin = r * theta.sin();
+  int64_t mismatches = 0, added_mismatches = 0;
+  for (int64_t e = 0; e < kCount; ++e) {
+    const float want = 0.25f * ((kFirst + e) % 2 == 0 ? cos[e] : sin[e]);
+    const auto i = static_cast<size_t>(e);
+    mismatches += noise[i] != want;
+    added_mismatches += added[i] != base[i] + want;
+  }
+  CHECK(mismatches == 0);
+  CHECK(added_mismatches == 0);
 }
 
 TEST_CASE("large draws, split across threads, do not depend on the thread count") {
