@@ -308,7 +308,10 @@ void NoiseStream::add_normal(const T* x, T* out, int64_t n, T sigma, int64_t fir
   for_each_span(first, n, [&](int64_t base, int64_t lo, int64_t hi) {
     T z[kSpan];
     normal_span(*this, base, z);
-    for (int64_t e = lo; e < hi; ++e) out[e - first] = x[e - first] + sigma * z[e - base];
+    // Scaled in a loop of its own: x + sigma * z in one expression may be contracted to a
+    // fused multiply-add, one rounding where normal() and an add make two.
+    for (int64_t e = lo; e < hi; ++e) z[e - base] *= sigma;
+    for (int64_t e = lo; e < hi; ++e) out[e - first] = x[e - first] + z[e - base];
   });
 }
 

@@ -107,7 +107,22 @@ struct Affine {
     auto gy = args.gout.mat();
     if (args.gin[0]) gemm(args.gin[0].mat(), gy, args.in[1].mat().transpose(), true);
     if (args.gin[1]) gemm(args.gin[1].mat(), args.in[0].mat().transpose(), gy, true);
-    if (args.gin[2]) args.gin[2].mat(1, args.gin[2].size()).row(0) += gy.colwise().sum();
+    if (args.gin[2]) add_column_sums(gy, args.gin[2].data);
+  }
+  // b's gradient: dst[j] += Σ_r dy[r, j], the same bits wherever dst lies. Eigen sums the
+  // columns that fill whole aligned packets of its destination one way and the rest
+  // another (a different order of adds), so adding into an array whose alignment varied
+  // from run to run (a tree tape's gradient of a fuzzed bias) gave other bits each run.
+  // The sums are made in an aligned block, as for an aligned destination, then added.
+  template <class M, class T>
+  static void add_column_sums(const M& gy, T* dst) {
+    constexpr int64_t kBlock = 256;  // a multiple of every packet size
+    Eigen::Matrix<T, 1, kBlock> sums;
+    for (int64_t j = 0; j < gy.cols(); j += kBlock) {
+      const int64_t w = std::min(kBlock, gy.cols() - j);
+      sums.head(w) = gy.middleCols(j, w).colwise().sum();
+      Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(dst + j, w) += sums.head(w);
+    }
   }
   static void check(CheckBuilder& b) {
     const auto x = b.real({3, 4});

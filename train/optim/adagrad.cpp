@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "pens/ops/ir/error.h"
 #include "pens/ops/ir/memory.h"
 #include "pens/ops/parallel.h"
@@ -13,6 +17,29 @@
 namespace pens {
 
 namespace {
+
+// sum += g², θ -= η g / (sqrt(sum) + ε) over n elements. Written as a plain loop, std::sqrt
+// (which may set errno) kept the compiler from vectorizing it, and the update took a
+// fifth of a subspace model's step. The AVX-512 path computes what the loop computes:
+// the sum as one fused multiply-add (as the compiler contracts the loop's), then an
+// exact square root and division.
+void adagrad_update(float* theta, const float* g, float* sum, int64_t n, float eta, float epsilon) {
+  int64_t i = 0;
+#if defined(__AVX512F__) && defined(__FMA__)
+  const __m512 rate = _mm512_set1_ps(eta), eps = _mm512_set1_ps(epsilon);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 gi = _mm512_loadu_ps(g + i);
+    const __m512 s = _mm512_fmadd_ps(gi, gi, _mm512_loadu_ps(sum + i));
+    _mm512_storeu_ps(sum + i, s);
+    const __m512 step = _mm512_div_ps(_mm512_mul_ps(rate, gi), _mm512_add_ps(_mm512_sqrt_ps(s), eps));
+    _mm512_storeu_ps(theta + i, _mm512_sub_ps(_mm512_loadu_ps(theta + i), step));
+  }
+#endif
+  for (; i < n; ++i) {
+    sum[i] += g[i] * g[i];
+    theta[i] -= eta * g[i] / (std::sqrt(sum[i]) + epsilon);
+  }
+}
 
 class AdaGrad : public Optimizer {
  public:
@@ -39,11 +66,9 @@ class AdaGrad : public Optimizer {
     float* theta = params_.values().data();
     const float* g = params_.grads().data();
     float* sum = squares_.data();
-    parallel_ranges(static_cast<int64_t>(squares_.size()), [&](int64_t begin, int64_t n) {
-      for (int64_t i = begin; i < begin + n; ++i) {
-        sum[i] += g[i] * g[i];
-        theta[i] -= eta * g[i] / (std::sqrt(sum[i]) + epsilon_);
-      }
+    const float epsilon = epsilon_;
+    parallel_ranges(static_cast<int64_t>(squares_.size()), [=](int64_t begin, int64_t n) {
+      adagrad_update(theta + begin, g + begin, sum + begin, n, eta, epsilon);
     });
   }
 
