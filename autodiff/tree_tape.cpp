@@ -89,7 +89,8 @@ TreeTape::TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>&
         std::any_of(param_readers.begin(), param_readers.end(), [&](NodeId c) { return c != s && ports_read(c); })) {
       continue;  // a node the ports run reads the parameter too (a clean parent, which no port reads, may)
     }
-    if (cell[b].op->name != "bilinear" || cell.inputs(b)[1] != s || !reach[1][b] || reach[0][b] || reach[2][b]) continue;
+    if (cell[b].op->name != "bilinear" || cell.inputs(b)[1] != s) continue;
+    if (!reach[1][b] || reach[0][b] || reach[2][b]) continue;  // the compose port's alone
     gradient_into_param_[cell[s].name] = cell[p].name;
     frozen_in_shared.push_back(p);
   }
@@ -154,7 +155,9 @@ TreeTape::TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>&
       for (const auto& [fuzzed, param] : gradient_into_param_) {
         const bool deferred = std::any_of(port->deferred.begin(), port->deferred.end(),
                                           [&](const Port::Deferred& d) { return d.weight == fuzzed; });
-        if (!deferred) fail("TreeTape: the gradient of '", fuzzed, "' was to go into '", param, "' but is not deferred");
+        if (!deferred) {
+          fail("TreeTape: the gradient of '", fuzzed, "' was to go into '", param, "' but is not deferred");
+        }
       }
     }
     if (leaf) {

@@ -27,8 +27,10 @@ double best_seconds(int reps, const Draw& draw) {
 }
 
 void report(const char* draw, int64_t elements, double seconds, float checksum) {
-  std::printf("{\"side\": \"pens\", \"draw\": \"%s\", \"elements\": %lld, \"per_s\": %.0f, \"ns_each\": %.3f, \"checksum\": %.6g}\n",
-              draw, static_cast<long long>(elements), elements / seconds, 1e9 * seconds / elements, checksum);
+  std::printf(
+      "{\"side\": \"pens\", \"draw\": \"%s\", \"elements\": %lld, \"per_s\": %.0f, \"ns_each\": %.3f, "
+      "\"checksum\": %.6g}\n",
+      draw, static_cast<long long>(elements), elements / seconds, 1e9 * seconds / elements, checksum);
 }
 
 }  // namespace
@@ -64,10 +66,12 @@ int main(int argc, char** argv) {
   });
   report("philox_words", blocks * 4 * pens::NoiseStream::kChunk, philox, static_cast<float>(sink & 0xff));
 
-  const double normal = best_seconds(reps, [&](uint64_t step) { stream(step).normal(out.data(), elements, 0.02f); });
+  const double normal =
+      best_seconds(reps, [&](uint64_t step) { stream(step).normal(out.data(), elements, 0.02f); });
   report("normal", elements, normal, out[elements / 2]);
 
-  const double mask = best_seconds(reps, [&](uint64_t step) { stream(step).bernoulli(out.data(), elements, 0.5, 2.0f); });
+  const double mask =
+      best_seconds(reps, [&](uint64_t step) { stream(step).bernoulli(out.data(), elements, 0.5, 2.0f); });
   report("bernoulli", elements, mask, out[elements / 2]);
   return 0;
 }
