@@ -41,10 +41,15 @@ class ArenaCache {
     return cache;
   }
 
+  // A buffer at most twice the size asked for: a tape keeps its arena for as long as it
+  // lives, and a tree run's many small tapes, compiled now and then for a new level width,
+  // once took the tens of megabytes an evaluation's forest had given back, each for good
+  // (a CTN run grew by about 95 MB an epoch).
   Buffer take(size_t n) {
     auto best = buffers_.end();
     for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
-      if (it->capacity() >= n && (best == buffers_.end() || it->capacity() < best->capacity())) best = it;
+      const size_t capacity = it->capacity();
+      if (capacity >= n && capacity <= 2 * n && (best == buffers_.end() || capacity < best->capacity())) best = it;
     }
     if (best == buffers_.end()) return {};
     Buffer out = std::move(*best);

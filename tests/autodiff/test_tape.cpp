@@ -1,7 +1,10 @@
 #include <doctest/doctest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
+#include <thread>
 
+#include "pens/autodiff/arena_cache.h"
 #include "pens/autodiff/tape.h"
 #include "pens/models/mlp.h"
 #include "pens/ops/parallel.h"
@@ -105,6 +108,22 @@ TEST_CASE("a tape compiled after another is destroyed starts from zeros, as on a
       if (next.grad(name).data) CHECK(next.grad(name).arr().abs().sum() == 0);
     }
   }
+}
+
+TEST_CASE("a cached arena goes to a tape only when it is at most twice the size asked for") {
+  // A tape keeps its arena while it lives: a small tape that took a forest's arena of tens
+  // of megabytes kept it, and a tree run's memory grew with every evaluation. On a thread
+  // of its own, whose cache starts empty.
+  std::thread([] {
+    using Cache = ArenaCache<float>;
+    constexpr size_t kLarge = size_t{1} << 22;  // 16 MB, given back
+    Cache::give_back(Cache::Buffer(kLarge, 1.0f));
+    const Cache::Buffer small = Cache::zeros(1000);
+    CHECK(small.capacity() <= 2000);
+    const Cache::Buffer reused = Cache::zeros(kLarge * 3 / 4);
+    CHECK(reused.capacity() == kLarge);
+    CHECK(std::all_of(reused.begin(), reused.end(), [](float x) { return x == 0.0f; }));
+  }).join();
 }
 
 TEST_CASE("the arena is allocated once: steady-state steps allocate nothing and buffers stay put") {
