@@ -152,11 +152,11 @@ TreeTape::TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>&
     g.set_flag(g.at(port->out), kOutput);
     if (p == 1) {
       defer_weight_gradients(*port);
-      for (const auto& [fuzzed, param] : gradient_into_param_) {
+      for (const auto& into : gradient_into_param_) {
         const bool deferred = std::any_of(port->deferred.begin(), port->deferred.end(),
-                                          [&](const Port::Deferred& d) { return d.weight == fuzzed; });
+                                          [&](const Port::Deferred& d) { return d.weight == into.first; });
         if (!deferred) {
-          fail("TreeTape: the gradient of '", fuzzed, "' was to go into '", param, "' but is not deferred");
+          fail("TreeTape: the gradient of '", into.first, "' was to go into '", into.second, "' but is not deferred");
         }
       }
     }
