@@ -257,6 +257,10 @@ TEST_CASE("pre-training configs: errors name the field") {
                     doctest::Contains("blur"));
   CHECK_THROWS_WITH(parse(R"({"model": "m", "layers": [{"node": "a1", "corruption": [{"kind": "mask", "q": 0.5}]}]})"),
                     doctest::Contains("layers[0].corruption/0"));
+  // A parameters-only kind on the corrupted input (the config fuzzer's find: the input was
+  // a node without an op, and checking its kind read through a null pointer).
+  CHECK_THROWS_WITH(parse(R"({"model": "m", "layers": [{"node": "a1", "corruption": [{"kind": "fuzz"}]}]})"),
+                    doctest::Contains("applies to parameters only"));
   CHECK_THROWS_WITH(parse(R"({"model": "m", "layers": [{"node": "a1"}], "optimizer": {"momentum": 1.5}})"),
                     doctest::Contains("optimizer.momentum"));
   CHECK_THROWS_WITH(

@@ -1,5 +1,6 @@
 #include "pens/train/config/pretrain_config.h"
 
+#include "pens/ops/registry.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/config/config_reader.h"
 
@@ -45,6 +46,7 @@ PretrainConfig parse_pretrain_config(const json& j, const std::string& source) {
     if (const json* noise = s.child("corruption")) {
       Node input;  // corruption applies to a real input
       input.name = where + ".corruption";
+      input.op = &OpRegistry::global().at("input");
       layer.autoencoder.corruption = read_noise_list(*noise, source, where + ".corruption", input);
     }
     c.layers.push_back(std::move(layer));
