@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -73,6 +74,13 @@ std::pair<double, double> root_accuracy_first_and_last(const PreparedRun& run) {
   for (std::string line; std::getline(metrics, line);) lines.push_back(nlohmann::json::parse(line));
   REQUIRE(lines.size() == 8);
   return {lines.front()["train_root_accuracy"].get<double>(), lines.back()["train_root_accuracy"].get<double>()};
+}
+
+// The same for a tree config written into a folder, trained into the folder's out/.
+std::pair<double, double> root_accuracy_first_and_last(const std::filesystem::path& config) {
+  RunOptions options;
+  options.out = config.parent_path() / "out";
+  return root_accuracy_first_and_last(prepare_run(config, options));
 }
 
 std::string source(const std::string& path) {
@@ -356,9 +364,7 @@ TEST_CASE("a registered model family: a tree cell of one's own trains on a treeb
   write_file_atomically(dir / "rnn.json", R"({"kind": "trees", "task": "fine", "model": "rnn.model.json",
   "data": {"dir": "."}, "batch": {"trees": 10}, "optimizer": {"learning_rate": 0.1},
   "freeze_words_epochs": 1, "run": {"epochs": 8, "threads": 1}, "eval": {"train_trees": 200}})");
-  RunOptions options;
-  options.out = dir / "out";
-  const std::pair<double, double> accuracy = root_accuracy_first_and_last(prepare_run(dir / "rnn.json", options));
+  const std::pair<double, double> accuracy = root_accuracy_first_and_last(dir / "rnn.json");
   const double first = accuracy.first, last = accuracy.second;  // clang 14's CHECK captures no bindings
   MESSAGE("root accuracy on the training trees: epoch 1 ", first, ", epoch 8 ", last);
   CHECK(last > first + 0.1);
@@ -423,9 +429,7 @@ TEST_CASE("a registered treebank source: sentences labeled as a whole train a tr
   write_file_atomically(dir / "rnn.json", R"({"kind": "trees", "task": "fine", "model": "rnn.model.json",
   "data": {"source": "sentences", "dir": "."}, "batch": {"trees": 10}, "optimizer": {"learning_rate": 0.1},
   "run": {"epochs": 8, "threads": 1}, "eval": {"train_trees": 300}})");
-  RunOptions options;
-  options.out = dir / "out";
-  const std::pair<double, double> accuracy = root_accuracy_first_and_last(prepare_run(dir / "rnn.json", options));
+  const std::pair<double, double> accuracy = root_accuracy_first_and_last(dir / "rnn.json");
   const double first = accuracy.first, last = accuracy.second;  // clang 14's CHECK captures no bindings
   MESSAGE("labeled sentences, root accuracy on the training trees: epoch 1 ", first, ", epoch 8 ", last);
   CHECK(last > first + 0.1);
