@@ -22,7 +22,8 @@
 #                       authors); scaled: leaves E[word], every weight drawn around zero
 #   --optimizer O       plain (default): AdaGrad with its defaults; authors: the authors'
 #                       AdaGrad (epsilon 1e-3 added to the root, sums of squares started
-#                       at 1e-3 and reset every 9 epochs before epoch 250); the table in
+#                       at 1e-3 and reset every 9 epochs before epoch 250, the learning
+#                       rate times 0.99 per epoch from epoch 250 on); the table in
 #                       docs/results-history.md: authors for CTN+S and CTN+F+S, plain for the rest
 #   --lowercase         words that differ only in case are one word (data.lowercase),
 #                       as in the authors' code; default: words matched exactly
@@ -72,7 +73,7 @@ if [[ $optimizer != plain && $optimizer != authors ]]; then
 fi
 adagrad=""
 [[ $optimizer == authors ]] &&
-  adagrad=', "epsilon": 1e-3, "initial_accumulator": 1e-3, "restart_every_epochs": 9, "restart_before_epoch": 250'
+  adagrad=', "epsilon": 1e-3, "initial_accumulator": 1e-3, "restart_every_epochs": 9, "restart_before_epoch": 250, "decay": 0.99, "decay_start_epoch": 250'
 if [[ $report_only == 0 ]]; then
   scripts/check-sst.sh "$data"
   data=$(cd "$data" && pwd)  # the cells' configs name it: a path in a config is read from the config's folder

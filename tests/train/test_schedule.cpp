@@ -63,6 +63,29 @@ TEST_CASE("annealing holds the rate, then brings it linearly to zero, where it s
   CHECK(r.learning_rate_at(145) == doctest::Approx(0.002 * 0.5));
 }
 
+TEST_CASE("a decay that starts at an epoch leaves the rate alone before it, restarts or not") {
+  // The authors' tree runs: AdaGrad restarted every 9 epochs before epoch 250, the rate
+  // times 0.99 per epoch from 250 on.
+  Schedule s{.learning_rate = 0.01, .decay = 0.99, .decay_start_epoch = 250};
+  s.restarts = periodic_restarts(9, 250, 400);
+  CHECK(s.origin_at(249) == 243);
+  CHECK(s.learning_rate_at(0) == 0.01);
+  CHECK(s.learning_rate_at(100.5) == 0.01);
+  CHECK(s.learning_rate_at(249.9) == 0.01);
+  CHECK(s.learning_rate_at(250) == doctest::Approx(0.01));
+  CHECK(s.learning_rate_at(251) == doctest::Approx(0.01 * 0.99));
+  CHECK(s.learning_rate_at(399.5) == doctest::Approx(0.01 * std::pow(0.99, 149.5)));
+  // A restart after the start takes the decay's clock back to the restart, as before.
+  Schedule late = s;
+  late.restarts = {{.epoch = 300}};
+  CHECK(late.learning_rate_at(299) == doctest::Approx(0.01 * std::pow(0.99, 49)));
+  CHECK(late.learning_rate_at(310) == doctest::Approx(0.01 * std::pow(0.99, 10)));
+  // Without a start the decay counts from the run's start, as it always has.
+  s.decay_start_epoch = 0;
+  s.restarts.clear();
+  CHECK(s.learning_rate_at(20) == doctest::Approx(0.01 * std::pow(0.99, 20)));
+}
+
 TEST_CASE("a restart starts the warm-up, decay and momentum ramp again, from its own learning rate") {
   Schedule s = authors_schedule();
   s.restarts = {{.epoch = 10}, {.epoch = 40, .learning_rate = 0.05}};

@@ -306,6 +306,7 @@ inline void read_schedule(ConfigSection& s, Schedule& sc, std::string& max_norm_
   s.number("learning_rate", sc.learning_rate, 0, 1e3);
   s.number("warmup_epochs", sc.warmup_epochs, 0, 1e6);
   s.number("decay", sc.decay, 0, 1);
+  s.number("decay_start_epoch", sc.decay_start_epoch, 0, 1e6);
   s.number("anneal_start_epoch", sc.anneal_start_epoch, 0, 1e6);
   s.number("anneal_end_epoch", sc.anneal_end_epoch, 0, 1e6);
   if (sc.anneal_end_epoch > 0 && !(sc.anneal_start_epoch < sc.anneal_end_epoch)) {
@@ -325,7 +326,8 @@ inline void read_schedule(ConfigSection& s, Schedule& sc, std::string& max_norm_
 
 inline nlohmann::json schedule_json(const Schedule& sc, const std::string& max_norm_rule) {
   return {{"learning_rate", sc.learning_rate},     {"warmup_epochs", sc.warmup_epochs},
-          {"decay", sc.decay},                     {"anneal_start_epoch", sc.anneal_start_epoch},
+          {"decay", sc.decay},                     {"decay_start_epoch", sc.decay_start_epoch},
+          {"anneal_start_epoch", sc.anneal_start_epoch},
           {"anneal_end_epoch", sc.anneal_end_epoch}, {"momentum_start", sc.momentum_start},
           {"momentum_end", sc.momentum_end},       {"momentum_epochs", sc.momentum_epochs},
           {"max_norm_rule", max_norm_rule}};

@@ -44,7 +44,8 @@ struct ResumableFields {
   std::vector<std::string> free = {"/description", "/run/epochs", "/run/budget_minutes", "/run/threads",
                                    "/checkpoint/keep"};
   std::vector<std::string> schedule = {"/optimizer/learning_rate",      "/optimizer/warmup_epochs",
-                                       "/optimizer/decay",              "/optimizer/anneal_start_epoch",
+                                       "/optimizer/decay",              "/optimizer/decay_start_epoch",
+                                       "/optimizer/anneal_start_epoch",
                                        "/optimizer/anneal_end_epoch",   "/optimizer/momentum_start",
                                        "/optimizer/momentum_end",       "/optimizer/momentum_epochs"};
 };

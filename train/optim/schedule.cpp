@@ -26,12 +26,14 @@ double Schedule::origin_at(double epoch) const {
 
 double Schedule::learning_rate_at(double epoch) const {
   const Restart* r = restart_at(restarts, epoch);
-  const double t = r ? epoch - r->epoch : epoch;
+  const double origin = r ? r->epoch : 0.0;
+  const double t = epoch - origin;
+  const double decayed = std::max(0.0, epoch - std::max(origin, decay_start_epoch));
   const double warm = warmup_epochs > 0 ? std::min(1.0, t / warmup_epochs) : 1.0;
   const double anneal =
       anneal_end_epoch > 0 ? std::clamp((anneal_end_epoch - t) / (anneal_end_epoch - anneal_start_epoch), 0.0, 1.0)
                            : 1.0;
-  return (r ? r->learning_rate.value_or(learning_rate) : learning_rate) * warm * std::pow(decay, t) * anneal;
+  return (r ? r->learning_rate.value_or(learning_rate) : learning_rate) * warm * std::pow(decay, decayed) * anneal;
 }
 
 double Schedule::momentum_at(double epoch) const {

@@ -25,13 +25,16 @@ struct Restart {
 };
 
 struct Schedule {
-  // η_t = η₀ · min(1, τ / warmup_epochs) · decay^τ · anneal(τ), with τ = t − the last
-  // restart at or before t (0 without one) and η₀ that restart's learning rate (else
+  // η_t = η₀ · min(1, τ / warmup_epochs) · decay^δ · anneal(τ), with τ = t − the last
+  // restart at or before t (0 without one), δ = t − the later of that restart and
+  // decay_start_epoch (0 before it), and η₀ that restart's learning rate (else
   // learning_rate); anneal is 1 up to anneal_start_epoch, falls linearly to 0 at
   // anneal_end_epoch and stays 0 (the ladder paper's schedule); off while the end is 0.
+  // The authors' tree runs: decay 0.99 from epoch 250, after their last restart.
   double learning_rate = 0.1;
   double warmup_epochs = 0;
   double decay = 1;
+  double decay_start_epoch = 0;
   double anneal_start_epoch = 0;
   double anneal_end_epoch = 0;
   // μ_t = momentum_start → momentum_end linearly over momentum_epochs of τ
