@@ -11,7 +11,10 @@
 #
 #   --seeds LIST        comma-separated run seeds per cell (default 1,2,3)
 #   --tasks LIST        from fine, binary (default both)
-#   --methods LIST      from ctn, ctn+f, ctn+s, ctn+f+s (default all four)
+#   --methods LIST      from ctn, ctn+f, ctn+s, ctn+f+s (default all four), and past the
+#                       paper tree-lstm: examples/sst/tree-lstm.model.json, the
+#                       constituency Tree-LSTM, with Tai et al.'s AdaGrad 0.05, 25 trees
+#                       a step and l2 1e-4 (--cell does not apply to it)
 #   --epochs E          epochs per run (default 400, the paper's)
 #   --budget-minutes M  wall-clock budget per run (default: none)
 #   --eval-samples K    subspace draws averaged at each epoch's evaluation (default 50);
@@ -92,15 +95,35 @@ if [[ $report_only == 0 ]]; then
       cell="$runs/$task-$method"
       mkdir -p "$cell"
       "$pens" new ctn --sst "$data" --classes "$classes" "${options[@]}" --output "$cell/model.json" 2>/dev/null
+      batch=27 rate=$lr
+      l2='"T": '$l2w', "Ml": '$l2w', "Mr": '$l2w', "m": '$l2w', "C": 2e-4, "c": 2e-4, "E": 2e-4'
+      if [[ $method == tree-lstm ]]; then
+        # The shipped model file, its word table and classifier sized as the CTN's for this
+        # task and vocabulary; Tai et al.'s settings: AdaGrad 0.05, 25 trees, l2 1e-4.
+        python3 - "$cell/model.json" examples/sst/tree-lstm.model.json <<'PY'
+import json, sys
+ctn = {p["name"]: p["shape"] for p in json.load(open(sys.argv[1]))["parameters"]}
+model = json.load(open(sys.argv[2]))
+for p in model["parameters"]:
+    if p["name"] == "E":
+        p["shape"][0] = ctn["E"][0]
+    elif p["name"] == "C":
+        p["shape"][1] = ctn["C"][1]
+    elif p["name"] == "c_out":
+        p["shape"][0] = ctn["c"][0]
+json.dump(model, open(sys.argv[1], "w"), indent=1)
+PY
+        batch=25 rate=0.05 l2='"Wx": 1e-4, "Ul": 1e-4, "Ur": 1e-4, "C": 1e-4, "E": 1e-4'
+      fi
       cat > "$cell/config.json" <<JSON
 {
   "description": "Table 2, $method on the $task task",
   "model": "model.json",
   "task": "$task",
   "data": {"dir": "$data", "min_count": 1, "lowercase": $lowercase},
-  "batch": {"trees": 27},
-  "optimizer": {"kind": "adagrad", "learning_rate": $lr$adagrad},
-  "l2": {"T": $l2w, "Ml": $l2w, "Mr": $l2w, "m": $l2w, "C": 2e-4, "c": 2e-4, "E": 2e-4},
+  "batch": {"trees": $batch},
+  "optimizer": {"kind": "adagrad", "learning_rate": $rate$adagrad},
+  "l2": {$l2},
   "run": {"epochs": $epochs, "budget_minutes": $budget, "threads": $threads},
   "eval": {"samples": $samples, "train_trees": 500}
 }

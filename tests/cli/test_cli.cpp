@@ -684,6 +684,17 @@ TEST_CASE("tree models from the command line: new, inspect one tree, train on a 
   CHECK(eval.out.find("root accuracy") != std::string::npos);
 }
 
+// A tree architecture written as a model file alone, with no C++ of its own: its gradients
+// (dropout's masks replayed from their keys) match finite differences in double precision.
+TEST_CASE("pens gradcheck passes on the shipped Tree-LSTM, over a tree with leaves at several heights") {
+  const Run r = pens_cli("gradcheck " + pens::testing::source_dir() +
+                         "/examples/sst/tree-lstm.model.json --tree '(3 (2 a) (4 (1 (2 b) (3 c)) (0 d)))'");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("parameter elements") != std::string::npos);
+  CHECK(r.out.find(": ok\n") != std::string::npos);
+}
+
 TEST_CASE("a lowercased vocabulary from the command line: pens new ctn sizes E, pens eval must be told") {
   pens::testing::TempDir dir;
   const std::string trees = "(3 (2 The) (4 (4 good) (2 film)))\n(1 (2 the) (0 (0 bad) (2 FILM)))\n";

@@ -16,10 +16,12 @@
 #include "pens/models/ctn.h"
 #include "pens/models/sst.h"
 #include "pens/ops/parallel.h"
+#include "pens/serialization/model_file.h"
 #include "pens/train/loop/step.h"
 #include "pens/train/optim/optimizer.h"
 #include "pens/train/tasks/tree_model.h"
 #include "tests/support/helpers.h"
+#include "tests/support/paths.h"
 
 namespace test_tree_step {
 
@@ -138,6 +140,53 @@ TEST_CASE("a grouped tree step's gradient is the sum of its trees', whatever the
           for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double{std::abs(got[i] - expected.grads[i])});
           CHECK(worst <= 1e-5 * largest);
         }
+      }
+    }
+  }
+  set_threads(1);
+}
+
+// A cell written as a model file alone (examples/sst/tree-lstm.model.json: a state of
+// two parts sliced apart, five gates, dropout on the word vectors and before the
+// classifier) trains on TreeTapes with the gradient of its graphs. Its parameters are not
+// perturbed per tree, so a group's trees run as one forest keyed by its last tree: one
+// group is the step's forest; four groups of the step's four trees are its trees.
+TEST_CASE("the shipped Tree-LSTM's grouped step has the gradient of its forest's or trees' graphs") {
+  Model model = load_model(pens::testing::source_dir() + "/examples/sst/tree-lstm.model.json");
+  ParamStore<float> params(model.graph);
+  params.initialize(model.graph, 3);
+  const std::vector<SentimentTree> bank = random_trees(8, params.at("E").shape[0], 13, 12);
+  const TreeModel tm(model, SentimentTask::Fine, 1.0 / 4);
+  CHECK(tm.word_tables() == std::vector<std::string>{"E"});
+  CHECK_FALSE(tm.per_tree_parameters());
+  for (const size_t groups : {1, 4}) {
+    for (const int threads : {1, 2}) {
+      CAPTURE(groups);
+      CAPTURE(threads);
+      set_threads(threads);
+      auto sgd = make_optimizer("sgd", params, {});
+      Step step(params, *sgd, {}, 5);
+      TreeStepGraphs graphs;
+      for (int64_t s = 0; s < 2; ++s) {
+        const StepTrees step_of = step_trees(bank, s, 4);
+        Reference expected;
+        if (groups == 4) {
+          expected = tree_by_tree(tm, params, step_of.trees, step_of.examples, 5, s);
+        } else {
+          const Forest forest = make_forest(step_of.trees);
+          expected = tree_by_tree(tm, params, {&forest.nodes}, {step_of.examples.back()}, 5, s);
+        }
+        graphs.assign(tm, params, step_of.trees, step_of.examples, 1.0, groups);
+        const StepResult r = graphs.run(step, {.step = s, .learning_rate = 0.0, .momentum = 0});
+        REQUIRE(r.finite);
+        CHECK(r.objective == doctest::Approx(expected.objective).epsilon(1e-5));
+        const std::span<const float> got = params.grads();
+        float largest = 0;
+        for (float g : expected.grads) largest = std::max(largest, std::abs(g));
+        REQUIRE(largest > 0);
+        double worst = 0;
+        for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double{std::abs(got[i] - expected.grads[i])});
+        CHECK(worst <= 1e-5 * largest);
       }
     }
   }

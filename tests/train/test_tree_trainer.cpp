@@ -312,6 +312,14 @@ TEST_CASE("docs/trees.md's config table names every field the parser reads, with
   CHECK(defaults_checked >= 20);
 }
 
+// The page teaches writing a tree architecture from the shipped file; they must not drift.
+TEST_CASE("docs/trees.md shows the shipped Tree-LSTM model file as it is") {
+  const std::string model = read_file(pens::testing::source_dir() + "/examples/sst/tree-lstm.model.json", 1 << 20);
+  const std::string page = read_file(pens::testing::source_dir() + "/docs/trees.md", 1 << 20);
+  REQUIRE(model.find("\"tree\"") != std::string::npos);
+  CHECK(page.find("```json\n" + model + "```\n") != std::string::npos);
+}
+
 TEST_CASE("skip-gram pre-training lowers its loss and leaves word vectors of the configured spread") {
   TempDir dir;
   const TreeData data = make_treebank(dir, 150, 20, 5, 9);
