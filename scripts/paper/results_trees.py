@@ -127,6 +127,25 @@ def curves(runs_dir):
     return out
 
 
+def drawn_curves(data):
+    """The curves an earlier report drew ({(task, method): {epoch: (dev, train)}}, from its
+    .tsv): a cell whose runs are not under RUNS_DIR keeps its curve, as it keeps its record."""
+    if not data.exists():
+        return {}
+    lines = data.read_text().splitlines()
+    columns = lines[0].lstrip("# ").split("\t")[1:]
+    out = {}
+    for i in range(0, len(columns), 2):
+        task, method = columns[i].removesuffix(" dev").split("-", 1)
+        points = {}
+        for line in lines[1:]:
+            fields = line.split("\t")
+            if fields[1 + i] != "?":
+                points[int(fields[0])] = (float(fields[1 + i]), float(fields[2 + i]))
+        out[(task, method)] = points
+    return out
+
+
 def draw_curves(cell_curves, image):
     """Writes image's .tsv (one column pair a cell, '?' where it has no epoch) and, where
     gnuplot is installed, the image: fine and binary side by side, dev solid, training
@@ -255,7 +274,11 @@ def main():
     else:
         text = text.rstrip("\n") + "\n\n" + section
     md_path.write_text(text)
-    draw_curves(curves(sys.argv[1]), md_path.parent / "img" / "table2-curves.png")
+    image = md_path.parent / "img" / "table2-curves.png"
+    measured_curves = curves(sys.argv[1])
+    kept = drawn_curves(image.with_suffix(".tsv"))
+    draw_curves({key: measured_curves.get(key) or kept[key] for key in PAPER if key in measured_curves or key in kept},
+                image)
 
 
 if __name__ == "__main__":

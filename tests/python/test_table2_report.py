@@ -108,3 +108,19 @@ def test_the_learning_curves_average_the_seeds_at_the_epochs_all_reached(tmp_pat
     assert lines[0] == "# epoch\tfine-ctn+s dev\tfine-ctn+s train\tbinary-ctn dev\tbinary-ctn train"
     # The fine cell stops where its shorter run stops.
     assert lines[1:] == ["1\t31.00\t21.00\t70.00\t75.00", "2\t35.00\t25.00\t80.00\t85.00", "3\t?\t?\t81.00\t90.00"]
+
+
+def test_a_cell_whose_runs_are_gone_keeps_its_curve_and_a_new_cell_gains_one(tmp_path):
+    img = tmp_path / "docs" / "img"
+    img.mkdir(parents=True)
+    # An earlier report's curves, from runs this machine no longer has.
+    (img / "table2-curves.tsv").write_text("# epoch\tfine-ctn dev\tfine-ctn train\n1\t39.00\t42.00\n2\t41.50\t48.00\n")
+    runs = tmp_path / "runs"
+    finished_run(runs / "fine-tree-lstm" / "seed1", 0.46)
+    (runs / "fine-tree-lstm" / "seed1" / "metrics.jsonl").write_text(
+        json.dumps({"epoch": 1.0, "dev_root_accuracy": 0.45, "train_root_accuracy": 0.51}) + "\n")
+    records = report(runs, tmp_path / "docs" / "results.md", tmp_path / "docs" / "results.json", "table2.sh")
+    assert records[("fine", "tree-lstm")]["paper"] == 51.0  # Tai, Socher and Manning's figure
+    lines = (img / "table2-curves.tsv").read_text().splitlines()
+    assert lines == ["# epoch\tfine-ctn dev\tfine-ctn train\tfine-tree-lstm dev\tfine-tree-lstm train",
+                     "1\t39.00\t42.00\t45.00\t51.00", "2\t41.50\t48.00\t?\t?"]
