@@ -5,7 +5,7 @@
 # tables of docs/results.md from every finished run under the runs folder.
 #
 #   scripts/paper/table2.sh [--seeds LIST] [--tasks LIST] [--methods LIST] [--epochs E]
-#                     [--budget-minutes M] [--cell C] [--optimizer O] [--lowercase]
+#                     [--budget-minutes M] [--patience P] [--cell C] [--optimizer O] [--lowercase]
 #                     [--eval-samples K] [--jobs J] [--data-dir DIR]
 #                     [--runs DIR] [--report-only]
 #
@@ -17,6 +17,8 @@
 #                       a step and l2 1e-4 (--cell does not apply to it)
 #   --epochs E          epochs per run (default 400, the paper's)
 #   --budget-minutes M  wall-clock budget per run (default: none)
+#   --patience P        end a run once its best dev epoch is P epochs old (run.patience_epochs;
+#                       default 0: every run takes its --epochs); such a run counts as done
 #   --eval-samples K    subspace draws averaged at each epoch's evaluation (default 50);
 #                       with fewer, the best dev epoch's model is evaluated again with
 #                       50 when the run ends (eval.final_samples), the figure reported
@@ -42,7 +44,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 invocation="scripts/paper/table2.sh $*"
 
-seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 samples=50 jobs=2
+seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 patience=0 samples=50 jobs=2
 model_cell=authors optimizer=plain lowercase=false
 data=../shared/data/sst runs=runs/table2 report_only=0
 pens="${PENS:-build/pens}"  # another binary (a copy, while build/ is rebuilt)
@@ -53,6 +55,7 @@ while [[ $# -gt 0 ]]; do
     --methods) methods="$2"; shift 2 ;;
     --epochs) epochs="$2"; shift 2 ;;
     --budget-minutes) budget="$2"; shift 2 ;;
+    --patience) patience="$2"; shift 2 ;;
     --eval-samples) samples="$2"; shift 2 ;;
     --cell) model_cell="$2"; shift 2 ;;
     --optimizer) optimizer="$2"; shift 2 ;;
@@ -124,7 +127,7 @@ PY
   "batch": {"trees": $batch},
   "optimizer": {"kind": "adagrad", "learning_rate": $rate$adagrad},
   "l2": {$l2},
-  "run": {"epochs": $epochs, "budget_minutes": $budget, "threads": $threads},
+  "run": {"epochs": $epochs, "budget_minutes": $budget, "patience_epochs": $patience, "threads": $threads},
   "eval": {"samples": $samples, "train_trees": 500}
 }
 JSON
@@ -135,10 +138,12 @@ JSON
     for task in ${tasks//,/ }; do
       for method in ${methods//,/ }; do
         out="$runs/$task-$method/seed$seed"
-        # Done: finished all its epochs. A run stopped by its budget resumes from its checkpoint.
+        # Done: finished all its epochs, or ended by its patience. A run stopped by its budget
+        # resumes from its checkpoint.
         if [[ -f $out/summary.json ]] && python3 -c 'import json, sys
 s = json.load(open(sys.argv[1]))
-sys.exit(0 if s.get("status") == "finished" and s.get("epochs", 0) >= float(sys.argv[2]) else 1)' \
+done = s.get("epochs", 0) >= float(sys.argv[2]) or "stopped_early" in s
+sys.exit(0 if s.get("status") == "finished" and done else 1)' \
              "$out/summary.json" "$epochs"; then
           continue
         fi

@@ -436,6 +436,40 @@ TEST_CASE("a resumed run's clock goes on from its checkpoint's: its minutes and 
   }));
 }
 
+// A learning rate of 0 keeps the validation error where the first evaluation found it: the
+// best stays at epoch 1, and the patience decides where the run ends.
+TEST_CASE("a run ends once its best validation error is run.patience_epochs old, and a resume keeps to it") {
+  testing::TempDir dir;
+  TrainConfig config = small_config(write_small_model(dir));
+  config.schedule.learning_rate = 0;
+  config.epochs = 10;
+  config.checkpoint_every_epochs = 1;
+  config.patience_epochs = 2;
+  Quiet quiet;
+  const TrainSummary stopped = train(config, small_data(), dir / "run", quiet);
+  CHECK(stopped.json["status"] == "finished");
+  CHECK(stopped.json["steps"] == 150);
+  CHECK(stopped.json["stopped_early"] == json{{"epoch", 3.0}, {"best_epoch", 1.0}, {"patience_epochs", 2.0}});
+  CHECK(metrics_of(dir / "run/metrics.jsonl").size() == 3);
+  CHECK(std::filesystem::exists(dir / "run/model.json"));
+  CHECK(std::ranges::any_of(quiet.messages, [](const std::string& m) {
+    return m.find("no better validation error for 2 epochs (patience 2): stopping at epoch 3, the best at epoch 1") !=
+           std::string::npos;
+  }));
+  // Resumed as it was, it trains no further; with more patience it goes on.
+  const TrainSummary again = train(config, small_data(), dir / "run", quiet, /*resume=*/true);
+  CHECK(again.json["steps"] == 150);
+  CHECK(metrics_of(dir / "run/metrics.jsonl").size() == 3);
+  config.patience_epochs = 4;
+  const TrainSummary longer = train(config, small_data(), dir / "run", quiet, /*resume=*/true);
+  CHECK(longer.json["steps"] == 250);
+  CHECK(longer.json["stopped_early"]["epoch"] == 5.0);
+  // Without patience the run takes its length.
+  config.patience_epochs = 0;
+  config.epochs = 4;
+  CHECK_FALSE(train(config, small_data(), dir / "whole", quiet).json.contains("stopped_early"));
+}
+
 TEST_CASE("a run resumes from a checkpoint an earlier pens wrote (format 1), and says its draws differ") {
   testing::TempDir dir;
   TrainConfig config = two_epochs_into_run(dir);

@@ -230,6 +230,7 @@ std::vector<ConfigField<Config>> run_fields() {
                                         {"init_seed", &Config::init_seed, 0, kConfigHuge},
                                         {"threads", &Config::threads, 0, 1024}};
   if constexpr (requires { &Config::steps_per_epoch; }) f.push_back({"steps_per_epoch", &Config::steps_per_epoch, 1, 1e9});
+  if constexpr (requires { &Config::patience_epochs; }) f.push_back({"patience_epochs", &Config::patience_epochs, 0, 1e9});
   return f;
 }
 

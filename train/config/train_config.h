@@ -72,6 +72,9 @@ struct TrainConfig {
   int64_t epochs = 600;
   int64_t steps_per_epoch = 250;
   double budget_minutes = 0;
+  // > 0: the run ends after an evaluation once its best validation error is this many
+  // epochs old (train/loop/run_loop.h, RunLength::patience_epochs).
+  double patience_epochs = 0;
   uint64_t seed = 1;       // noise keys and batch order
   uint64_t init_seed = 1;  // parameter initialization, when the model file holds no values
   int threads = 0;  // 0: every CPU this process may use (ops/parallel.h)

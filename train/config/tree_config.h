@@ -57,6 +57,7 @@ struct TreeConfig {
   std::optional<std::vector<LambdaStage>> lambda_schedule;
   int64_t epochs = 400;
   double budget_minutes = 0;
+  double patience_epochs = 0;  // > 0: the run ends once its best dev epoch is this many epochs old
   uint64_t seed = 1;
   uint64_t init_seed = 1;
   int threads = 0;  // 0: every CPU this process may use

@@ -36,13 +36,13 @@ struct Resume {
 };
 
 // The fields of a config (JSON pointers into the form its to_json writes) that a resumed
-// run may change: `free` ones silently (the description, the run's length, budget and
-// threads, how many checkpoints are kept), `schedule` ones reported as changes (the
+// run may change: `free` ones silently (the description, the run's length, budget,
+// patience and threads, how many checkpoints are kept), `schedule` ones reported as changes (the
 // optimizer's schedule: what a user lowers to get past a divergence). The defaults are
 // the sections pens train's configs share (train/config/config_reader.h).
 struct ResumableFields {
-  std::vector<std::string> free = {"/description", "/run/epochs", "/run/budget_minutes", "/run/threads",
-                                   "/checkpoint/keep"};
+  std::vector<std::string> free = {"/description", "/run/epochs", "/run/budget_minutes", "/run/patience_epochs",
+                                   "/run/threads", "/checkpoint/keep"};
   std::vector<std::string> schedule = {"/optimizer/learning_rate",      "/optimizer/warmup_epochs",
                                        "/optimizer/decay",              "/optimizer/decay_start_epoch",
                                        "/optimizer/anneal_start_epoch",

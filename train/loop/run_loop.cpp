@@ -94,6 +94,7 @@ bool RunLoop::out_of_budget() const {
 }
 
 void RunLoop::run() {
+  if (step_ > 0 && out_of_patience(step_)) return;  // resumed where its patience ran out
   for (; step_ < total_steps_; ++step_) {
     if (out_of_budget()) {
       observer_.on_message(cat("wall-clock budget of ", length_.budget_minutes, " minutes reached at step ", step_,
@@ -111,6 +112,10 @@ void RunLoop::run() {
     observer_.on_step(done, total_steps_, epoch_of(done), r.objective, folder_.seconds());
     if (done % length_.eval_every == 0 || done == total_steps_) {
       evaluate(done);
+      if (out_of_patience(done)) {
+        step_ = done;  // finish() checkpoints here, so a resume does not train on
+        return;
+      }
       if (done < total_steps_) begin_stage(done);  // stages begin where evaluations fall
     }
     if (done % length_.checkpoint_every == 0 && !checkpoint(done)) {
@@ -119,6 +124,19 @@ void RunLoop::run() {
       return;
     }
   }
+}
+
+// Every process holds the same evaluations, so all stop at the same step.
+bool RunLoop::out_of_patience(int64_t done) {
+  if (length_.patience_epochs <= 0 || done >= total_steps_ || !best_.is_object() || !best_.contains("step")) {
+    return false;
+  }
+  const double best_epoch = epoch_of(best_["step"].get<int64_t>()), now = epoch_of(done);
+  if (now - best_epoch < length_.patience_epochs - 1e-9) return false;
+  stopped_early_ = {{"epoch", now}, {"best_epoch", best_epoch}, {"patience_epochs", length_.patience_epochs}};
+  observer_.on_message(cat("no better validation error for ", now - best_epoch, " epochs (patience ",
+                           length_.patience_epochs, "): stopping at epoch ", now, ", the best at epoch ", best_epoch));
+  return true;
 }
 
 void RunLoop::evaluate(int64_t done) {
@@ -178,6 +196,7 @@ TrainSummary RunLoop::finish() {
   s["parameters"] = task_.model().values->numel();
   s["processes"] = comm_ ? comm_->size() : 1;
   if (summary.diverged) s["message"] = diverged_;
+  if (!stopped_early_.is_null()) s["stopped_early"] = stopped_early_;
   if (!folder_.resume_changes().is_null()) s["changed_on_resume"] = folder_.resume_changes();
   task_.summarize(s, last_, best_);
   folder_.write_summary(s);

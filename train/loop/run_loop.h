@@ -37,6 +37,10 @@ struct RunLength {
   int64_t eval_every = 1;        // steps between evaluations (and one at the end)
   int64_t checkpoint_every = 1;  // steps between checkpoints (and one at the end)
   double budget_minutes = 0;     // > 0: the run stops at the first step past it
+  // > 0: the run ends after an evaluation that finds its best one (by validation error)
+  // this many epochs or more behind it; it then finishes as a run that reached its length
+  // does, and its summary says so ("stopped_early").
+  double patience_epochs = 0;
   int64_t checkpoint_keep = 1;   // checkpoints kept on disk, the latest included
   uint64_t seed = 0;             // recorded in checkpoints
   // Whether evaluations choose a best model (best.model.json, by validation error); false
@@ -52,13 +56,15 @@ int64_t steps_in(double epochs, int64_t steps_per_epoch);
 // every `eval_every` steps.
 template <class Config>
 RunLength run_length_of(const Config& config, int64_t steps_per_epoch, int64_t eval_every) {
-  return {.steps_per_epoch = steps_per_epoch,
-          .epochs = config.epochs,
-          .eval_every = eval_every,
-          .checkpoint_every = steps_in(config.checkpoint_every_epochs, steps_per_epoch),
-          .budget_minutes = config.budget_minutes,
-          .checkpoint_keep = config.checkpoint_keep,
-          .seed = config.seed};
+  RunLength length{.steps_per_epoch = steps_per_epoch,
+                   .epochs = config.epochs,
+                   .eval_every = eval_every,
+                   .checkpoint_every = steps_in(config.checkpoint_every_epochs, steps_per_epoch),
+                   .budget_minutes = config.budget_minutes,
+                   .checkpoint_keep = config.checkpoint_keep,
+                   .seed = config.seed};
+  if constexpr (requires { config.patience_epochs; }) length.patience_epochs = config.patience_epochs;
+  return length;
 }
 
 // The training since the last evaluation.
@@ -144,6 +150,7 @@ class RunLoop {
  private:
   double epoch_of(int64_t step) const;
   bool out_of_budget() const;
+  bool out_of_patience(int64_t done);
   void evaluate(int64_t done);
   void begin_stage(int64_t step);
   bool checkpoint(int64_t done);
@@ -160,6 +167,7 @@ class RunLoop {
   double best_error_;
   nlohmann::json best_ = nullptr, last_ = nullptr;
   std::string diverged_;
+  nlohmann::json stopped_early_ = nullptr;  // set by out_of_patience
 };
 
 template <class MakeTask>
