@@ -193,6 +193,65 @@ TEST_CASE("the shipped Tree-LSTM's grouped step has the gradient of its forest's
   set_threads(1);
 }
 
+// Evaluation averages sampled subspaces on TreeTapes of the sampling cell; each tree's
+// mean probabilities are its sampled graphs' to the bit, whatever the threads.
+TEST_CASE("sampled evaluation on TreeTapes gives the probabilities of each tree's sampled graphs, and their counts") {
+  constexpr int64_t kVocab = 30;
+  constexpr int64_t kDraws = 4;
+  constexpr uint64_t kSeed = 11;
+  const std::vector<SentimentTree> bank = random_trees(12, kVocab, 21, 15);
+  for (const std::string kind : {"ctn+s", "ctn+f+s"}) {
+    CAPTURE(kind);
+    Model model = build_ctn(spec_of(kind, kVocab, 6));
+    ParamStore<float> params(model.graph);
+    params.initialize(model.graph, 3);
+    const TreeModel tm(model, SentimentTask::Fine);
+    const std::unique_ptr<TreeTape> tape = tm.sampling_tape(params);
+    int64_t roots_right = 0, nodes_right = 0, nodes = 0;
+    bool draws_differ = false;
+    for (size_t t = 0; t < bank.size(); ++t) {
+      const SentimentTree& tree = bank[t];
+      const UnrolledTree u = tm.sampling_tree(tree);
+      std::vector<double> expected(static_cast<size_t>(tree.size() * 5), 0.0);
+      std::vector<float> first_draw;
+      for (int64_t draw = 0; draw < kDraws; ++draw) {
+        Tape<float> graph(u.graph, params);
+        tm.feed(graph, u, tree, false);
+        graph.set_noise_key({.seed = kSeed, .step = static_cast<uint64_t>(draw), .example = t + 1});
+        graph.forward();
+        const TensorView<const float> v = graph.value(u.scores);
+        if (draw == 0) first_draw.assign(v.data, v.data + v.size());
+        draws_differ = draws_differ || !std::equal(first_draw.begin(), first_draw.end(), v.data);
+        for (int64_t i = 0; i < tree.size(); ++i) {
+          for (int64_t k = 0; k < 5; ++k) {
+            expected[static_cast<size_t>(i * 5 + k)] += v.data[u.row_of[static_cast<size_t>(i)] * 5 + k];
+          }
+        }
+      }
+      std::vector<double> got;
+      tm.sampled_probabilities(*tape, tree, kDraws, kSeed, t + 1, got);
+      CHECK(got == expected);
+      for (int64_t i = 0; i < tree.size(); ++i) {
+        const auto begin = expected.begin() + i * 5;
+        const bool right = std::max_element(begin, begin + 5) - begin == tree.label[static_cast<size_t>(i)];
+        ++nodes;
+        nodes_right += right;
+        if (i == tree.root()) roots_right += right;
+      }
+    }
+    CHECK(draws_differ);
+    for (const int threads : {1, 2}) {
+      set_threads(threads);
+      const TreeEvaluation e = tm.evaluate(params, bank, kDraws, kSeed);
+      CHECK(e.roots == static_cast<int64_t>(bank.size()));
+      CHECK(e.roots_right == roots_right);
+      CHECK(e.nodes == nodes);
+      CHECK(e.nodes_right == nodes_right);
+    }
+  }
+  set_threads(1);
+}
+
 // Sentences of up to 40 words and n = 20: levels wide enough for the products' packed
 // paths, and a fuzzed bias whose gradient array lies wherever the allocator puts it (its
 // sums once depended on that alignment, so that even two runs on one thread differed).

@@ -1,7 +1,10 @@
 #include "pens/train/tasks/tree_model.h"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <string>
 
 #include "pens/graph/infer.h"
 #include "pens/graph/noise.h"
@@ -186,52 +189,135 @@ void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const Sent
   }
 }
 
-void TreeModel::evaluate_chunk(ParamStore<float>& params, const std::vector<const SentimentTree*>& members,
-                               int64_t samples, uint64_t seed, size_t first, bool fold_to_binary,
-                               TreeEvaluation& e) const {
+namespace {
+// The chunks' tallies of an evaluation, added into `e` (counts add up the same in any
+// order), or the first chunk's error thrown.
+void add_tallies(const std::vector<std::string>& errors, const std::vector<TreeEvaluation>& tallies,
+                 TreeEvaluation& e) {
+  for (const std::string& error : errors) {
+    if (!error.empty()) throw Error(error);
+  }
+  for (const TreeEvaluation& t : tallies) {
+    e.roots += t.roots, e.roots_right += t.roots_right, e.nodes += t.nodes, e.nodes_right += t.nodes_right;
+    for (size_t i = 0; i < e.confusion.size(); ++i) {
+      for (size_t j = 0; j < e.confusion.size(); ++j) e.confusion[i][j] += t.confusion[i][j];
+    }
+  }
+}
+}  // namespace
+
+void TreeModel::tally(const SentimentTree& tree, std::span<const double> scores, bool probabilities,
+                      bool fold_to_binary, TreeEvaluation& e) const {
   const SentimentTask task = fold_to_binary ? SentimentTask::Binary : task_;
-  const bool sampled = samples > 0;
+  for (int64_t i = 0; i < tree.size(); ++i) {
+    const int32_t label = task_label(task, tree.label[static_cast<size_t>(i)]);
+    if (label < 0) continue;
+    const auto begin = scores.begin() + i * classes_;
+    auto predicted = static_cast<int32_t>(std::max_element(begin, begin + classes_) - begin);
+    if (fold_to_binary) {
+      // Positive when classes 3 and 4 are likelier than 0 and 1 together (the parent's
+      // scores through a softmax first; the shared factor of its sum cancels).
+      const double top = begin[predicted];
+      const auto p = [&](int k) { return probabilities ? begin[k] : std::exp(begin[k] - top); };
+      predicted = p(3) + p(4) > p(0) + p(1) ? 1 : 0;
+    }
+    ++e.nodes;
+    e.nodes_right += predicted == label;
+    if (i == tree.root()) {
+      ++e.roots;
+      e.roots_right += predicted == label;
+      ++e.confusion[static_cast<size_t>(label)][static_cast<size_t>(predicted)];
+    }
+  }
+}
+
+void TreeModel::evaluate_forest(ParamStore<float>& params, const std::vector<const SentimentTree*>& members,
+                                bool fold_to_binary, TreeEvaluation& e) const {
   const Forest f = make_forest(members);
-  UnrolledTree unrolled = sampled ? sampling_tree(f.nodes) : unroll(f.nodes);
-  if (!sampled) unrolled.graph = build_inference(unrolled.graph);
-  const std::string& out = unrolled.scores;
+  UnrolledTree unrolled = unroll(f.nodes);
+  unrolled.graph = build_inference(unrolled.graph);
   Tape<float> tape(unrolled.graph, params);
   feed(tape, unrolled, f.nodes, false);
-  const int64_t rows = f.nodes.size();
-  std::vector<double> probs(static_cast<size_t>(rows * classes_), 0.0);
-  for (int64_t draw = 0; draw < (sampled ? samples : 1); ++draw) {
-    tape.set_noise_key({.seed = seed, .step = static_cast<uint64_t>(draw), .example = first + 1});
-    tape.forward();
-    const TensorView<const float> v = tape.value(out);
-    for (int64_t k = 0; k < rows * classes_; ++k) {
-      // Sampled: probabilities, summed; parent: scores, whose argmax is the softmax's.
-      probs[static_cast<size_t>(k)] = (sampled ? probs[static_cast<size_t>(k)] : 0.0) + v.data[k];
-    }
-  }
+  tape.forward();
+  const TensorView<const float> v = tape.value(unrolled.scores);
+  std::vector<double> scores;
   for (size_t t = 0; t < members.size(); ++t) {
     const SentimentTree& tree = *members[t];
+    scores.resize(static_cast<size_t>(tree.size() * classes_));
     for (int64_t i = 0; i < tree.size(); ++i) {
-      const int32_t label = task_label(task, tree.label[static_cast<size_t>(i)]);
-      if (label < 0) continue;
       const int64_t r = unrolled.row_of[static_cast<size_t>(f.offsets[t] + i)];
-      const auto begin = probs.begin() + r * classes_;
-      auto predicted = static_cast<int32_t>(std::max_element(begin, begin + classes_) - begin);
-      if (fold_to_binary) {
-        // Positive when classes 3 and 4 are likelier than 0 and 1 together (the parent's
-        // scores through a softmax first; the shared factor of its sum cancels).
-        const double top = begin[predicted];
-        const auto p = [&](int k) { return sampled ? begin[k] : std::exp(begin[k] - top); };
-        predicted = p(3) + p(4) > p(0) + p(1) ? 1 : 0;
-      }
-      ++e.nodes;
-      e.nodes_right += predicted == label;
-      if (i == tree.root()) {
-        ++e.roots;
-        e.roots_right += predicted == label;
-        ++e.confusion[static_cast<size_t>(label)][static_cast<size_t>(predicted)];
-      }
+      std::copy_n(v.data + r * classes_, classes_, scores.begin() + i * classes_);
+    }
+    tally(tree, scores, false, fold_to_binary, e);
+  }
+}
+
+std::unique_ptr<TreeTape> TreeModel::sampling_tape(ParamStore<float>& params) const {
+  if (!sampling_cell_) fail("the model samples no subspaces: it has no sampling cell");
+  return std::make_unique<TreeTape>(*sampling_cell_, sampling_ports_, params, 1.0);
+}
+
+void TreeModel::sampled_probabilities(TreeTape& tape, const SentimentTree& tree, int64_t samples, uint64_t seed,
+                                      uint64_t example, std::vector<double>& probs) const {
+  std::vector<int32_t> no_labels(static_cast<size_t>(tree.size()), -1);  // forward() stops at the scores
+  for (int64_t i = 0; i < tree.size(); ++i) {
+    if (tree.is_leaf(i) && tree.word_id[static_cast<size_t>(i)] < 0) {
+      fail("tree at line ", tree.line, ": words have no vocabulary ids (Vocabulary::assign_ids)");
     }
   }
+  tape.set_tree(tree.shape, tree.word_id, no_labels);
+  probs.assign(static_cast<size_t>(tree.size() * classes_), 0.0);
+  std::vector<float> p(static_cast<size_t>(classes_));
+  for (int64_t draw = 0; draw < samples; ++draw) {
+    tape.set_noise_key({.seed = seed, .step = static_cast<uint64_t>(draw), .example = example});
+    tape.forward();
+    const std::span<const float> scores = tape.scores();
+    for (int64_t i = 0; i < tree.size(); ++i) {
+      // The softmax op's arithmetic, in float: the graph's probabilities to the bit.
+      const float* x = scores.data() + static_cast<int64_t>(tape.row_of()[static_cast<size_t>(i)]) * classes_;
+      const Eigen::Map<const Eigen::RowVectorXf> row(x, classes_);
+      Eigen::Map<Eigen::RowVectorXf> y(p.data(), classes_);
+      y = (row.array() - row.maxCoeff()).exp().matrix();
+      y /= y.sum();
+      for (int64_t k = 0; k < classes_; ++k) probs[static_cast<size_t>(i * classes_ + k)] += p[static_cast<size_t>(k)];
+    }
+  }
+}
+
+void TreeModel::evaluate_sampled(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples,
+                                 uint64_t seed, bool fold_to_binary, size_t first_key, TreeEvaluation& e) const {
+  // Runs of consecutive trees side by side on the pool's threads. A run takes a TreeTape
+  // from the call's pool (or makes one when none is free), so each thread's tapes are
+  // compiled once per call, whatever the number of runs.
+  constexpr size_t kRun = 16;
+  const size_t runs = (trees.size() + kRun - 1) / kRun;
+  std::mutex pool_mutex;
+  std::vector<std::unique_ptr<TreeTape>> pool;
+  std::vector<TreeEvaluation> tallies(runs, e);
+  std::vector<std::string> errors(runs);
+  parallel_for(static_cast<int64_t>(runs), [&](int64_t c) {
+    const size_t first = static_cast<size_t>(c) * kRun;
+    std::unique_ptr<TreeTape> tape;
+    try {
+      {
+        const std::lock_guard<std::mutex> lock(pool_mutex);
+        if (!pool.empty()) tape = std::move(pool.back()), pool.pop_back();
+      }
+      if (!tape) tape = sampling_tape(params);
+      std::vector<double> probs;
+      for (size_t i = first; i < std::min(trees.size(), first + kRun); ++i) {
+        sampled_probabilities(*tape, trees[i], samples, seed, first_key + i + 1, probs);
+        tally(trees[i], probs, true, fold_to_binary, tallies[static_cast<size_t>(c)]);
+      }
+    } catch (const Error& error) {
+      errors[static_cast<size_t>(c)] = error.what();
+    }
+    if (tape) {
+      const std::lock_guard<std::mutex> lock(pool_mutex);
+      pool.push_back(std::move(tape));
+    }
+  });
+  add_tallies(errors, tallies, e);
 }
 
 TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples,
@@ -243,11 +329,12 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, std::span<const Se
   const int64_t evaluated = task_classes(task);
   TreeEvaluation e;
   e.confusion.assign(static_cast<size_t>(evaluated), std::vector<int64_t>(static_cast<size_t>(evaluated), 0));
-  const bool sampled = subspace_ && samples > 0;
-  // Sampled subspaces differ per tree, so each tree gets its graph; the clean parent
-  // runs on forests. The chunks run side by side on the pool's threads, each counting
-  // into its own tally; counts add up the same in any order.
-  const size_t chunk = sampled ? 1 : std::max<size_t>(1, forest);
+  if (subspace_ && samples > 0) {
+    evaluate_sampled(params, trees, samples, seed, fold_to_binary, first_key, e);
+    return e;
+  }
+  // The clean parent runs on forests, side by side on the pool's threads.
+  const size_t chunk = std::max<size_t>(1, forest);
   const size_t chunks = (trees.size() + chunk - 1) / chunk;
   std::vector<TreeEvaluation> tallies(chunks, e);
   std::vector<std::string> errors(chunks);
@@ -256,21 +343,12 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, std::span<const Se
     try {
       std::vector<const SentimentTree*> members;
       for (size_t i = first; i < std::min(trees.size(), first + chunk); ++i) members.push_back(&trees[i]);
-      evaluate_chunk(params, members, sampled ? samples : 0, seed, first_key + first, fold_to_binary,
-                     tallies[static_cast<size_t>(c)]);
+      evaluate_forest(params, members, fold_to_binary, tallies[static_cast<size_t>(c)]);
     } catch (const Error& error) {
       errors[static_cast<size_t>(c)] = error.what();
     }
   });
-  for (const std::string& error : errors) {
-    if (!error.empty()) throw Error(error);
-  }
-  for (const TreeEvaluation& t : tallies) {
-    e.roots += t.roots, e.roots_right += t.roots_right, e.nodes += t.nodes, e.nodes_right += t.nodes_right;
-    for (size_t i = 0; i < e.confusion.size(); ++i) {
-      for (size_t j = 0; j < e.confusion.size(); ++j) e.confusion[i][j] += t.confusion[i][j];
-    }
-  }
+  add_tallies(errors, tallies, e);
   return e;
 }
 

@@ -77,15 +77,27 @@ class TreeModel {
   void feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels = true) const;
 
   // Root and all-node accuracy. Models that sample subspaces average the class
-  // probabilities of `samples` sampled subspaces per tree (keys {seed, draw, tree}), a
-  // graph per tree, with no other noise (no fuzz, no activation noise: the paper's test
-  // time); others, and samples = 0, use the clean parent on forests of `forest` trees.
+  // probabilities of `samples` sampled subspaces per tree (keys {seed, draw, tree}), on
+  // TreeTapes of the sampling cell, with no other noise (no fuzz, no activation noise: the
+  // paper's test time); others, and samples = 0, use the clean parent on forests of
+  // `forest` trees.
   // fold_to_binary: a fine-grained model evaluated on the binary task (its non-neutral
   // labels), predicting positive where P(3) + P(4) > P(0) + P(1). `first_key`: the index
   // of trees[0] in the set it was taken from (a process's share of a set keys its draws
   // as the whole set does).
   TreeEvaluation evaluate(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples,
                           uint64_t seed, size_t forest = 64, bool fold_to_binary = false, size_t first_key = 0) const;
+
+  // Subspace models: the graph of one sampled subspace for a tree, its output the class
+  // probabilities ("tree/probabilities"); what a TreeTape of sampling_tape() computes
+  // for the tree under the same key, built per tree (tests and inspection compare them).
+  UnrolledTree sampling_tree(const SentimentTree& tree) const;
+  // A TreeTape of the sampling cell (the cell with its subspace noise alone).
+  std::unique_ptr<TreeTape> sampling_tape(ParamStore<float>& params) const;
+  // The mean over draws 0 .. samples-1 (keys {seed, draw, example}) of a tree's class
+  // probabilities on a sampling_tape(), into `probs` [nodes, classes] by node.
+  void sampled_probabilities(TreeTape& tape, const SentimentTree& tree, int64_t samples, uint64_t seed,
+                             uint64_t example, std::vector<double>& probs) const;
 
  private:
   const Model& model_;
@@ -101,12 +113,16 @@ class TreeModel {
   TreePorts sampling_ports_;
 
   TreeLoss loss_of(const SentimentTree& tree) const;
-  // evaluate()'s work on one forest (or, with samples > 0, one tree whose subspace draws
-  // are keyed by `first` + 1), counted into `e`.
-  void evaluate_chunk(ParamStore<float>& params, const std::vector<const SentimentTree*>& members, int64_t samples,
-                      uint64_t seed, size_t first, bool fold_to_binary, TreeEvaluation& e) const;
-  // One sampled subspace's class probabilities ("tree/probabilities") for a tree.
-  UnrolledTree sampling_tree(const SentimentTree& tree) const;
+  // evaluate()'s work on one forest of the clean parent, counted into `e`.
+  void evaluate_forest(ParamStore<float>& params, const std::vector<const SentimentTree*>& members,
+                       bool fold_to_binary, TreeEvaluation& e) const;
+  // evaluate()'s work with sampled subspaces: trees[i] keyed by first_key + i + 1.
+  void evaluate_sampled(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples,
+                        uint64_t seed, bool fold_to_binary, size_t first_key, TreeEvaluation& e) const;
+  // Counts one tree's predictions into `e`: `scores` [nodes, classes] by node, class
+  // probabilities when `probabilities`, else the parent's scores.
+  void tally(const SentimentTree& tree, std::span<const double> scores, bool probabilities, bool fold_to_binary,
+             TreeEvaluation& e) const;
 };
 
 // The graphs one training step runs over some trees, in groups computed side by side on
