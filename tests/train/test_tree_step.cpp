@@ -95,6 +95,23 @@ Reference tree_by_tree(const TreeModel& tm, ParamStore<float>& params, const std
   return r;
 }
 
+// Runs step `s` of the assigned trees at a learning rate of 0 (the parameters stay, so
+// each step's gradient can be compared) and checks objective and gradients against
+// `expected`, which must have some gradient.
+void check_step(TreeStepGraphs& graphs, Step& step, int64_t s, const ParamStore<float>& params,
+                const Reference& expected) {
+  const StepResult r = graphs.run(step, {.step = s, .learning_rate = 0.0, .momentum = 0});
+  REQUIRE(r.finite);
+  CHECK(r.objective == doctest::Approx(expected.objective).epsilon(1e-5));
+  const std::span<const float> got = params.grads();
+  float largest = 0;
+  for (float g : expected.grads) largest = std::max(largest, std::abs(g));
+  REQUIRE(largest > 0);
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double{std::abs(got[i] - expected.grads[i])});
+  CHECK(worst <= 1e-5 * largest);
+}
+
 CtnSpec spec_of(const std::string& kind, int64_t vocabulary, int64_t dim = kDim) {
   const bool fuzz = kind.find("+f") != std::string::npos, subspace = kind.find("+s") != std::string::npos;
   return {.vocabulary = vocabulary, .dim = dim, .classes = 5, .fuzz = fuzz ? 0.3 : 0.0,
@@ -119,8 +136,7 @@ TEST_CASE("a grouped tree step's gradient is the sum of its trees', whatever the
         CAPTURE(groups);
         CAPTURE(threads);
         set_threads(threads);
-        // A learning rate of 0 keeps the parameters, so each step's gradient can be
-        // compared; the second step's trees use other words than the first's.
+        // The second step's trees use other words than the first's.
         auto sgd = make_optimizer("sgd", params, {});
         Step step(params, *sgd, {}, 11);
         TreeStepGraphs graphs;
@@ -129,16 +145,7 @@ TEST_CASE("a grouped tree step's gradient is the sum of its trees', whatever the
           const Reference expected = tree_by_tree(tm, params, step_of.trees, step_of.examples, 11, s);
           graphs.assign(tm, params, step_of.trees, step_of.examples, 1.0, groups);
           CHECK(graphs.count() == groups);
-          const StepResult r = graphs.run(step, {.step = s, .learning_rate = 0.0, .momentum = 0});
-          REQUIRE(r.finite);
-          CHECK(r.objective == doctest::Approx(expected.objective).epsilon(1e-5));
-          const std::span<const float> got = params.grads();
-          float largest = 0;
-          for (float g : expected.grads) largest = std::max(largest, std::abs(g));
-          REQUIRE(largest > 0);
-          double worst = 0;
-          for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double{std::abs(got[i] - expected.grads[i])});
-          CHECK(worst <= 1e-5 * largest);
+          check_step(graphs, step, s, params, expected);
         }
       }
     }
@@ -177,16 +184,7 @@ TEST_CASE("the shipped Tree-LSTM's grouped step has the gradient of its forest's
           expected = tree_by_tree(tm, params, {&forest.nodes}, {step_of.examples.back()}, 5, s);
         }
         graphs.assign(tm, params, step_of.trees, step_of.examples, 1.0, groups);
-        const StepResult r = graphs.run(step, {.step = s, .learning_rate = 0.0, .momentum = 0});
-        REQUIRE(r.finite);
-        CHECK(r.objective == doctest::Approx(expected.objective).epsilon(1e-5));
-        const std::span<const float> got = params.grads();
-        float largest = 0;
-        for (float g : expected.grads) largest = std::max(largest, std::abs(g));
-        REQUIRE(largest > 0);
-        double worst = 0;
-        for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double{std::abs(got[i] - expected.grads[i])});
-        CHECK(worst <= 1e-5 * largest);
+        check_step(graphs, step, s, params, expected);
       }
     }
   }
