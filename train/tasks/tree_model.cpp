@@ -1,6 +1,5 @@
 #include "pens/train/tasks/tree_model.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <mutex>
@@ -12,6 +11,7 @@
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
+#include "pens/ops/registry.h"
 #include "pens/train/optim/schedule.h"
 
 namespace pens {
@@ -154,9 +154,10 @@ std::unique_ptr<TreeTape> TreeModel::tree_tape(ParamStore<float>& params) const 
   return std::make_unique<TreeTape>(model_.graph, *model_.tree, params, loss_scale_);
 }
 
-void TreeModel::set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels) const {
+void TreeModel::set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels,
+                            bool labeled) const {
   labels.resize(tree.label.size());
-  for (size_t i = 0; i < labels.size(); ++i) labels[i] = task_label(task_, tree.label[i]);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = labeled ? task_label(task_, tree.label[i]) : -1;
   for (int64_t i = 0; i < tree.size(); ++i) {
     if (tree.is_leaf(i) && tree.word_id[static_cast<size_t>(i)] < 0) {
       fail("tree at line ", tree.line, ": words have no vocabulary ids (Vocabulary::assign_ids)");
@@ -190,10 +191,21 @@ void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const Sent
 }
 
 namespace {
-// The chunks' tallies of an evaluation, added into `e` (counts add up the same in any
-// order), or the first chunk's error thrown.
-void add_tallies(const std::vector<std::string>& errors, const std::vector<TreeEvaluation>& tallies,
-                 TreeEvaluation& e) {
+// An evaluation in `chunks` pieces side by side on the pool's threads:
+// count(chunk, tally) counts a piece into a tally of its own (a copy of `e`, empty); the
+// tallies are then added into `e` (counts add up the same in any order), or the first
+// piece's error is thrown.
+template <class Count>
+void count_in_chunks(size_t chunks, TreeEvaluation& e, const Count& count) {
+  std::vector<TreeEvaluation> tallies(chunks, e);
+  std::vector<std::string> errors(chunks);
+  parallel_for(static_cast<int64_t>(chunks), [&](int64_t c) {
+    try {
+      count(static_cast<size_t>(c), tallies[static_cast<size_t>(c)]);
+    } catch (const Error& error) {
+      errors[static_cast<size_t>(c)] = error.what();
+    }
+  });
   for (const std::string& error : errors) {
     if (!error.empty()) throw Error(error);
   }
@@ -259,65 +271,55 @@ std::unique_ptr<TreeTape> TreeModel::sampling_tape(ParamStore<float>& params) co
 
 void TreeModel::sampled_probabilities(TreeTape& tape, const SentimentTree& tree, int64_t samples, uint64_t seed,
                                       uint64_t example, std::vector<double>& probs) const {
-  std::vector<int32_t> no_labels(static_cast<size_t>(tree.size()), -1);  // forward() stops at the scores
-  for (int64_t i = 0; i < tree.size(); ++i) {
-    if (tree.is_leaf(i) && tree.word_id[static_cast<size_t>(i)] < 0) {
-      fail("tree at line ", tree.line, ": words have no vocabulary ids (Vocabulary::assign_ids)");
-    }
-  }
-  tape.set_tree(tree.shape, tree.word_id, no_labels);
-  probs.assign(static_cast<size_t>(tree.size() * classes_), 0.0);
-  std::vector<float> p(static_cast<size_t>(classes_));
+  std::vector<int32_t> labels;
+  set_tree_of(tape, tree, labels, /*labeled=*/false);
+  const int64_t nodes = tree.size();
+  probs.assign(static_cast<size_t>(nodes * classes_), 0.0);
+  // The softmax op's own kernel, as the sampled graph runs it: the same probabilities.
+  const OpDef& softmax = OpRegistry::global().at("softmax");
+  const std::string name = "tree/probabilities";
+  std::vector<float> p(static_cast<size_t>(nodes * classes_));
+  const TensorView<const float> scores{tape.scores().data(), Shape{nodes, classes_}};
+  KernelArgs<float> args;
+  args.in = {&scores, 1};
+  args.out = {p.data(), Shape{nodes, classes_}};
+  args.node_name = &name;
   for (int64_t draw = 0; draw < samples; ++draw) {
     tape.set_noise_key({.seed = seed, .step = static_cast<uint64_t>(draw), .example = example});
     tape.forward();
-    const std::span<const float> scores = tape.scores();
-    for (int64_t i = 0; i < tree.size(); ++i) {
-      // The softmax op's arithmetic, in float: the graph's probabilities to the bit.
-      const float* x = scores.data() + static_cast<int64_t>(tape.row_of()[static_cast<size_t>(i)]) * classes_;
-      const Eigen::Map<const Eigen::RowVectorXf> row(x, classes_);
-      Eigen::Map<Eigen::RowVectorXf> y(p.data(), classes_);
-      y = (row.array() - row.maxCoeff()).exp().matrix();
-      y /= y.sum();
-      for (int64_t k = 0; k < classes_; ++k) probs[static_cast<size_t>(i * classes_ + k)] += p[static_cast<size_t>(k)];
+    softmax.f32.forward(args);
+    for (int64_t i = 0; i < nodes; ++i) {
+      const int64_t row = tape.row_of()[static_cast<size_t>(i)];
+      for (int64_t k = 0; k < classes_; ++k) {
+        probs[static_cast<size_t>(i * classes_ + k)] += p[static_cast<size_t>(row * classes_ + k)];
+      }
     }
   }
 }
 
 void TreeModel::evaluate_sampled(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples,
                                  uint64_t seed, bool fold_to_binary, size_t first_key, TreeEvaluation& e) const {
-  // Runs of consecutive trees side by side on the pool's threads. A run takes a TreeTape
-  // from the call's pool (or makes one when none is free), so each thread's tapes are
-  // compiled once per call, whatever the number of runs.
+  // Runs of consecutive trees; a run takes a TreeTape from the call's pool (or makes one
+  // when none is free), so each thread's tapes are compiled once per call, whatever the
+  // number of runs.
   constexpr size_t kRun = 16;
-  const size_t runs = (trees.size() + kRun - 1) / kRun;
   std::mutex pool_mutex;
   std::vector<std::unique_ptr<TreeTape>> pool;
-  std::vector<TreeEvaluation> tallies(runs, e);
-  std::vector<std::string> errors(runs);
-  parallel_for(static_cast<int64_t>(runs), [&](int64_t c) {
-    const size_t first = static_cast<size_t>(c) * kRun;
+  count_in_chunks((trees.size() + kRun - 1) / kRun, e, [&](size_t c, TreeEvaluation& tally) {
     std::unique_ptr<TreeTape> tape;
-    try {
-      {
-        const std::lock_guard<std::mutex> lock(pool_mutex);
-        if (!pool.empty()) tape = std::move(pool.back()), pool.pop_back();
-      }
-      if (!tape) tape = sampling_tape(params);
-      std::vector<double> probs;
-      for (size_t i = first; i < std::min(trees.size(), first + kRun); ++i) {
-        sampled_probabilities(*tape, trees[i], samples, seed, first_key + i + 1, probs);
-        tally(trees[i], probs, true, fold_to_binary, tallies[static_cast<size_t>(c)]);
-      }
-    } catch (const Error& error) {
-      errors[static_cast<size_t>(c)] = error.what();
-    }
-    if (tape) {
+    {
       const std::lock_guard<std::mutex> lock(pool_mutex);
-      pool.push_back(std::move(tape));
+      if (!pool.empty()) tape = std::move(pool.back()), pool.pop_back();
     }
+    if (!tape) tape = sampling_tape(params);
+    std::vector<double> probs;
+    for (size_t i = c * kRun; i < std::min(trees.size(), (c + 1) * kRun); ++i) {
+      sampled_probabilities(*tape, trees[i], samples, seed, first_key + i + 1, probs);
+      this->tally(trees[i], probs, true, fold_to_binary, tally);
+    }
+    const std::lock_guard<std::mutex> lock(pool_mutex);
+    pool.push_back(std::move(tape));
   });
-  add_tallies(errors, tallies, e);
 }
 
 TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples,
@@ -335,20 +337,11 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, std::span<const Se
   }
   // The clean parent runs on forests, side by side on the pool's threads.
   const size_t chunk = std::max<size_t>(1, forest);
-  const size_t chunks = (trees.size() + chunk - 1) / chunk;
-  std::vector<TreeEvaluation> tallies(chunks, e);
-  std::vector<std::string> errors(chunks);
-  parallel_for(static_cast<int64_t>(chunks), [&](int64_t c) {
-    const size_t first = static_cast<size_t>(c) * chunk;
-    try {
-      std::vector<const SentimentTree*> members;
-      for (size_t i = first; i < std::min(trees.size(), first + chunk); ++i) members.push_back(&trees[i]);
-      evaluate_forest(params, members, fold_to_binary, tallies[static_cast<size_t>(c)]);
-    } catch (const Error& error) {
-      errors[static_cast<size_t>(c)] = error.what();
-    }
+  count_in_chunks((trees.size() + chunk - 1) / chunk, e, [&](size_t c, TreeEvaluation& tally) {
+    std::vector<const SentimentTree*> members;
+    for (size_t i = c * chunk; i < std::min(trees.size(), (c + 1) * chunk); ++i) members.push_back(&trees[i]);
+    evaluate_forest(params, members, fold_to_binary, tally);
   });
-  add_tallies(errors, tallies, e);
   return e;
 }
 

@@ -70,8 +70,9 @@ class TreeModel {
   // A TreeTape of the training cell (the perturbed one, or the model's), whose trees
   // set_tree_of() gives.
   std::unique_ptr<TreeTape> tree_tape(ParamStore<float>& params) const;
-  // Sets a tree on a TreeTape: its shape, words and classes for the task (`labels`: scratch).
-  void set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels) const;
+  // Sets a tree on a TreeTape: its shape, words and classes for the task (`labels`:
+  // scratch); without `labeled`, no node's class, so forward() stops at the scores.
+  void set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels, bool labeled = true) const;
   // Writes a tree's words, level gathers and (with `labels`, for graphs that keep the
   // loss) labels into a tape of one of its graphs.
   void feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels = true) const;
