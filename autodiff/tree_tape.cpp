@@ -349,16 +349,26 @@ void TreeTape::forward() {
   loss_ = &loss;
 }
 
-void TreeTape::backward() {
-  if (!loss_) return;  // no label: no gradient
+void TreeTape::backward(std::span<const float> score_grads) {
+  if (!loss_ && score_grads.empty()) return;  // no label: no gradient
+  if (!scores_tape_) fail("TreeTape: backward() before forward()");
+  if (!score_grads.empty() && score_grads.size() != scores_.size()) {
+    fail("TreeTape: a gradient of ", score_grads.size(), " values for scores of ", scores_.size());
+  }
   for (std::vector<float>& g : shared_grads_) std::fill(g.begin(), g.end(), 0.0f);
   std::fill(vector_grads_.begin(), vector_grads_.end(), 0.0f);
-  std::fill(score_grads_.begin(), score_grads_.end(), 0.0f);
-  loss_->backward();
-  const float* d = loss_->grad("scores").data;
-  for (size_t i = 0; i < labeled_rows_.size(); ++i) {
-    std::copy_n(d + static_cast<int64_t>(i) * classes_, classes_,
-                score_grads_.begin() + static_cast<int64_t>(labeled_rows_[i]) * classes_);
+  if (score_grads.empty()) {
+    std::fill(score_grads_.begin(), score_grads_.end(), 0.0f);
+  } else {
+    std::copy(score_grads.begin(), score_grads.end(), score_grads_.begin());
+  }
+  if (loss_) {
+    loss_->backward();
+    const float* d = loss_->grad("scores").data;
+    for (size_t i = 0; i < labeled_rows_.size(); ++i) {
+      float* to = score_grads_.data() + static_cast<int64_t>(labeled_rows_[i]) * classes_;
+      for (int64_t k = 0; k < classes_; ++k) to[k] += d[static_cast<int64_t>(i) * classes_ + k];
+    }
   }
   scores_tape_->backward_from(scores_port_->out, score_grads_);  // adds into vector_grads_
   const auto n = static_cast<size_t>(dim_);

@@ -58,8 +58,10 @@ class TreeTape {
   // row_of()[node], as unroll_tree numbers rows.
   std::span<const float> scores() const { return scores_; }
   const std::vector<int32_t>& row_of() const { return row_of_; }
-  // Adds the gradients of objective() into the parameter gradients.
-  void backward();
+  // Adds the gradients of objective() into the parameter gradients; `score_grads`, when
+  // given ([nodes, classes], rows as scores()), is a gradient for the scores from beyond
+  // the tape (a penalty between networks, train/tasks/tree_ensemble.h), added to the loss's.
+  void backward(std::span<const float> score_grads = {});
   // After a non-finite objective: the objective and the first non-finite value's place.
   std::string describe() const;
 

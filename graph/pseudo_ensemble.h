@@ -159,12 +159,13 @@ void add_probe_bodies(Perturbed& perturbed, const std::vector<std::string>& outp
 PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSpec& spec,
                                      const EnsembleOptions& options = {});
 
-// Child 1 of a graph that has no loss (a tree cell, graph/tree.h), built once so that
-// unrolling it gives each tree a perturbed network without perturbing each tree's graph:
-// *out receives the parent and the child; returns, for each of `ports` (parent nodes),
-// the name of the child's value of it, after that node's own noise. Noise found from
-// gradients (adversarial) needs an objective and is refused.
-std::vector<std::string> perturb_cell(const Graph& cell, const std::vector<std::string>& ports, Graph* out);
+// Children 1..K of a graph that has no loss (a tree cell, graph/tree.h), built once so
+// that unrolling it gives each tree perturbed networks without perturbing each tree's
+// graph: *out receives the parent and the children; returns, for child k at [k - 1] and
+// each of `ports` (parent nodes), the name of the child's value of it, after that node's
+// own noise. Noise found from gradients (adversarial) needs an objective and is refused.
+std::vector<std::vector<std::string>> perturb_cell(const Graph& cell, const std::vector<std::string>& ports, Graph* out,
+                                                   int64_t children = 1);
 
 // Inference graphs. samples = 0: the parent's network alone, noise ignored. samples = K:
 // K sampled children and, per output node "out", "mc/out" = the mean over the children

@@ -333,7 +333,8 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
   return out;
 }
 
-std::vector<std::string> perturb_cell(const Graph& cell, const std::vector<std::string>& ports, Graph* out) {
+std::vector<std::vector<std::string>> perturb_cell(const Graph& cell, const std::vector<std::string>& ports, Graph* out,
+                                                   int64_t children) {
   for (NodeId v : cell.nodes()) {
     for (const NoiseAnnotation& a : cell[v].noise) {
       if (NoiseRegistry::global().at(a.kind).probe != nullptr) {
@@ -345,9 +346,11 @@ std::vector<std::string> perturb_cell(const Graph& cell, const std::vector<std::
   Graph marked = cell;
   for (NodeId v : marked.nodes()) marked.node(v).flags &= ~static_cast<uint32_t>(kOutput | kLoss);
   for (const std::string& p : ports) marked.set_flag(marked.at(p), kOutput);
-  Children c = make_children(marked, 1, {});
-  std::vector<std::string> child_ports;
-  for (const std::string& p : ports) child_ports.push_back(c.graph[c.reads[1][marked.at(p)]].name);
+  Children c = make_children(marked, children, {});
+  std::vector<std::vector<std::string>> child_ports(static_cast<size_t>(children));
+  for (size_t k = 0; k < child_ports.size(); ++k) {
+    for (const std::string& p : ports) child_ports[k].push_back(c.graph[c.reads[k + 1][marked.at(p)]].name);
+  }
   *out = std::move(c.graph);
   return child_ports;
 }

@@ -72,9 +72,21 @@ TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
     c.leaf = child[0], c.compose = child[1], c.scores = child[2];
     return c;
   };
-  if (spec && spec->penalties.empty() && spec->loss_on == "child" && spec->teacher == 0 && cell.averages().empty() &&
-      !needs_objective) {
-    training_ports_ = child_ports(perturb_cell(cell, {p.leaf, p.compose, p.scores}, &training_cell_.emplace()));
+  // Penalties between the networks' scores (the paper's PEA on every node of a tree)
+  // need a tree's networks side by side, not its graph: they run on TreeTapes of the cell
+  // perturbed into all its children, tied by a head over their scores (tree_ensemble.h).
+  const bool cell_perturbed = spec && spec->teacher == 0 && cell.averages().empty() && !needs_objective;
+  const bool penalties_on_scores =
+      cell_perturbed && cell[cell.at(p.scores)].noise.empty() &&
+      std::all_of(spec->penalties.begin(), spec->penalties.end(),
+                  [&](const PenaltyTerm& t) { return t.node == p.scores && t.target.empty(); });
+  if (cell_perturbed && spec->penalties.empty() && spec->loss_on == "child") {
+    training_ports_ = child_ports(perturb_cell(cell, {p.leaf, p.compose, p.scores}, &training_cell_.emplace())[0]);
+  } else if (cell_perturbed && penalties_on_scores) {
+    for (const std::vector<std::string>& child :
+         perturb_cell(cell, {p.leaf, p.compose, p.scores}, &ensemble_cell_.emplace(), spec->children)) {
+      ensemble_ports_.push_back(child_ports(child));
+    }
   }
   // The test-time ensemble is over subspaces alone: the paper averages 50 sampled
   // subspaces and does not fuzz at test time; activation noise is a training noise too.
@@ -84,7 +96,7 @@ TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
       std::vector<NoiseAnnotation>& noise = subspaces.node(v).noise;
       std::erase_if(noise, [](const NoiseAnnotation& a) { return a.kind != "subspace"; });
     }
-    sampling_ports_ = child_ports(perturb_cell(subspaces, {p.leaf, p.compose, p.scores}, &sampling_cell_.emplace()));
+    sampling_ports_ = child_ports(perturb_cell(subspaces, {p.leaf, p.compose, p.scores}, &sampling_cell_.emplace())[0]);
   }
 }
 
@@ -148,14 +160,19 @@ UnrolledTree TreeModel::training_tree(const SentimentTree& tree) const {
   return t;
 }
 
+std::unique_ptr<TreeEnsembleTape> TreeModel::ensemble_tape(ParamStore<float>& params) const {
+  if (!ensemble_cell_) fail("the model's penalties do not run on TreeTapes: it has no TreeEnsembleTape");
+  return std::make_unique<TreeEnsembleTape>(*ensemble_cell_, *model_.tree, ensemble_ports_, *model_.ensemble, params,
+                                            loss_scale_);
+}
+
 std::unique_ptr<TreeTape> TreeModel::tree_tape(ParamStore<float>& params) const {
-  if (!runs_tree_tapes()) fail("the model's pseudo-ensemble needs a graph per tree: it has no TreeTape");
+  if (!runs_tree_tapes() || ensemble_cell_) fail("the model's pseudo-ensemble needs a graph per tree: it has no TreeTape");
   if (training_cell_) return std::make_unique<TreeTape>(*training_cell_, training_ports_, params, loss_scale_);
   return std::make_unique<TreeTape>(model_.graph, *model_.tree, params, loss_scale_);
 }
 
-void TreeModel::set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels,
-                            bool labeled) const {
+void TreeModel::labels_of(const SentimentTree& tree, std::vector<int32_t>& labels, bool labeled) const {
   labels.resize(tree.label.size());
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = labeled ? task_label(task_, tree.label[i]) : -1;
   for (int64_t i = 0; i < tree.size(); ++i) {
@@ -163,6 +180,16 @@ void TreeModel::set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vect
       fail("tree at line ", tree.line, ": words have no vocabulary ids (Vocabulary::assign_ids)");
     }
   }
+}
+
+void TreeModel::set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels,
+                            bool labeled) const {
+  labels_of(tree, labels, labeled);
+  tape.set_tree(tree.shape, tree.word_id, labels);
+}
+
+void TreeModel::set_tree_of(TreeEnsembleTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels) const {
+  labels_of(tree, labels, true);
   tape.set_tree(tree.shape, tree.word_id, labels);
 }
 
@@ -376,8 +403,13 @@ std::span<const Step::SparseRows> TreeStepGraphs::prepare(size_t g) {
   group.forests.clear(), group.unrolled.clear(), group.tapes.clear(), group.examples.clear();
   group.words.clear(), group.sparse.clear();
   const size_t end = group.first + group.count;
+  if (model_->runs_tree_ensembles()) {
+    if (!group.ensemble) group.ensemble = model_->ensemble_tape(*params_);
+    group.ensemble->set_lambda_scale(lambda_scale_);
+  } else if (model_->runs_tree_tapes() && !group.trees) {
+    group.trees = model_->tree_tape(*params_);
+  }
   if (model_->runs_tree_tapes()) {
-    if (!group.trees) group.trees = model_->tree_tape(*params_);
     if (!model_->per_tree_parameters()) {
       group.forests.push_back(make_forest({trees_.begin() + static_cast<long>(group.first),
                                            trees_.begin() + static_cast<long>(end)}));
@@ -408,19 +440,28 @@ std::span<const Step::SparseRows> TreeStepGraphs::prepare(size_t g) {
   return group.sparse;
 }
 
-// A group on its TreeTape runs its trees one by one, or their forest (forests not empty).
+// A group on TreeTapes runs its trees one by one, or their forest (forests not empty).
 size_t TreeStepGraphs::graphs(size_t g) const {
   const Group& group = groups_.at(g);
-  return group.trees && group.forests.empty() ? group.count : group.examples.size();
+  return on_tree_tapes(group) && group.forests.empty() ? group.count : group.examples.size();
 }
 
 uint64_t TreeStepGraphs::example(size_t g, size_t i) const {
   const Group& group = groups_.at(g);
-  return group.trees && group.forests.empty() ? examples_.at(group.first + i) : group.examples.at(i);
+  return on_tree_tapes(group) && group.forests.empty() ? examples_.at(group.first + i) : group.examples.at(i);
 }
 
 double TreeStepGraphs::forward(size_t g, size_t i, NoiseKey key, std::span<float> grads) {
   Group& group = groups_.at(g);
+  if (group.ensemble) {
+    TreeEnsembleTape& t = *group.ensemble;
+    t.add_param_gradients_to(grads);
+    model_->set_tree_of(t, group.forests.empty() ? *trees_.at(group.first + i) : group.forests.at(i).nodes,
+                        group.labels);
+    t.set_noise_key(key);
+    t.forward();
+    return t.objective();
+  }
   if (group.trees) {
     TreeTape& t = *group.trees;
     t.add_param_gradients_to(grads);
@@ -440,7 +481,9 @@ double TreeStepGraphs::forward(size_t g, size_t i, NoiseKey key, std::span<float
 
 void TreeStepGraphs::backward(size_t g, size_t i) {
   Group& group = groups_.at(g);
-  if (group.trees) {
+  if (group.ensemble) {
+    group.ensemble->backward();
+  } else if (group.trees) {
     group.trees->backward();
   } else {
     group.tapes.at(i)->backward();
@@ -449,6 +492,7 @@ void TreeStepGraphs::backward(size_t g, size_t i) {
 
 std::string TreeStepGraphs::describe(size_t g, size_t i) const {
   const Group& group = groups_.at(g);
+  if (group.ensemble) return group.ensemble->describe();
   return group.trees ? group.trees->describe() : describe_objective(*group.tapes.at(i));
 }
 

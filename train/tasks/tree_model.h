@@ -17,6 +17,7 @@
 #include "pens/models/sst.h"
 #include "pens/serialization/model.h"
 #include "pens/train/loop/step.h"
+#include "pens/train/tasks/tree_ensemble.h"
 
 namespace pens {
 
@@ -66,13 +67,20 @@ class TreeModel {
   // Whether training steps run trees on a TreeTape (a model without a pseudo-ensemble,
   // or one whose lone child perturbs_cell()) rather than on graphs built per step: the
   // same objective and gradients, without building.
-  bool runs_tree_tapes() const { return training_cell_.has_value() || !model_.ensemble; }
+  bool runs_tree_tapes() const { return training_cell_ || ensemble_cell_ || !model_.ensemble; }
+  // Whether those TreeTapes are a TreeEnsembleTape's (penalties between the networks'
+  // scores) rather than one.
+  bool runs_tree_ensembles() const { return ensemble_cell_.has_value(); }
   // A TreeTape of the training cell (the perturbed one, or the model's), whose trees
   // set_tree_of() gives.
   std::unique_ptr<TreeTape> tree_tape(ParamStore<float>& params) const;
+  // The networks and penalties of the model's pseudo-ensemble over a tree, when it
+  // runs_tree_ensembles().
+  std::unique_ptr<TreeEnsembleTape> ensemble_tape(ParamStore<float>& params) const;
   // Sets a tree on a TreeTape: its shape, words and classes for the task (`labels`:
   // scratch); without `labeled`, no node's class, so forward() stops at the scores.
   void set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels, bool labeled = true) const;
+  void set_tree_of(TreeEnsembleTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels) const;
   // Writes a tree's words, level gathers and (with `labels`, for graphs that keep the
   // loss) labels into a tape of one of its graphs.
   void feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels = true) const;
@@ -110,10 +118,14 @@ class TreeModel {
   std::vector<std::string> word_tables_;
   std::optional<Graph> training_cell_;  // the cell and its perturbed child, when perturbs_cell()
   TreePorts training_ports_;            // the child's ports in it
+  std::optional<Graph> ensemble_cell_;  // the cell and all its children, when runs_tree_ensembles()
+  std::vector<TreePorts> ensemble_ports_;  // child k's ports in it at [k - 1]
   std::optional<Graph> sampling_cell_;  // the cell and a child with its subspace noise alone
   TreePorts sampling_ports_;
 
   TreeLoss loss_of(const SentimentTree& tree) const;
+  // A tree's classes for the task by node (-1 for all without `labeled`); checks its words have ids.
+  void labels_of(const SentimentTree& tree, std::vector<int32_t>& labels, bool labeled) const;
   // evaluate()'s work on one forest of the clean parent, counted into `e`.
   void evaluate_forest(ParamStore<float>& params, const std::vector<const SentimentTree*>& members,
                        bool fold_to_binary, TreeEvaluation& e) const;
@@ -132,10 +144,11 @@ class TreeModel {
 // The update depends on the grouping (the order of the gradient sums), never on the
 // thread count. A group runs
 //   - a tree, or a forest of its trees when parameters are not perturbed per tree, at a
-//     time on its TreeTape, when TreeModel::runs_tree_tapes (Table 2's four models):
+//     time on its TreeTape, or its TreeEnsembleTape (penalties between the networks'
+//     scores), when TreeModel::runs_tree_tapes (Table 2's four models, and PEA on them):
 //     nothing is built per step;
-//   - else (penalties between children, a teacher, noise found from gradients) a graph
-//     per tree, or a forest graph, built and compiled in the step.
+//   - else (penalties on other nodes, a teacher, noise found from gradients) a graph per
+//     tree, or a forest graph, built and compiled in the step.
 // A tree is keyed by its example, a forest by its last tree's.
 class TreeStepGraphs : public Step::Groups {
  public:
@@ -165,6 +178,7 @@ class TreeStepGraphs : public Step::Groups {
     std::vector<std::unique_ptr<Tape<float>>> tapes;
     std::vector<uint64_t> examples;    // by graph
     std::unique_ptr<TreeTape> trees;   // kept from step to step: its tapes are compiled once
+    std::unique_ptr<TreeEnsembleTape> ensemble;  // in place of `trees` for penalties between networks
     std::vector<int32_t> labels;       // a tree's classes for the task, for the TreeTape
     std::vector<int64_t> words;  // the word ids of its trees' leaves, sorted, each once
     std::vector<Step::SparseRows> sparse;
@@ -175,6 +189,8 @@ class TreeStepGraphs : public Step::Groups {
   std::vector<uint64_t> examples_;
   double lambda_scale_ = 1.0;
   std::vector<Group> groups_;
+
+  static bool on_tree_tapes(const Group& group) { return group.trees || group.ensemble; }
 };
 
 }  // namespace pens
