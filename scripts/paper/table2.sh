@@ -14,7 +14,11 @@
 #   --methods LIST      from ctn, ctn+f, ctn+s, ctn+f+s (default all four), and past the
 #                       paper tree-lstm: examples/sst/tree-lstm.model.json, the
 #                       constituency Tree-LSTM, with Tai et al.'s AdaGrad 0.05, 25 trees
-#                       a step and l2 1e-4 (--cell does not apply to it)
+#                       a step and l2 1e-4 (--cell does not apply to it); and a method
+#                       with +pea after it (ctn+s+pea, ctn+f+s+pea): the paper's PEA on
+#                       trees, a KL penalty on every node's scores between two children,
+#                       its lambda of 1 ramped as the MNIST recipes ramp theirs (scale 0,
+#                       0.5, 0.75, 1 over epochs 1-2, 3-6, 7-10, 11-16, then 1.5)
 #   --epochs E          epochs per run (default 400, the paper's)
 #   --budget-minutes M  wall-clock budget per run (default: none)
 #   --patience P        end a run once its best dev epoch is P epochs old (run.patience_epochs;
@@ -95,6 +99,11 @@ if [[ $report_only == 0 ]]; then
       [[ $lowercase == true ]] && options+=(--lowercase)
       [[ $method == *+f* ]] && options+=(--fuzz 0.02)
       [[ $method == *+s* ]] && options+=(--subspace 35 --activation-noise 0.05)
+      lambdas=""
+      if [[ $method == *+pea ]]; then
+        options+=(--penalty scores:kl:1)
+        lambdas='"lambda_schedule": [{"epochs": 2, "scale": 0}, {"epochs": 4, "scale": 0.5}, {"epochs": 4, "scale": 0.75}, {"epochs": 6, "scale": 1}, {"epochs": 1, "scale": 1.5}],'
+      fi
       cell="$runs/$task-$method"
       mkdir -p "$cell"
       "$pens" new ctn --sst "$data" --classes "$classes" "${options[@]}" --output "$cell/model.json" 2>/dev/null
@@ -126,7 +135,7 @@ PY
   "data": {"dir": "$data", "min_count": 1, "lowercase": $lowercase},
   "batch": {"trees": $batch},
   "optimizer": {"kind": "adagrad", "learning_rate": $rate$adagrad},
-  "l2": {$l2},
+  "l2": {$l2},$lambdas
   "run": {"epochs": $epochs, "budget_minutes": $budget, "patience_epochs": $patience, "threads": $threads},
   "eval": {"samples": $samples, "train_trees": 500}
 }

@@ -42,7 +42,7 @@ def test_a_cell_measured_again_keeps_the_record_it_replaces(tmp_path):
                  "accuracies": [80.0, 81.0, 79.9], "epochs": [40.0, 41.0, 44.0], "minutes": [8.0, 8.0, 8.0],
                  "command": "scripts/paper/table2.sh --budget-minutes 8"}
     mnist = {"method": "pea", "labels": 100, "mean": 11.1}
-    other_tree_run = {"task": "binary", "method": "ctn+s+pea", "runs": 1, "mean": 81.0}
+    other_tree_run = {"task": "binary", "method": "ctn-roots-only", "runs": 1, "mean": 74.85}
     results = tmp_path / "results.json"
     results.write_text(json.dumps([mnist, old, untouched, other_tree_run]))
     md = tmp_path / "results.md"
@@ -64,7 +64,7 @@ def test_a_cell_measured_again_keeps_the_record_it_replaces(tmp_path):
     assert fresh["superseded"] == [old]
     assert records[("binary", "ctn")] == untouched
     assert records[(None, "pea")] == mnist
-    assert records[("binary", "ctn+s+pea")] == other_tree_run  # not a Table 2 cell: kept as it was
+    assert records[("binary", "ctn-roots-only")] == other_tree_run  # not a Table 2 cell: kept as it was
     text = md.read_text()
     assert "| CTN+S | 43.00 ± 1.41 | 47.5 | - | 87.8 | 2/- | 20.0/- | 10/- | 10+50/- | authors/- | authors/- " \
         "| lowercase/- |" in text
