@@ -102,7 +102,7 @@ if [[ $report_only == 0 ]]; then
       lambdas=""
       if [[ $method == *+pea ]]; then
         options+=(--penalty scores:kl:1)
-        lambdas='"lambda_schedule": [{"epochs": 2, "scale": 0}, {"epochs": 4, "scale": 0.5}, {"epochs": 4, "scale": 0.75}, {"epochs": 6, "scale": 1}, {"epochs": 1, "scale": 1.5}],'
+        lambdas=$'\n  "lambda_schedule": [{"epochs": 2, "scale": 0}, {"epochs": 4, "scale": 0.5}, {"epochs": 4, "scale": 0.75}, {"epochs": 6, "scale": 1}, {"epochs": 1, "scale": 1.5}],'
       fi
       cell="$runs/$task-$method"
       mkdir -p "$cell"
