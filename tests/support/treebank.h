@@ -10,6 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "pens/models/sst.h"
+#include "pens/ops/ir/error.h"
+
 namespace pens::testing {
 
 // A random tree over 2..7 words, internal nodes of 2 to max_children children (binary by
@@ -49,6 +52,31 @@ inline void write_treebank(const std::string& dir, int train, int dev, int test,
     std::ofstream out(dir + "/" + part);
     for (int i = 0; i < count; ++i) out << random_tree(rng, max_children) << "\n";
   }
+}
+
+// Random binary trees of 1 .. max_words words "w0" .. "w<vocabulary - 1>" and random
+// classes, each leaf's word id its number: trees for a model of that vocabulary, without
+// a Vocabulary.
+inline std::vector<SentimentTree> random_id_trees(int count, int64_t vocabulary, uint64_t seed, int max_words = 6) {
+  std::mt19937_64 rng(seed);
+  std::vector<SentimentTree> out;
+  for (int t = 0; t < count; ++t) {
+    std::vector<std::string> parts;
+    const int words = 1 + static_cast<int>(rng() % static_cast<uint64_t>(max_words));
+    for (int i = 0; i < words; ++i) parts.push_back(cat("(", rng() % 5, " w", rng() % vocabulary, ")"));
+    while (parts.size() > 1) {
+      const size_t i = rng() % (parts.size() - 1);
+      parts[i] = cat("(", rng() % 5, " ", parts[i], " ", parts[i + 1], ")");
+      parts.erase(parts.begin() + static_cast<long>(i) + 1);
+    }
+    SentimentTree tree = parse_trees(parts[0], "test")[0];
+    for (int64_t i = 0; i < tree.size(); ++i) {
+      const auto k = static_cast<size_t>(i);
+      tree.word_id[k] = tree.is_leaf(i) ? std::stoi(tree.word[k].substr(1)) : -1;
+    }
+    out.push_back(std::move(tree));
+  }
+  return out;
 }
 
 }  // namespace pens::testing

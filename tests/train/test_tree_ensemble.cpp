@@ -21,32 +21,17 @@
 #include "pens/train/tasks/tree_ensemble.h"
 #include "pens/train/tasks/tree_model.h"
 #include "tests/support/helpers.h"
+#include "tests/support/treebank.h"
 
 namespace test_tree_ensemble {
 
 using namespace pens;
+using pens::testing::random_id_trees;
 
 namespace {
 
 constexpr int64_t kVocab = 20;
 constexpr double kSmoothing = 1e-4;
-
-// A binary tree over `words` words with ids and classes drawn from `rng`.
-SentimentTree random_tree(std::mt19937_64& rng, int words) {
-  std::vector<std::string> parts;
-  for (int i = 0; i < words; ++i) parts.push_back(cat("(", rng() % 5, " w", rng() % kVocab, ")"));
-  while (parts.size() > 1) {
-    const size_t i = rng() % (parts.size() - 1);
-    parts[i] = cat("(", rng() % 5, " ", parts[i], " ", parts[i + 1], ")");
-    parts.erase(parts.begin() + static_cast<long>(i) + 1);
-  }
-  SentimentTree tree = parse_trees(parts[0], "test")[0];
-  for (int64_t i = 0; i < tree.size(); ++i) {
-    const auto k = static_cast<size_t>(i);
-    tree.word_id[k] = tree.is_leaf(i) ? std::stoi(tree.word[k].substr(1)) : -1;
-  }
-  return tree;
-}
 
 // A CTN+F+S with penalty `kind` (λ 0.7) on its scores between `children` networks.
 Model penalized_ctn(const std::string& kind, int64_t children, const std::string& pairing,
@@ -112,8 +97,8 @@ std::vector<int32_t> labels_of(const SentimentTree& tree) {
 }  // namespace
 
 TEST_CASE("a tree ensemble's objective is its loss plus lambda times the mean penalty over the tree's nodes") {
-  std::mt19937_64 rng(3);
-  const SentimentTree tree = random_tree(rng, 9);
+  const SentimentTree tree = random_id_trees(1, kVocab, 3, 12)[0];
+  REQUIRE(tree.size() >= 9);
   const std::vector<int32_t> labels = labels_of(tree);
   const NoiseKey key{.seed = 5, .step = 2, .example = 7};
   struct Case {
@@ -186,7 +171,8 @@ TEST_CASE("a tree ensemble's objective is its loss plus lambda times the mean pe
 
 TEST_CASE("a tree ensemble's gradient is its objective's, along random directions") {
   std::mt19937_64 rng(8);
-  const SentimentTree tree = random_tree(rng, 7);
+  const SentimentTree tree = random_id_trees(1, kVocab, 8, 10)[0];
+  REQUIRE(tree.size() >= 7);
   const std::vector<int32_t> labels = labels_of(tree);
   for (const std::string kind : {"kl", "l2"}) {
     CAPTURE(kind);
@@ -229,9 +215,7 @@ TEST_CASE("a tree ensemble's gradient is its objective's, along random direction
 }
 
 TEST_CASE("a grouped step of penalized trees sums each tree's ensemble gradient, on 1 and 2 threads") {
-  std::mt19937_64 rng(12);
-  std::vector<SentimentTree> bank;
-  for (int t = 0; t < 6; ++t) bank.push_back(random_tree(rng, 1 + static_cast<int>(rng() % 8)));
+  const std::vector<SentimentTree> bank = random_id_trees(6, kVocab, 12, 8);
   const Model model = penalized_ctn("kl", 2, "child-child", "child");
   ParamStore<float> params(model.graph);
   params.initialize(model.graph, 2);

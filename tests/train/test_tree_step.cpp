@@ -22,38 +22,16 @@
 #include "pens/train/tasks/tree_model.h"
 #include "tests/support/helpers.h"
 #include "tests/support/paths.h"
+#include "tests/support/treebank.h"
 
 namespace test_tree_step {
 
 using namespace pens;
+using pens::testing::random_id_trees;
 
 namespace {
 
 constexpr int64_t kDim = 4;
-
-// Random binary trees of 1 .. max_words words over a vocabulary of `vocabulary` words
-// ("w0" .. ), with ids.
-std::vector<SentimentTree> random_trees(int count, int64_t vocabulary, uint64_t seed, int max_words = 6) {
-  std::mt19937_64 rng(seed);
-  std::vector<SentimentTree> out;
-  for (int t = 0; t < count; ++t) {
-    std::vector<std::string> parts;
-    const int words = 1 + static_cast<int>(rng() % static_cast<uint64_t>(max_words));
-    for (int i = 0; i < words; ++i) parts.push_back(cat("(", rng() % 5, " w", rng() % vocabulary, ")"));
-    while (parts.size() > 1) {
-      const size_t i = rng() % (parts.size() - 1);
-      parts[i] = cat("(", rng() % 5, " ", parts[i], " ", parts[i + 1], ")");
-      parts.erase(parts.begin() + static_cast<long>(i) + 1);
-    }
-    SentimentTree tree = parse_trees(parts[0], "test")[0];
-    for (int64_t i = 0; i < tree.size(); ++i) {
-      const auto k = static_cast<size_t>(i);
-      tree.word_id[k] = tree.is_leaf(i) ? std::stoi(tree.word[k].substr(1)) : -1;
-    }
-    out.push_back(std::move(tree));
-  }
-  return out;
-}
 
 // Step s's trees: `per` consecutive trees of the bank from s · per, each keyed by its
 // index + 1, as the trainer keys them.
@@ -122,7 +100,7 @@ CtnSpec spec_of(const std::string& kind, int64_t vocabulary, int64_t dim = kDim)
 
 TEST_CASE("a grouped tree step's gradient is the sum of its trees', whatever the grouping, step after step") {
   constexpr int64_t kVocab = 30;
-  const std::vector<SentimentTree> bank = random_trees(14, kVocab, 5);
+  const std::vector<SentimentTree> bank = random_id_trees(14, kVocab, 5);
   for (const std::string kind : {"ctn", "ctn+f", "ctn+s", "ctn+f+s"}) {
     CAPTURE(kind);
     Model model = build_ctn(spec_of(kind, kVocab));
@@ -162,7 +140,7 @@ TEST_CASE("the shipped Tree-LSTM's grouped step has the gradient of its forest's
   Model model = load_model(pens::testing::source_dir() + "/examples/sst/tree-lstm.model.json");
   ParamStore<float> params(model.graph);
   params.initialize(model.graph, 3);
-  const std::vector<SentimentTree> bank = random_trees(8, params.at("E").shape[0], 13, 12);
+  const std::vector<SentimentTree> bank = random_id_trees(8, params.at("E").shape[0], 13, 12);
   const TreeModel tm(model, SentimentTask::Fine, 1.0 / 4);
   CHECK(tm.word_tables() == std::vector<std::string>{"E"});
   CHECK_FALSE(tm.per_tree_parameters());
@@ -197,7 +175,7 @@ TEST_CASE("sampled evaluation on TreeTapes gives the probabilities of each tree'
   constexpr int64_t kVocab = 30;
   constexpr int64_t kDraws = 4;
   constexpr uint64_t kSeed = 11;
-  const std::vector<SentimentTree> bank = random_trees(12, kVocab, 21, 15);
+  const std::vector<SentimentTree> bank = random_id_trees(12, kVocab, 21, 15);
   for (const std::string kind : {"ctn+s", "ctn+f+s"}) {
     CAPTURE(kind);
     Model model = build_ctn(spec_of(kind, kVocab, 6));
@@ -255,7 +233,7 @@ TEST_CASE("sampled evaluation on TreeTapes gives the probabilities of each tree'
 // sums once depended on that alignment, so that even two runs on one thread differed).
 TEST_CASE("a grouped tree step updates with the same bits on 1, 2 and 3 threads, run after run") {
   constexpr int64_t kVocab = 40;
-  const std::vector<SentimentTree> bank = random_trees(24, kVocab, 9, 40);
+  const std::vector<SentimentTree> bank = random_id_trees(24, kVocab, 9, 40);
   for (const std::string kind : {"ctn", "ctn+f", "ctn+f+s"}) {
     CAPTURE(kind);
     std::vector<std::vector<float>> finals;
@@ -289,7 +267,7 @@ TEST_CASE("a tape adds its parameter gradients into the array it is given, and o
   const Model model = build_ctn(spec_of("ctn", 6));
   ParamStore<float> params(model.graph);
   params.initialize(model.graph, 1);
-  const SentimentTree tree = random_trees(1, 6, 3)[0];
+  const SentimentTree tree = random_id_trees(1, 6, 3)[0];
   const TreeModel tm(model, SentimentTask::Fine);
   const UnrolledTree u = tm.unroll(tree);
   Tape<float> tape(u.graph, params);

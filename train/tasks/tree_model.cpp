@@ -453,24 +453,17 @@ uint64_t TreeStepGraphs::example(size_t g, size_t i) const {
 
 double TreeStepGraphs::forward(size_t g, size_t i, NoiseKey key, std::span<float> grads) {
   Group& group = groups_.at(g);
-  if (group.ensemble) {
-    TreeEnsembleTape& t = *group.ensemble;
+  // A TreeTape or a TreeEnsembleTape: the same calls.
+  const auto on_tapes = [&](auto& t) {
     t.add_param_gradients_to(grads);
     model_->set_tree_of(t, group.forests.empty() ? *trees_.at(group.first + i) : group.forests.at(i).nodes,
                         group.labels);
     t.set_noise_key(key);
     t.forward();
     return t.objective();
-  }
-  if (group.trees) {
-    TreeTape& t = *group.trees;
-    t.add_param_gradients_to(grads);
-    model_->set_tree_of(t, group.forests.empty() ? *trees_.at(group.first + i) : group.forests.at(i).nodes,
-                        group.labels);
-    t.set_noise_key(key);
-    t.forward();
-    return t.objective();
-  }
+  };
+  if (group.ensemble) return on_tapes(*group.ensemble);
+  if (group.trees) return on_tapes(*group.trees);
   Tape<float>& tape = *group.tapes.at(i);
   tape.add_param_gradients_to(grads);
   model_->feed(tape, group.unrolled.at(i), group.forests.at(i).nodes);
