@@ -12,11 +12,11 @@
 // the penalties for its scores (TreeTape::backward's score_grads), which it adds to its
 // own loss's.
 //
-// What it computes is the graph per tree's objective for the same draws: the loss on the
-// network the spec names (the parent; child 1; the children's mean), plus each penalty's
-// λ times its mean over the tree's nodes. The draws themselves are the perturbed cell's
-// (child k's nodes are "c<k>/...", so children draw apart), not those of a tree's graph
-// perturbed after unrolling; both are draws of the same noise.
+// The objective is the one a tree's graph with penalties has: the loss on the network
+// the spec names (the parent; child 1; the children's mean), plus each penalty's λ times
+// its mean over the tree's nodes. The draws are the perturbed cell's (child k's nodes are
+// "c<k>/...", so children draw apart), not those of a tree's graph perturbed after
+// unrolling: other draws of the same noise.
 #pragma once
 
 #include <cstdint>
