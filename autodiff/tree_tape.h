@@ -58,6 +58,8 @@ class TreeTape {
   // row_of()[node], as unroll_tree numbers rows.
   std::span<const float> scores() const { return scores_; }
   const std::vector<int32_t>& row_of() const { return row_of_; }
+  // The scores port's width: the classes.
+  int64_t classes() const { return classes_; }
   // Adds the gradients of objective() into the parameter gradients; `score_grads`, when
   // given ([nodes, classes], rows as scores()), is a gradient for the scores from beyond
   // the tape (a penalty between networks, train/tasks/tree_ensemble.h), added to the loss's.

@@ -22,12 +22,15 @@
 #include "pens/train/tasks/tree_model.h"
 #include "tests/support/helpers.h"
 #include "tests/support/paths.h"
+#include "tests/support/tree_step.h"
 #include "tests/support/treebank.h"
 
 namespace test_tree_step {
 
 using namespace pens;
+using pens::testing::check_tree_step;
 using pens::testing::random_id_trees;
+using pens::testing::StepReference;
 
 namespace {
 
@@ -49,16 +52,12 @@ StepTrees step_trees(const std::vector<SentimentTree>& bank, int64_t s, size_t p
   return out;
 }
 
-struct Reference {
-  double objective = 0;
-  std::vector<float> grads;
-};
-
 // Each tree's graph on its own tape, its key {seed, step, example}, its gradient added
 // into the store: what the step's groups must sum to.
-Reference tree_by_tree(const TreeModel& tm, ParamStore<float>& params, const std::vector<const SentimentTree*>& trees,
-                       const std::vector<uint64_t>& examples, uint64_t seed, int64_t step) {
-  Reference r;
+StepReference tree_by_tree(const TreeModel& tm, ParamStore<float>& params,
+                           const std::vector<const SentimentTree*>& trees, const std::vector<uint64_t>& examples,
+                           uint64_t seed, int64_t step) {
+  StepReference r;
   params.zero_grad();
   for (size_t i = 0; i < trees.size(); ++i) {
     const UnrolledTree u = tm.training_tree(*trees[i]);
@@ -71,23 +70,6 @@ Reference tree_by_tree(const TreeModel& tm, ParamStore<float>& params, const std
   }
   r.grads.assign(params.grads().begin(), params.grads().end());
   return r;
-}
-
-// Runs step `s` of the assigned trees at a learning rate of 0 (the parameters stay, so
-// each step's gradient can be compared) and checks objective and gradients against
-// `expected`, which must have some gradient.
-void check_step(TreeStepGraphs& graphs, Step& step, int64_t s, const ParamStore<float>& params,
-                const Reference& expected) {
-  const StepResult r = graphs.run(step, {.step = s, .learning_rate = 0.0, .momentum = 0});
-  REQUIRE(r.finite);
-  CHECK(r.objective == doctest::Approx(expected.objective).epsilon(1e-5));
-  const std::span<const float> got = params.grads();
-  float largest = 0;
-  for (float g : expected.grads) largest = std::max(largest, std::abs(g));
-  REQUIRE(largest > 0);
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, double{std::abs(got[i] - expected.grads[i])});
-  CHECK(worst <= 1e-5 * largest);
 }
 
 CtnSpec spec_of(const std::string& kind, int64_t vocabulary, int64_t dim = kDim) {
@@ -120,10 +102,10 @@ TEST_CASE("a grouped tree step's gradient is the sum of its trees', whatever the
         TreeStepGraphs graphs;
         for (int64_t s = 0; s < 2; ++s) {
           const StepTrees step_of = step_trees(bank, s, 7);
-          const Reference expected = tree_by_tree(tm, params, step_of.trees, step_of.examples, 11, s);
+          const StepReference expected = tree_by_tree(tm, params, step_of.trees, step_of.examples, 11, s);
           graphs.assign(tm, params, step_of.trees, step_of.examples, 1.0, groups);
           CHECK(graphs.count() == groups);
-          check_step(graphs, step, s, params, expected);
+          check_tree_step(graphs, step, s, params, expected);
         }
       }
     }
@@ -154,7 +136,7 @@ TEST_CASE("the shipped Tree-LSTM's grouped step has the gradient of its forest's
       TreeStepGraphs graphs;
       for (int64_t s = 0; s < 2; ++s) {
         const StepTrees step_of = step_trees(bank, s, 4);
-        Reference expected;
+        StepReference expected;
         if (groups == 4) {
           expected = tree_by_tree(tm, params, step_of.trees, step_of.examples, 5, s);
         } else {
@@ -162,7 +144,7 @@ TEST_CASE("the shipped Tree-LSTM's grouped step has the gradient of its forest's
           expected = tree_by_tree(tm, params, {&forest.nodes}, {step_of.examples.back()}, 5, s);
         }
         graphs.assign(tm, params, step_of.trees, step_of.examples, 1.0, groups);
-        check_step(graphs, step, s, params, expected);
+        check_tree_step(graphs, step, s, params, expected);
       }
     }
   }

@@ -44,6 +44,7 @@ TreeEnsembleTape::TreeEnsembleTape(const Graph& cell, const TreePorts& parent, c
     if (!read[k]) continue;
     const TreePorts& ports = k == 0 ? parent : children[k - 1];
     networks_[k] = std::make_unique<TreeTape>(cell, ports, params_, k == 0 ? loss_scale : child_scale);
+    classes_ = networks_[k]->classes();
   }
 }
 
@@ -108,7 +109,6 @@ void TreeEnsembleTape::forward() {
     if (!n) continue;
     n->forward();
     objective_ += n->objective();
-    classes_ = static_cast<int64_t>(n->scores().size()) / nodes_;
   }
   if (spec_.penalties.empty()) return;
   head_ = &head(nodes_);

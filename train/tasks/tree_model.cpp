@@ -182,17 +182,6 @@ void TreeModel::labels_of(const SentimentTree& tree, std::vector<int32_t>& label
   }
 }
 
-void TreeModel::set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels,
-                            bool labeled) const {
-  labels_of(tree, labels, labeled);
-  tape.set_tree(tree.shape, tree.word_id, labels);
-}
-
-void TreeModel::set_tree_of(TreeEnsembleTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels) const {
-  labels_of(tree, labels, true);
-  tape.set_tree(tree.shape, tree.word_id, labels);
-}
-
 void TreeModel::feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels) const {
   TensorView<float> words = tape.input(unrolled.words);
   for (size_t i = 0; i < unrolled.leaves.size(); ++i) {

@@ -77,10 +77,14 @@ class TreeModel {
   // The networks and penalties of the model's pseudo-ensemble over a tree, when it
   // runs_tree_ensembles().
   std::unique_ptr<TreeEnsembleTape> ensemble_tape(ParamStore<float>& params) const;
-  // Sets a tree on a TreeTape: its shape, words and classes for the task (`labels`:
-  // scratch); without `labeled`, no node's class, so forward() stops at the scores.
-  void set_tree_of(TreeTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels, bool labeled = true) const;
-  void set_tree_of(TreeEnsembleTape& tape, const SentimentTree& tree, std::vector<int32_t>& labels) const;
+  // Sets a tree on a TreeTape or TreeEnsembleTape: its shape, words and classes for the
+  // task (`labels`: scratch); without `labeled`, no node's class, so forward() stops at
+  // the scores.
+  template <class Tapes>
+  void set_tree_of(Tapes& tape, const SentimentTree& tree, std::vector<int32_t>& labels, bool labeled = true) const {
+    labels_of(tree, labels, labeled);
+    tape.set_tree(tree.shape, tree.word_id, labels);
+  }
   // Writes a tree's words, level gathers and (with `labels`, for graphs that keep the
   // loss) labels into a tape of one of its graphs.
   void feed(Tape<float>& tape, const UnrolledTree& unrolled, const SentimentTree& tree, bool labels = true) const;
