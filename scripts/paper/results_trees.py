@@ -2,7 +2,11 @@
 """Collects the finished runs of scripts/paper/table2.sh into docs/results-history.md (its Table 2
 section) and docs/results.json (records of Table 2's cells; other records are kept, and so is
 the record of a cell that has no finished run under RUNS_DIR; a cell's record that new
-runs replace is kept in the new record's "superseded" list: results accumulate). Draws
+runs replace is kept in the new record's "superseded" list: results accumulate; runs of new
+seeds made with the same config and model files as a cell's record join it, so a campaign
+finished on another machine adds to its record). Each fine-grained cell has a binary
+sibling, METHOD-fine-folded: the same runs' best models read as binary (the evaluation
+table2.sh writes beside each run, seedS/binary-test.txt). Draws
 the cells' learning curves into the img folder beside the markdown file (docs/img:
 table2-curves.png with gnuplot, from table2-curves.tsv): root accuracy on dev and on the
 training sample by epoch, mean over the cell's finished runs.
@@ -11,7 +15,9 @@ usage: results_trees.py RUNS_DIR HISTORY.md RESULTS.json [COMMAND]
 
 COMMAND is the scripts/paper/table2.sh invocation that made the runs (recorded with them).
 """
+import hashlib
 import json
+import re
 import shutil
 import statistics
 import subprocess
@@ -26,7 +32,12 @@ PAPER = {("fine", "ctn"): 43.1, ("fine", "ctn+f"): 46.1, ("fine", "ctn+s"): 47.5
          ("fine", "tree-lstm"): 51.0, ("binary", "tree-lstm"): 88.0,
          ("fine", "ctn+s+pea"): None, ("binary", "ctn+s+pea"): None,
          ("fine", "ctn+f+s+pea"): None, ("binary", "ctn+f+s+pea"): None}
+# A fine-grained model read as binary: its cell's runs, evaluated on the binary task.
+FOLDED = "-fine-folded"
+PAPER.update({("binary", method + FOLDED): PAPER[("binary", method)]
+              for task, method in list(PAPER) if task == "fine"})
 METHODS = ["ctn", "ctn+f", "ctn+s", "ctn+f+s", "ctn+s+pea", "ctn+f+s+pea", "tree-lstm"]
+METHODS += [method + FOLDED for method in METHODS]
 BEGIN, END = "<!-- table2: written by scripts/paper/table2.sh -->", "<!-- /table2 -->"
 
 
@@ -71,35 +82,103 @@ def test_draws(method, summary):
     return test_evaluation(summary).get("samples", summary["config"]["eval"]["samples"])
 
 
+def cell_folder(runs_dir, task, method):
+    """Where a cell's runs are: TASK-METHOD, or for a folded cell the fine cell's."""
+    if method.endswith(FOLDED):
+        return Path(runs_dir) / f"fine-{method.removesuffix(FOLDED)}"
+    return Path(runs_dir) / f"{task}-{method}"
+
+
+def folded_evaluation(run):
+    """(root accuracy %, subspace draws or 0) of a fine run's best model read as binary,
+    from the `pens eval --task binary` output table2.sh writes beside it; None before it
+    has been written."""
+    path = run / "binary-test.txt"
+    if not path.exists():
+        return None
+    text = path.read_text()
+    accuracy = re.search(r"root accuracy ([0-9.]+)%", text)
+    if not accuracy:
+        sys.exit(f"results_trees: {path} has no root accuracy line (a failed pens eval? remove it to run it again)")
+    draws = re.search(r"mean of ([0-9]+) subspace draws", text)
+    return float(accuracy.group(1)), int(draws.group(1)) if draws else 0
+
+
+def fingerprint(cell):
+    """What makes a cell's runs comparable across machines: its config.json and model.json,
+    parsed (their layout aside). Runs are `pens train config.json --seed S`."""
+    parts = []
+    for name in ("config.json", "model.json"):
+        path = cell / name
+        parts.append(json.dumps(json.loads(path.read_text()), sort_keys=True) if path.exists() else "")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
 def cells(runs_dir, invocation):
     rows = []
     for (task, method), paper in PAPER.items():
-        cell = Path(runs_dir) / f"{task}-{method}"
+        cell = cell_folder(runs_dir, task, method)
+        folded = method.endswith(FOLDED)
         runs = []
         for summary in sorted(cell.glob("seed*/summary.json")):
             s = json.loads(summary.read_text())
             if s.get("status") != "finished" or "best_dev" not in s:
                 continue
-            runs.append((int(summary.parent.name[4:]), s))
+            evaluation = folded_evaluation(summary.parent) if folded else None
+            if folded and evaluation is None:
+                continue
+            runs.append((int(summary.parent.name[4:]), s, evaluation))
         if not runs:
             continue
-        acc = [round(100 * test_evaluation(s)["test_root_accuracy"], 2) for _, s in runs]
+        if folded:
+            acc = [e[0] for _, _, e in runs]
+            draws = [e[1] for _, _, e in runs]
+        else:
+            acc = [round(100 * test_evaluation(s)["test_root_accuracy"], 2) for _, s, _ in runs]
+            draws = [test_draws(method, s) for _, s, _ in runs]
         adagrad, words = config_choices(cell)
         rows.append({
             "method": method, "task": task, "cell": model_cell(cell), "optimizer": adagrad, "words": words,
             "runs": len(runs),
             "mean": round(statistics.mean(acc), 2),
             "std": round(statistics.stdev(acc), 2) if len(acc) > 1 else 0.0,
-            "accuracies": acc, "seeds": [seed for seed, _ in runs],
-            "minutes": [round(s["wall_seconds"] / 60, 1) for _, s in runs],
-            "epochs": [s["epochs"] for _, s in runs],
-            "best_dev_epochs": [s["best_dev"]["epoch"] for _, s in runs],
-            "test_draws": [test_draws(method, s) for _, s in runs],
+            "accuracies": acc, "seeds": [seed for seed, _, _ in runs],
+            "minutes": [round(s["wall_seconds"] / 60, 1) for _, s, _ in runs],
+            "epochs": [s["epochs"] for _, s, _ in runs],
+            "best_dev_epochs": [s["best_dev"]["epoch"] for _, s, _ in runs],
+            "test_draws": draws,
             "paper": paper,
             "command": invocation,
-            "run_command": f"build/pens train {cell}/config.json --seed S --out {cell}/seedS",
+            "run_command": f"build/pens train {cell}/config.json --seed S --out {cell}/seedS"
+                           + (f"; build/pens eval {cell}/seedS --task binary" if folded else ""),
+            "config_sha256": fingerprint(cell),
         })
+        if folded:
+            rows[-1]["protocol"] = ("the fine-grained runs' best models (picked on fine dev) read as binary: "
+                                    "positive where P(3) + P(4) > P(0) + P(1), on the non-neutral test roots")
     return rows
+
+
+# A record's entries that hold one value per run, in the order of its seeds.
+PER_RUN = ["accuracies", "seeds", "minutes", "epochs", "best_dev_epochs", "test_draws"]
+
+
+def joined(old, new):
+    """A cell's record with the runs of new seeds added (same config and model files, no
+    seed in common): per-run entries in seed order, the statistics over all of them, and
+    both commands."""
+    order = sorted(range(len(old["seeds"]) + len(new["seeds"])), key=lambda i: (old["seeds"] + new["seeds"])[i])
+    record = {**old, **new}
+    for key in PER_RUN:
+        values = old.get(key, []) + new.get(key, [])
+        if len(values) == len(order):
+            record[key] = [values[i] for i in order]
+    acc = record["accuracies"]
+    record.update(runs=len(acc), mean=round(statistics.mean(acc), 2),
+                  std=round(statistics.stdev(acc), 2) if len(acc) > 1 else 0.0)
+    if old["command"] != new["command"]:
+        record["command"] = f"{old['command']}; {new['command']}"
+    return record
 
 
 def epoch_curve(metrics):
@@ -118,6 +197,8 @@ def curves(runs_dir):
     runs, at the epochs every one of them reached."""
     out = {}
     for task, method in PAPER:
+        if method.endswith(FOLDED):  # the fine cell's curve
+            continue
         per_run = []
         for summary in sorted((Path(runs_dir) / f"{task}-{method}").glob("seed*/summary.json")):
             metrics = summary.parent / "metrics.jsonl"
@@ -191,6 +272,13 @@ def draw_curves(cell_curves, image):
     subprocess.run(["gnuplot"], input="\n".join(script) + "\n", text=True, check=True)
 
 
+def label(method):
+    """A method's name in the tables."""
+    if method.endswith(FOLDED):
+        return method.removesuffix(FOLDED).upper() + ", fine read as binary"
+    return method.upper()
+
+
 def draws_of(record):
     """A record's test draws for the table: "parent", one count, or the runs' counts
     joined by "+" where they differ (older records lack them: "?")."""
@@ -206,6 +294,9 @@ def markdown(rows):
              "(for the Tree-LSTM, past the paper, Tai, Socher and Manning's with tuned GloVe vectors; pens' "
              "learns its word vectors from the treebank alone; +PEA, the paper's PEA on trees, a KL penalty on "
              "every node's scores between two children, λ ramped as in the MNIST recipes: no paper has it). "
+             "A row \"fine read as binary\": the fine-grained runs of its method, each best model (picked on fine "
+             "dev) read as binary, positive where P(3) + P(4) > P(0) + P(1), on the non-neutral test roots; its "
+             "minutes and epochs are the fine runs'. "
              "Test draws (fine/binary): subspace draws averaged per test tree (the paper: 50; where the epochs' "
              "evaluations used fewer, the best dev epoch's model evaluated again, eval.final_samples); parent, "
              "the clean parent predicts. "
@@ -234,8 +325,8 @@ def markdown(rows):
         adagrad = "/".join(by[t].get("optimizer", "plain") if t in by else "-" for t in ["fine", "binary"])
         words = "/".join(by[t].get("words", "exact") if t in by else "-" for t in ["fine", "binary"])
         def paper(task):
-            return "-" if PAPER[(task, method)] is None else PAPER[(task, method)]
-        lines.append(f"| {method.upper()} | {cell('fine')} | {paper('fine')} | {cell('binary')} | "
+            return "-" if PAPER.get((task, method)) is None else PAPER[(task, method)]
+        lines.append(f"| {label(method)} | {cell('fine')} | {paper('fine')} | {cell('binary')} | "
                      f"{paper('binary')} | {runs} | {epochs} | {minutes} | {draws} | {kinds} | {adagrad} | {words} |")
     invocations = sorted({r["command"] for r in rows})
     lines += ["", "Made by " + ", ".join(f"`{c}`" for c in invocations) + "; each run is "
@@ -267,7 +358,13 @@ def main():
             # The same runs reported again (a campaign over other cells reports every
             # cell): the record stays, with the command that made them; what it lacks
             # from before the report wrote it (test draws) is added.
-            fresh = [{**old, "test_draws": old.get("test_draws", fresh[0]["test_draws"])}]
+            fresh = [{**old, "test_draws": old.get("test_draws", fresh[0]["test_draws"]),
+                      "config_sha256": fresh[0]["config_sha256"]}]
+        elif fresh and old and old.get("config_sha256") == fresh[0]["config_sha256"] \
+                and not set(old.get("seeds", [])) & set(fresh[0]["seeds"]):
+            # New seeds of the same cell (runs from another machine, whose earlier runs are
+            # gone): they join the record.
+            fresh = [joined(old, fresh[0])]
         elif fresh and old:
             # The record it replaces goes with it (results accumulate).
             fresh[0]["superseded"] = [{k: v for k, v in old.items() if k != "superseded"}] + old.get("superseded", [])

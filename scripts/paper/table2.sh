@@ -41,6 +41,10 @@
 #   --runs DIR          where runs live (default runs/table2); a run that finished all
 #                       --epochs is not run again, one its budget stopped is resumed
 #   --report-only       run nothing; rebuild the report from the runs that exist
+#
+# Every finished fine-grained run is also read as binary (pens eval RUN --task binary, on
+# the test and dev roots, written beside it as binary-test.txt and binary-dev.txt): the
+# report's "fine read as binary" cells, the protocol docs/results.md's Table 2 argues for.
 set -euo pipefail
 # The body is one brace group ending in exit: bash reads it whole before running it, so a
 # campaign of hours is not derailed when this file is edited while it runs.
@@ -166,6 +170,19 @@ sys.exit(0 if s.get("status") == "finished" and done else 1)' \
     done
   done
   wait
+  # Each finished fine-grained run's best model read as binary (its cell's "fine read as
+  # binary" record), once: on the test roots and, to compare protocols on, the dev roots.
+  for run in "$runs"/fine-*/seed*/; do
+    run=${run%/}
+    [[ -f $run/summary.json && -f $run/best.model.json ]] || continue
+    python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1])).get("status") != "finished")' \
+      "$run/summary.json" || continue
+    for part in test dev; do
+      [[ -f $run/binary-$part.txt ]] && continue
+      "$pens" eval "$run" --task binary --data "$part" > "$run/binary-$part.txt.part" &&
+        mv "$run/binary-$part.txt.part" "$run/binary-$part.txt"
+    done
+  done
 fi
 python3 scripts/paper/results_trees.py "$runs" docs/results-history.md docs/results.json "$invocation"
 /usr/bin/python3 scripts/paper/results_tables.py docs/results.json docs/results.md README.md

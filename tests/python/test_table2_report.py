@@ -124,3 +124,57 @@ def test_a_cell_whose_runs_are_gone_keeps_its_curve_and_a_new_cell_gains_one(tmp
     lines = (img / "table2-curves.tsv").read_text().splitlines()
     assert lines == ["# epoch\tfine-ctn dev\tfine-ctn train\tfine-tree-lstm dev\tfine-tree-lstm train",
                      "1\t39.00\t42.00\t45.00\t51.00", "2\t41.50\t48.00\t?\t?"]
+
+
+def test_fine_runs_read_as_binary_make_the_folded_cell(tmp_path):
+    runs = tmp_path / "runs"
+    finished_run(runs / "fine-ctn+s" / "seed1", 0.46, final=(50, 0.47))
+    finished_run(runs / "fine-ctn+s" / "seed2", 0.45)
+    finished_run(runs / "fine-ctn+s" / "seed3", 0.44)
+    # pens eval RUN --task binary's output, as table2.sh writes it; seed 3 not yet read.
+    for seed, accuracy in ((1, 86.25), (2, 85.75)):
+        (runs / "fine-ctn+s" / f"seed{seed}" / "binary-test.txt").write_text(
+            f"runs/fine-ctn+s/seed{seed}/best.model.json on SST test (binary task, the fine-grained model's "
+            "probabilities folded, 1821 roots, 26052 labeled nodes), mean of 50 subspace draws:\n"
+            f"  root accuracy {accuracy:.2f}%\n  all-node accuracy 87.10%\n")
+    records = report(runs, tmp_path / "results.md", tmp_path / "results.json", "table2.sh --methods ctn+s")
+    folded = records[("binary", "ctn+s-fine-folded")]
+    assert (folded["accuracies"], folded["seeds"], folded["mean"], folded["test_draws"]) == \
+        ([86.25, 85.75], [1, 2], 86.0, [50, 50])
+    assert folded["paper"] == 87.8 and folded["config_sha256"] == records[("fine", "ctn+s")]["config_sha256"]
+    assert records[("fine", "ctn+s")]["accuracies"] == [47.0, 45.0, 44.0]  # the fine cell is the fine runs'
+    assert "| CTN+S, fine read as binary | - | - | 86.00 ± 0.35 | 87.8 | -/2 |" in (tmp_path / "results.md").read_text()
+    # An evaluation that failed part way names its file.
+    (runs / "fine-ctn+s" / "seed3" / "binary-test.txt").write_text("pens: error: ...\n")
+    failed = subprocess.run([sys.executable, str(ROOT / "scripts" / "paper" / "results_trees.py"), str(runs),
+                             str(tmp_path / "results.md"), str(tmp_path / "results.json"), "x"],
+                            capture_output=True, text=True)
+    assert failed.returncode != 0 and "seed3/binary-test.txt has no root accuracy" in failed.stderr
+
+
+def test_new_seeds_of_the_same_cell_join_its_record_and_another_config_replaces_it(tmp_path):
+    results, md = tmp_path / "results.json", tmp_path / "results.md"
+    first = tmp_path / "machine1"
+    finished_run(first / "fine-ctn+s+pea" / "seed1", 0.46)
+    finished_run(first / "fine-ctn+s+pea" / "seed2", 0.47)
+    config = {"optimizer": {"kind": "adagrad", "learning_rate": 0.01}, "run": {"epochs": 150}}
+    (first / "fine-ctn+s+pea" / "config.json").write_text(json.dumps(config))
+    report(first, md, results, "table2.sh --epochs 150 --seeds 1,2")
+
+    # Seed 3 on a machine that no longer has seeds 1 and 2: the same config (laid out
+    # otherwise), so the run joins the record.
+    second = tmp_path / "machine2"
+    finished_run(second / "fine-ctn+s+pea" / "seed3", 0.45)
+    (second / "fine-ctn+s+pea" / "config.json").write_text(json.dumps(config, indent=4))
+    joined = report(second, md, results, "table2.sh --epochs 150 --seeds 3")[("fine", "ctn+s+pea")]
+    assert (joined["seeds"], joined["accuracies"], joined["runs"], joined["mean"], joined["std"]) == \
+        ([1, 2, 3], [46.0, 47.0, 45.0], 3, 46.0, 1.0)
+    assert joined["minutes"] == [10.0, 10.0, 10.0] and "superseded" not in joined
+    assert joined["command"] == "table2.sh --epochs 150 --seeds 1,2; table2.sh --epochs 150 --seeds 3"
+
+    # Another config (a longer run) for seed 4: not the same cell's runs, so it replaces the record.
+    third = tmp_path / "machine3"
+    finished_run(third / "fine-ctn+s+pea" / "seed4", 0.48)
+    (third / "fine-ctn+s+pea" / "config.json").write_text(json.dumps({**config, "run": {"epochs": 400}}))
+    replaced = report(third, md, results, "table2.sh --epochs 400 --seeds 4")[("fine", "ctn+s+pea")]
+    assert replaced["seeds"] == [4] and replaced["superseded"][0]["seeds"] == [1, 2, 3]
