@@ -48,6 +48,7 @@ std::vector<std::vector<std::string>> stacked_products(const Graph& g, const Com
 template <class T>
 Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
     : options_(options), param_grads_(params.grads()) {
+  if constexpr (std::is_same_v<T, float>) require_precision(options.precision, "a tape's products");
   std::vector<NodeId> order;
   const std::vector<ValueInfo> values = verify(g, options.batch, &order);
   const std::vector<char> needs_grad = gradient_flags(g, order, values, options);
@@ -193,6 +194,7 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
     ins.args.gin = ins.gin;
     ins.args.attrs = &ins.attrs;
     ins.args.node_name = &slots_[ins.slot].name;
+    if constexpr (std::is_same_v<T, float>) ins.args.precision = options_.precision;
   }
 
   // Row-wise draws over batch rows: those a row placement applies to (noise on a

@@ -20,6 +20,7 @@
 
 #include "pens/autodiff/param_store.h"
 #include "pens/graph/graph.h"
+#include "pens/ops/precision.h"
 #include "pens/ops/ir/memory.h"
 #include "pens/ops/ir/value.h"
 #include "pens/ops/op.h"
@@ -41,6 +42,9 @@ struct CompileOptions {
   // Inputs that take no arena memory: bind_input must give their value (and gradient)
   // before the first forward(). For a tape that reads a large value another tape keeps.
   std::vector<std::string> external_inputs = {};
+  // The matrix products' precision (ops/precision.h): bfloat16 runs a float tape's matmul
+  // and affine products on oneDNN; a double tape ignores it.
+  Precision precision = Precision::Float32;
 };
 
 // The stacks a tape of g compiled with `options` runs (CompileOptions::stack): each one's

@@ -9,15 +9,16 @@
 //           and Gaussian input and bias noise (σ 0.1), the loss on child 1's labeled
 //           rows, V^c on both hidden layers and V^t on the output over unlabeled rows
 //
-// Prints one JSON object: {"side": "pens", "mode", "batch", "threads", "ms" (median
-// step), "peak_rss_mb"}. With --dump DIR, also writes what the peer needs to recompute
+// Prints one JSON object: {"side": "pens", "mode", "batch", "threads", "precision", "ms"
+// (median step), "peak_rss_mb"}. With --dump DIR, also writes what the peer needs to recompute
 // the objective of one step exactly: parameters, inputs, every noise site's input and
 // output, and pens' objective (DIR/manifest.json, one float32 file per tensor).
 //
 //   build/bench/modes --mode pea-ss --batch 100 --threads 2 [--reps 30] [--dump DIR] [--stack 0]
+//                     [--precision float32|bfloat16]
 //
 // --stack 0 compiles the step's tape without stacked products (CompileOptions::stack), to
-// measure what they buy.
+// measure what they buy; --precision bfloat16 runs the products in bfloat16 (ops/precision.h).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -137,6 +138,7 @@ int main(int argc, char** argv) {
     int64_t batch = 100;
     int threads = 2, reps = 30;
     bool stack = true;
+    Precision precision = Precision::Float32;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string key = argv[i], value = argv[i + 1];
       if (key == "--mode") mode = value;
@@ -145,7 +147,8 @@ int main(int argc, char** argv) {
       else if (key == "--reps") reps = std::max(1, std::stoi(value));
       else if (key == "--dump") dump_dir = value;
       else if (key == "--stack") stack = value != "0";
-      else fail("unknown option ", key, " (--mode --batch --threads --reps --dump --stack)");
+      else if (key == "--precision") precision = parse_precision(value, "--precision");
+      else fail("unknown option ", key, " (--mode --batch --threads --reps --dump --stack --precision)");
     }
     set_threads(threads);
     const Mode m = make_mode(mode, batch);
@@ -154,7 +157,7 @@ int main(int argc, char** argv) {
     params.initialize(m.graph, 1);
     const std::unique_ptr<Optimizer> sgd = make_optimizer("sgd", params);
     Step training_step(params, *sgd, model_constraints(m.graph, params, MaxNormRule::UnitIncoming), /*seed=*/1);
-    Tape<float> tape(training, params, {.batch = m.rows, .stack = stack});
+    Tape<float> tape(training, params, {.batch = m.rows, .stack = stack, .precision = precision});
     fill_inputs(tape, batch);
     if (!dump_dir.empty()) dump(dump_dir, mode, batch, training, tape, params);
 
@@ -172,8 +175,9 @@ int main(int argc, char** argv) {
     }
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    std::printf("{\"side\": \"pens\", \"mode\": \"%s\", \"batch\": %lld, \"threads\": %d, \"ms\": %.3f, \"peak_rss_mb\": %.1f}\n",
-                mode.c_str(), static_cast<long long>(batch), threads, median(ms),
+    std::printf("{\"side\": \"pens\", \"mode\": \"%s\", \"batch\": %lld, \"threads\": %d, \"precision\": \"%s\", "
+                "\"ms\": %.3f, \"peak_rss_mb\": %.1f}\n",
+                mode.c_str(), static_cast<long long>(batch), threads, precision_name(precision), median(ms),
                 static_cast<double>(usage.ru_maxrss) / 1024.0);
     return 0;
   } catch (const std::exception& e) {

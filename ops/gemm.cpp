@@ -268,7 +268,10 @@ void put_bias(const GemmOperand<T>& piece, const T* bias, bool by_row, int64_t r
 
 template <class T>
 void gemm_operands(const GemmOperand<T>& c_in, const GemmOperand<const T>& a_in, const GemmOperand<const T>& b_in,
-                   bool accumulate, const T* bias) {
+                   bool accumulate, const T* bias, Precision precision) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (precision == Precision::BFloat16) return gemm_bfloat16(c_in, a_in, b_in, accumulate, bias);
+  }
   // The kernel writes column-major results; a row-major C is computed as Cᵀ = Bᵀ·Aᵀ.
   const bool flip = c_in.row_major;
   const GemmOperand<T> c = flip ? transposed(c_in) : c_in;
@@ -334,8 +337,8 @@ void gemm_operands(const GemmOperand<T>& c_in, const GemmOperand<const T>& a_in,
 }
 
 template void gemm_operands<float>(const GemmOperand<float>&, const GemmOperand<const float>&,
-                                   const GemmOperand<const float>&, bool, const float*);
+                                   const GemmOperand<const float>&, bool, const float*, Precision);
 template void gemm_operands<double>(const GemmOperand<double>&, const GemmOperand<const double>&,
-                                    const GemmOperand<const double>&, bool, const double*);
+                                    const GemmOperand<const double>&, bool, const double*, Precision);
 
 }  // namespace pens

@@ -27,6 +27,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "pens/ops/precision.h"
+
 namespace pens {
 
 // A matrix operand as the kernel reads it: element (i, j) is
@@ -42,9 +44,19 @@ struct GemmOperand {
 // A non-null bias (c.cols values, one per column of c) is added to every row of c: where
 // Eigen's kernel sums the whole inner dimension in one block, C starts from it instead
 // of from zeros, which saves a pass over C and gives the bits of adding it after.
+// Precision::BFloat16 runs a float product on oneDNN (gemm_bfloat16); double products
+// are always double.
 template <class T>
 void gemm_operands(const GemmOperand<T>& c, const GemmOperand<const T>& a, const GemmOperand<const T>& b,
-                   bool accumulate, const T* bias = nullptr);
+                   bool accumulate, const T* bias = nullptr, Precision precision = Precision::Float32);
+
+// The same in bfloat16 (ops/gemm_bf16.cpp): the operands rounded to bfloat16, the sums and
+// the result float32. Fails where bfloat16_unavailable() says why.
+void gemm_bfloat16(const GemmOperand<float>& c, const GemmOperand<const float>& a, const GemmOperand<const float>& b,
+                   bool accumulate, const float* bias);
+// How many oneDNN primitives the bfloat16 products have made in this process (a thread
+// makes one for each shape of piece it meets first).
+int64_t bfloat16_primitives_made();
 
 // The operand an Eigen expression with direct access is (a map, its transpose, a block).
 template <class E>
@@ -58,21 +70,22 @@ auto gemm_operand(E&& e) {
 
 // c = x·y, or c += x·y, for Eigen expressions (c writable).
 template <class C, class X, class Y>
-void gemm(C&& c, const X& x, const Y& y, bool accumulate) {
+void gemm(C&& c, const X& x, const Y& y, bool accumulate, Precision precision = Precision::Float32) {
   using T = typename std::remove_cvref_t<C>::Scalar;
   const auto a = gemm_operand(x);
   const auto b = gemm_operand(y);
   gemm_operands<T>(gemm_operand(c), GemmOperand<const T>{a.data, a.rows, a.cols, a.stride, a.row_major},
-          GemmOperand<const T>{b.data, b.rows, b.cols, b.stride, b.row_major}, accumulate);
+                   GemmOperand<const T>{b.data, b.rows, b.cols, b.stride, b.row_major}, accumulate, nullptr,
+                   precision);
 }
 
 // c = x·y + bias, the bias (one value per column of c) added to every row.
 template <class C, class X, class Y, class T>
-void gemm_bias(C&& c, const X& x, const Y& y, const T* bias) {
+void gemm_bias(C&& c, const X& x, const Y& y, const T* bias, Precision precision = Precision::Float32) {
   const auto a = gemm_operand(x);
   const auto b = gemm_operand(y);
   gemm_operands<T>(gemm_operand(c), GemmOperand<const T>{a.data, a.rows, a.cols, a.stride, a.row_major},
-                   GemmOperand<const T>{b.data, b.rows, b.cols, b.stride, b.row_major}, false, bias);
+                   GemmOperand<const T>{b.data, b.rows, b.cols, b.stride, b.row_major}, false, bias, precision);
 }
 
 }  // namespace pens

@@ -42,6 +42,7 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/ir/node.h"
 #include "pens/ops/ir/value.h"
+#include "pens/ops/precision.h"
 #include "pens/ops/random.h"
 #include "pens/ops/tensor.h"
 
@@ -81,6 +82,8 @@ struct KernelArgs {
   const Attributes* attrs = nullptr;
   const std::string* node_name = nullptr;
   NoiseStream noise;
+  // The precision of the tape's matrix products (matmul and affine read it).
+  Precision precision = Precision::Float32;
 
   const Attributes& attr() const { return *attrs; }
   // Errors found while running (a label out of range) name the node.

@@ -13,12 +13,13 @@ cd "$(dirname "$0")/.."
 # Open MPI runs data-parallel training (mpirun -np P pens train; docs/distributed.md).
 # ccache makes a second build of the same sources fast, in this folder or another clone
 # (scripts/ccache-env.sh). mkdocs builds the documentation site (scripts/docs.sh), which
-# the tests build too.
+# the tests build too. oneDNN runs bfloat16 products (a config's "precision": "bfloat16";
+# ops/precision.h).
 scripts/ensure-packages.sh g++ meson ninja-build pkg-config libeigen3-dev libboost-graph-dev \
   nlohmann-json3-dev libssl-dev libpng-dev doctest-dev gnuplot-nox \
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest python3-matplotlib \
   python3-nbclient python3-nbformat python3-ipykernel \
-  libopenmpi-dev openmpi-bin ccache mkdocs
+  libopenmpi-dev openmpi-bin ccache mkdocs libdnnl-dev
 
 source scripts/ccache-env.sh
 if [ ! -f build/build.ninja ]; then

@@ -40,10 +40,10 @@ struct Matmul {
     auto c = args.out.mat();
     const bool ta = args.attr().get_int("transpose_a") != 0;
     const bool tb = args.attr().get_int("transpose_b") != 0;
-    if (!ta && !tb) gemm(c, a, b, false);
-    if (ta && !tb) gemm(c, a.transpose(), b, false);
-    if (!ta && tb) gemm(c, a, b.transpose(), false);
-    if (ta && tb) gemm(c, a.transpose(), b.transpose(), false);
+    if (!ta && !tb) gemm(c, a, b, false, args.precision);
+    if (ta && !tb) gemm(c, a.transpose(), b, false, args.precision);
+    if (!ta && tb) gemm(c, a, b.transpose(), false, args.precision);
+    if (ta && tb) gemm(c, a.transpose(), b.transpose(), false, args.precision);
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
@@ -54,17 +54,17 @@ struct Matmul {
     const bool tb = args.attr().get_int("transpose_b") != 0;
     if (args.gin[0]) {
       auto ga = args.gin[0].mat();
-      if (!ta && !tb) gemm(ga, gc, b.transpose(), true);
-      if (!ta && tb) gemm(ga, gc, b, true);
-      if (ta && !tb) gemm(ga, b, gc.transpose(), true);
-      if (ta && tb) gemm(ga, b.transpose(), gc.transpose(), true);
+      if (!ta && !tb) gemm(ga, gc, b.transpose(), true, args.precision);
+      if (!ta && tb) gemm(ga, gc, b, true, args.precision);
+      if (ta && !tb) gemm(ga, b, gc.transpose(), true, args.precision);
+      if (ta && tb) gemm(ga, b.transpose(), gc.transpose(), true, args.precision);
     }
     if (args.gin[1]) {
       auto gb = args.gin[1].mat();
-      if (!ta && !tb) gemm(gb, a.transpose(), gc, true);
-      if (ta && !tb) gemm(gb, a, gc, true);
-      if (!ta && tb) gemm(gb, gc.transpose(), a, true);
-      if (ta && tb) gemm(gb, gc.transpose(), a.transpose(), true);
+      if (!ta && !tb) gemm(gb, a.transpose(), gc, true, args.precision);
+      if (ta && !tb) gemm(gb, a, gc, true, args.precision);
+      if (!ta && tb) gemm(gb, gc.transpose(), a, true, args.precision);
+      if (ta && tb) gemm(gb, gc.transpose(), a.transpose(), true, args.precision);
     }
   }
   static void check(CheckBuilder& b) {
@@ -100,13 +100,14 @@ struct Affine {
   static bool stacks_rows(const Attributes&) { return true; }
   template <class T>
   static void forward(const KernelArgs<T>& args) {
-    gemm_bias(args.out.mat(), args.in[0].mat(), args.in[1].mat(), args.in[2].mat(1, args.in[2].size()).data());
+    gemm_bias(args.out.mat(), args.in[0].mat(), args.in[1].mat(), args.in[2].mat(1, args.in[2].size()).data(),
+              args.precision);
   }
   template <class T>
   static void backward(const KernelArgs<T>& args) {
     auto gy = args.gout.mat();
-    if (args.gin[0]) gemm(args.gin[0].mat(), gy, args.in[1].mat().transpose(), true);
-    if (args.gin[1]) gemm(args.gin[1].mat(), args.in[0].mat().transpose(), gy, true);
+    if (args.gin[0]) gemm(args.gin[0].mat(), gy, args.in[1].mat().transpose(), true, args.precision);
+    if (args.gin[1]) gemm(args.gin[1].mat(), args.in[0].mat().transpose(), gy, true, args.precision);
     if (args.gin[2]) add_column_sums(gy, args.gin[2].data);
   }
   // b's gradient: dst[j] += Σ_r dy[r, j], the same bits wherever dst lies. Eigen sums the

@@ -160,9 +160,14 @@ def _optional_count(value, what, least):
 
 
 def compile(model, batch=None, dtype="float32", graph="inference", samples=0, children=None, labeled=None,
-            init_seed=1, tree=None, vocabulary=None):
+            init_seed=1, tree=None, vocabulary=None, precision="float32"):
     """Compiles a model's graph in float32 or float64, first for `batch` rows (any other
     row count compiles when it is first fed).
+
+    precision: "float32", or "bfloat16" for a float32 program whose matrix products take
+    bfloat16 operands and sum in float32 (oneDNN; refused, saying why, where pens was built
+    without it or the CPU lacks the instructions); parameters and everything else stay
+    float32.
 
     graph: "inference" (the parent network, noise off; with samples=K, K noisy children
     and their mean class probabilities as "mc/<output>/probabilities"), "training" (the
@@ -181,12 +186,13 @@ def compile(model, batch=None, dtype="float32", graph="inference", samples=0, ch
         if vocabulary is not None and not isinstance(vocabulary, Vocabulary):
             raise Error(f"vocabulary must be a pens.Vocabulary (pens.vocabulary(dir)), got {type(vocabulary).__name__}")
         return Program(_pens.compile(_model(model), 1, _dtype(dtype), graph, 0, None, None,
-                                     _count(init_seed, "init_seed", 0), tree_text(tree), vocabulary))
+                                     _count(init_seed, "init_seed", 0), tree_text(tree), vocabulary, precision))
     if batch is None and not model.is_tree_model:
         raise Error("batch must be given: the rows the program is compiled for first")
     return Program(_pens.compile(_model(model), _count(batch if batch is not None else 1, "batch"), _dtype(dtype),
                                  graph, _count(samples, "samples", 0), _optional_count(children, "children", 1),
-                                 _optional_count(labeled, "labeled", 0), _count(init_seed, "init_seed", 0)))
+                                 _optional_count(labeled, "labeled", 0), _count(init_seed, "init_seed", 0),
+                                 None, None, precision))
 
 
 def vocabulary(dir, min_count=1, lowercase=False):

@@ -155,8 +155,8 @@ class CompiledAs final : public Compiled {
   // `fed`: fills every input of the graph (a tree's words, labels and gathers) once; the
   // program then takes no inputs.
   CompiledAs(const Model& model, GraphOf graph_of, int64_t rows, uint64_t init_seed,
-             std::function<void(Tape<T>&)> fed = {})
-      : graph_of_(std::move(graph_of)) {
+             std::function<void(Tape<T>&)> fed = {}, Precision precision = Precision::Float32)
+      : graph_of_(std::move(graph_of)), precision_(precision) {
     Program& first = program(rows);
     params_ = std::make_unique<ParamStore<T>>(first.graph);
     penalties_ = first.penalties;
@@ -171,7 +171,7 @@ class CompiledAs final : public Compiled {
     } else {
       params_->initialize(first.graph, init_seed);
     }
-    first.tape = std::make_unique<Tape<T>>(first.graph, *params_, CompileOptions{.batch = rows});
+    first.tape = std::make_unique<Tape<T>>(first.graph, *params_, CompileOptions{.batch = rows, .precision = precision_});
     batch = rows;
     if (fed) fed(*first.tape);
     for (NodeId v : first.graph.nodes()) {
@@ -346,7 +346,7 @@ class CompiledAs final : public Compiled {
   Tape<T>& tape_for(int64_t rows) {
     Program& p = program(rows);
     if (!p.tape) {
-      p.tape = std::make_unique<Tape<T>>(p.graph, *params_, CompileOptions{.batch = rows});
+      p.tape = std::make_unique<Tape<T>>(p.graph, *params_, CompileOptions{.batch = rows, .precision = precision_});
     }
     return *p.tape;
   }
@@ -382,6 +382,7 @@ class CompiledAs final : public Compiled {
   }
 
   GraphOf graph_of_;
+  Precision precision_;  // of the products of a float32 program's tapes
   std::map<int64_t, Program> programs_;  // by row count; map nodes stay where they are
   std::set<std::string> batch_inputs_;   // inputs with a row per example
   std::unique_ptr<ParamStore<T>> params_;
@@ -732,8 +733,13 @@ PYBIND11_MODULE(_pens, m) {
 
   m.def("compile", [](const Model& model, int64_t batch, const std::string& dtype, const std::string& graph,
                       int64_t samples, std::optional<int64_t> children, std::optional<int64_t> labeled,
-                      uint64_t init_seed, std::optional<std::string> tree,
-                      const Vocabulary* vocabulary) -> std::unique_ptr<Compiled> {
+                      uint64_t init_seed, std::optional<std::string> tree, const Vocabulary* vocabulary,
+                      const std::string& precision_text) -> std::unique_ptr<Compiled> {
+          const Precision precision = parse_precision(precision_text, "compile");
+          if (precision != Precision::Float32 && (tree || dtype != "float32")) {
+            fail("compile: precision 'bfloat16' is for float32 programs of batch models (dtype='float32', no tree)");
+          }
+          require_precision(precision, "compile");
           if (tree) return compile_tree(model, *tree, vocabulary, dtype, graph, init_seed);
           if (model.tree) {
             fail("a tree model compiles for one tree: give tree=\"(3 (2 a) (4 b))\" and the vocabulary its words "
@@ -758,12 +764,14 @@ PYBIND11_MODULE(_pens, m) {
           } else {
             fail("graph must be 'inference', 'training' or 'parent', got '", graph, "'");
           }
-          if (dtype == "float32") return std::make_unique<CompiledAs<float>>(model, std::move(graph_of), batch, init_seed);
+          if (dtype == "float32") {
+            return std::make_unique<CompiledAs<float>>(model, std::move(graph_of), batch, init_seed, nullptr, precision);
+          }
           if (dtype == "float64") return std::make_unique<CompiledAs<double>>(model, std::move(graph_of), batch, init_seed);
           fail("dtype must be 'float32' or 'float64', got '", dtype, "'");
         }, "model"_a, "batch"_a, "dtype"_a = "float32", "graph"_a = "inference", "samples"_a = 0,
         "children"_a = py::none(), "labeled"_a = py::none(), "init_seed"_a = 1, "tree"_a = py::none(),
-        "vocabulary"_a = py::none());
+        "vocabulary"_a = py::none(), "precision"_a = "float32");
 
   py::class_<Vocabulary>(m, "Vocabulary")
       .def("__len__", &Vocabulary::size)

@@ -37,6 +37,9 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
   top.string("description", c.description);
   top.required_string("model", c.model, "model file");
   top.string("init_from", c.init_from);
+  std::string precision = precision_name(c.precision);
+  top.string("precision", precision);
+  c.precision = parse_precision(precision, source);
   if (const json* d = top.child("data")) {
     ConfigSection s(*d, "data", source);
     read_fields<TrainConfig>(s, c, kClassifierDataFields);
@@ -105,6 +108,7 @@ json to_json(const TrainConfig& c) {
       {"eval", section_json<TrainConfig>(c, kClassifierEvalFields)},
   };
   write_run_sections(c, j);
+  if (c.precision != Precision::Float32) j["precision"] = precision_name(c.precision);
   if (c.lambda_schedule) {
     j["lambda_schedule"] = json::array();
     double start = 0;

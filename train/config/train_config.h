@@ -11,6 +11,7 @@
 
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/ops/ir/attributes.h"
+#include "pens/ops/precision.h"
 #include "pens/serialization/model.h"
 #include "pens/train/optim/schedule.h"
 #include "pens/train/optim/transform.h"
@@ -78,6 +79,8 @@ struct TrainConfig {
   uint64_t seed = 1;       // noise keys and batch order
   uint64_t init_seed = 1;  // parameter initialization, when the model file holds no values
   int threads = 0;  // 0: every CPU this process may use (ops/parallel.h)
+  // The matrix products' precision (ops/precision.h): "precision": "bfloat16" in the config.
+  Precision precision = Precision::Float32;
   double eval_every_epochs = 1;
   int64_t eval_batch = 1000;
   int64_t train_error_examples = 10000;  // labeled examples the train error is measured on

@@ -186,14 +186,16 @@ void ClassifierTask::load_model_and_graphs() {
   }
   if (const std::string loaded = start_values(model_, config_.init_seed, config_.init_from); !loaded.empty()) observer_.on_message(loaded);
   const int64_t batch = unit_labeled_ + unit_unlabeled_;
-  step_tape_ = std::make_unique<Tape<float>>(training.graph, *model_.values, CompileOptions{.batch = batch});
+  require_precision(config_.precision, config_.source);
+  step_tape_ = std::make_unique<Tape<float>>(training.graph, *model_.values,
+                                             CompileOptions{.batch = batch, .precision = config_.precision});
   if (step_tape_->loss_count() == 0) {
     fail(config_.model, ": no node is marked as a loss (\"flags\": [\"loss\"]; Python's ModelBuilder: loss=True), "
          "so there is no objective to train");
   }
   if (units_ > 1) check_shardable(training.graph, batch, config_.model);
   eval_tape_ = std::make_unique<Tape<float>>(build_inference(model_.graph), *model_.values,
-                                             CompileOptions{.batch = config_.eval_batch});
+                                             CompileOptions{.batch = config_.eval_batch, .precision = config_.precision});
   weights_ = std::make_unique<PenaltyWeights>(std::move(training.penalties));
   loss_sums_.assign(step_tape_->loss_count(), 0.0);
 }

@@ -1,0 +1,213 @@
+// bfloat16 products on oneDNN's matmul (ops/precision.h): c = a·b (+ c) (+ bias) with both
+// operands rounded to bfloat16, float32 sums and a float32 result.
+//
+// A product converts its operands once, on the pool's threads, into bfloat16 copies laid
+// out as the operands are (row- or column-major, dense), then cuts C into pieces that
+// depend on its shape alone (blocks of kPieceRows rows where C has more rows than
+// columns, else of kPieceCols columns) and runs each piece on one of the pool's threads
+// as one single-threaded oneDNN matmul. A piece's result depends on its shape and data
+// only, so the bits do not depend on the thread count. Primitives are made the first time
+// a thread meets a piece's shape and kept (per thread, with their memory objects): a
+// step's products create none after its first run. oneDNN runs on OpenMP in Debian's
+// build; each thread that calls it sets its own OpenMP thread count to 1 once, so the
+// pool, not OpenMP, shares out the work (ops/parallel.h says why).
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "pens/ops/gemm.h"
+#include "pens/ops/ir/error.h"
+#include "pens/ops/parallel.h"
+#include "pens/ops/precision.h"
+
+#if defined(PENS_HAVE_DNNL)
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+#include <vector>
+#endif
+
+namespace pens {
+
+namespace {
+std::atomic<int64_t> primitives_made{0};
+}  // namespace
+
+int64_t bfloat16_primitives_made() { return primitives_made.load(); }
+
+#if defined(PENS_HAVE_DNNL)
+
+namespace {
+
+constexpr int64_t kPieceRows = 256;
+constexpr int64_t kPieceCols = 256;
+// Elements converted per task.
+constexpr int64_t kConvertChunk = 1 << 16;
+
+// Round to nearest even; a NaN stays a (quiet) NaN.
+inline uint16_t to_bfloat16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// x as a dense bfloat16 matrix of the same order (leading dimension: its columns when
+// row-major, its rows otherwise), into `out`.
+void convert(const GemmOperand<const float>& x, std::vector<uint16_t>& out) {
+  const int64_t lines = x.row_major ? x.rows : x.cols, width = x.row_major ? x.cols : x.rows;
+  out.resize(static_cast<size_t>(lines * width));
+  const int64_t per_task = std::max<int64_t>(1, kConvertChunk / std::max<int64_t>(width, 1));
+  uint16_t* dst = out.data();
+  parallel_for((lines + per_task - 1) / per_task, [&](int64_t task) {
+    for (int64_t line = task * per_task; line < std::min(lines, (task + 1) * per_task); ++line) {
+      const float* from = x.data + line * x.stride;
+      uint16_t* to = dst + line * width;
+      for (int64_t e = 0; e < width; ++e) to[e] = to_bfloat16(from[e]);
+    }
+  });
+}
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, int64_t stride, bool row_major, dnnl::memory::data_type t) {
+  return {{rows, cols}, t, row_major ? dnnl::memory::dims{stride, 1} : dnnl::memory::dims{1, stride}};
+}
+
+// What a piece's primitive depends on.
+struct PieceKey {
+  int64_t m, k, n, lda, ldb, ldc;
+  bool a_row, b_row, c_row, accumulate, bias;
+  bool operator==(const PieceKey&) const = default;
+};
+
+struct PieceKeyHash {
+  size_t operator()(const PieceKey& key) const {
+    size_t h = 0;
+    for (const int64_t v : {key.m, key.k, key.n, key.lda, key.ldb, key.ldc}) h = h * 1000003u ^ static_cast<size_t>(v);
+    return h * 31u + (key.a_row | key.b_row << 1 | key.c_row << 2 | key.accumulate << 3 | key.bias << 4);
+  }
+};
+
+// A piece's primitive and its arguments, whose memory objects are pointed at each
+// product's data before it runs.
+struct Piece {
+  dnnl::matmul matmul;
+  dnnl::memory a, b, c, bias;
+  std::unordered_map<int, dnnl::memory> args;
+};
+
+// The calling thread's oneDNN state: its stream and its pieces' primitives.
+struct ThreadState {
+  dnnl::stream stream{cpu_engine()};
+  std::unordered_map<PieceKey, Piece, PieceKeyHash> pieces;
+  ThreadState() { omp_set_num_threads(1); }
+};
+
+ThreadState& thread_state() {
+  thread_local ThreadState state;
+  return state;
+}
+
+Piece& piece_for(ThreadState& state, const PieceKey& key) {
+  if (auto found = state.pieces.find(key); found != state.pieces.end()) return found->second;
+  using dt = dnnl::memory::data_type;
+  const auto a = matrix_desc(key.m, key.k, key.lda, key.a_row, dt::bf16);
+  const auto b = matrix_desc(key.k, key.n, key.ldb, key.b_row, dt::bf16);
+  const auto c = matrix_desc(key.m, key.n, key.ldc, key.c_row, dt::f32);
+  const dnnl::memory::desc bias({1, key.n}, dt::f32, dnnl::memory::format_tag::ab);
+  dnnl::primitive_attr attr;
+  if (key.accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  auto& engine = cpu_engine();
+  const auto desc = key.bias ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
+  const dnnl::matmul::primitive_desc pd(desc, attr, engine);
+  primitives_made.fetch_add(1);
+  Piece piece{dnnl::matmul(pd), dnnl::memory(a, engine, DNNL_MEMORY_NONE), dnnl::memory(b, engine, DNNL_MEMORY_NONE),
+              dnnl::memory(c, engine, DNNL_MEMORY_NONE), dnnl::memory(bias, engine, DNNL_MEMORY_NONE), {}};
+  piece.args = {{DNNL_ARG_SRC, piece.a}, {DNNL_ARG_WEIGHTS, piece.b}, {DNNL_ARG_DST, piece.c}};
+  if (key.bias) piece.args.emplace(DNNL_ARG_BIAS, piece.bias);
+  return state.pieces.emplace(key, std::move(piece)).first->second;
+}
+
+// The calling thread's bfloat16 copies of a product's operands.
+struct Copies {
+  std::vector<uint16_t> a, b;
+};
+
+Copies& copies() {
+  thread_local Copies c;
+  return c;
+}
+
+}  // namespace
+
+std::string bfloat16_unavailable() {
+  static const std::string why = [] {
+    const auto isa = dnnl::get_effective_cpu_isa();
+    using cpu_isa = dnnl::cpu_isa;
+    if (isa == cpu_isa::avx512_core_bf16 || isa == cpu_isa::avx512_core_amx) return std::string();
+    return std::string("this CPU has neither AVX512-BF16 nor AMX, the instructions oneDNN's bfloat16 matmul needs");
+  }();
+  return why;
+}
+
+void gemm_bfloat16(const GemmOperand<float>& c, const GemmOperand<const float>& a, const GemmOperand<const float>& b,
+                   bool accumulate, const float* bias) {
+  const int64_t m = c.rows, n = c.cols, k = a.cols;
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // no sums: C keeps its values (accumulate) or becomes the bias, or zero
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float& x = c.data[c.row_major ? i * c.stride + j : i + j * c.stride];
+        x = (accumulate ? x : 0.0f) + (bias ? bias[j] : 0.0f);
+      }
+    }
+    return;
+  }
+  Copies& mine = copies();
+  convert(a, mine.a);
+  convert(b, mine.b);
+  const int64_t lda = a.row_major ? k : m, ldb = b.row_major ? n : k;
+  const bool by_rows = m > n;
+  const int64_t span = by_rows ? kPieceRows : kPieceCols, extent = by_rows ? m : n;
+  const uint16_t* a16 = mine.a.data();
+  const uint16_t* b16 = mine.b.data();
+  parallel_for((extent + span - 1) / span, [&](int64_t p) {
+    const int64_t first = p * span, size = std::min(span, extent - first);
+    const int64_t rows = by_rows ? size : m, cols = by_rows ? n : size;
+    const int64_t row = by_rows ? first : 0, col = by_rows ? 0 : first;
+    ThreadState& state = thread_state();
+    Piece& piece = piece_for(state, {rows, k, cols, lda, ldb, c.stride, a.row_major, b.row_major, c.row_major,
+                                     accumulate, bias != nullptr});
+    piece.a.set_data_handle(const_cast<uint16_t*>(a16 + (a.row_major ? row * lda : row)));
+    piece.b.set_data_handle(const_cast<uint16_t*>(b16 + (b.row_major ? col : col * ldb)));
+    piece.c.set_data_handle(c.data + (c.row_major ? row * c.stride + col : row + col * c.stride));
+    if (bias) piece.bias.set_data_handle(const_cast<float*>(bias + col));
+    piece.matmul.execute(state.stream, piece.args);
+    state.stream.wait();
+  });
+}
+
+#else
+
+std::string bfloat16_unavailable() {
+  return "this pens was built without oneDNN (Debian: libdnnl-dev, then meson setup --reconfigure -Ddnnl=enabled)";
+}
+
+void gemm_bfloat16(const GemmOperand<float>&, const GemmOperand<const float>&, const GemmOperand<const float>&, bool,
+                   const float*) {
+  fail("a bfloat16 product: ", bfloat16_unavailable());
+}
+
+#endif
+
+}  // namespace pens

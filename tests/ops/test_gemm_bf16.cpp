@@ -1,0 +1,177 @@
+// bfloat16 products (ops/precision.h, ops/gemm_bf16.cpp): what they compute, that their
+// bits do not depend on the thread count, and a tape that runs its products in them.
+#include <doctest/doctest.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <vector>
+
+#include "pens/autodiff/tape.h"
+#include "pens/models/mlp.h"
+#include "pens/ops/gemm.h"
+#include "pens/ops/parallel.h"
+#include "pens/ops/precision.h"
+#include "tests/support/alloc_counter.h"
+#include "tests/support/helpers.h"
+
+namespace test_gemm_bf16 {
+
+using namespace pens;
+
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ColMatrix = Eigen::MatrixXf;
+
+struct KeepThreads {
+  int saved = threads();
+  ~KeepThreads() { set_threads(saved); }
+};
+
+// Where bfloat16 cannot run, a test says so and checks nothing else.
+bool skipped() {
+  const std::string why = bfloat16_unavailable();
+  if (!why.empty()) MESSAGE("bfloat16 products skipped: " << why);
+  return !why.empty();
+}
+
+float rounded(float x) { return static_cast<float>(Eigen::bfloat16(x)); }
+
+template <class M>
+M random_matrix(int64_t rows, int64_t cols, float phase) {
+  M x(rows, cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) x(i, j) = std::sin(phase + 0.731f * static_cast<float>(i * cols + j));
+  }
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("parse_precision names the two precisions and rejects others by name") {
+  CHECK(parse_precision("float32", "config") == Precision::Float32);
+  CHECK(parse_precision("bfloat16", "config") == Precision::BFloat16);
+  CHECK(std::string(precision_name(Precision::BFloat16)) == "bfloat16");
+  CHECK_ERROR_MENTIONS(parse_precision("bf16", "run.json"), "run.json", "\"float32\" or \"bfloat16\"", "\"bf16\"");
+  require_precision(Precision::Float32, "anything");  // float32 runs everywhere
+  if (!bfloat16_unavailable().empty()) {
+    CHECK_ERROR_MENTIONS(require_precision(Precision::BFloat16, "run.json"), "run.json", bfloat16_unavailable().c_str());
+  }
+}
+
+TEST_CASE("a bfloat16 product is the float product of the operands rounded to bfloat16") {
+  if (skipped()) return;
+  // Shapes that make one piece, several row pieces and several column pieces (256 each).
+  for (const auto [m, k, n] : {std::array<int64_t, 3>{7, 13, 5}, {600, 40, 30}, {20, 70, 530}}) {
+    const RowMatrix a = random_matrix<RowMatrix>(m, k, 0.1f);
+    const ColMatrix b = random_matrix<ColMatrix>(k, n, 0.7f);
+    const std::vector<float> bias = [&] {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(j)] = 0.01f * static_cast<float>(j);
+      return v;
+    }();
+    // The exact product of the rounded operands, in double.
+    const Eigen::MatrixXd exact = a.unaryExpr(&rounded).cast<double>() * b.unaryExpr(&rounded).cast<double>();
+    const Eigen::MatrixXd scale = a.cwiseAbs().cast<double>() * b.cwiseAbs().cast<double>();
+    for (const bool accumulate : {false, true}) {
+      for (const bool with_bias : {false, true}) {
+        if (accumulate && with_bias) continue;  // gemm_bias never accumulates
+        INFO(m << "x" << k << "x" << n << (accumulate ? ", accumulating" : "") << (with_bias ? ", with bias" : ""));
+        RowMatrix c = RowMatrix::Constant(m, n, 0.5f);
+        if (with_bias) {
+          gemm_bias(c, a, b, bias.data(), Precision::BFloat16);
+        } else {
+          gemm(c, a, b, accumulate, Precision::BFloat16);
+        }
+        double worst = 0;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            const double want = exact(i, j) + (accumulate ? 0.5 : 0.0) + (with_bias ? bias[static_cast<size_t>(j)] : 0.0);
+            worst = std::max(worst, std::abs(c(i, j) - want) / (scale(i, j) + 1.0));
+          }
+        }
+        CHECK(worst < 1e-5);  // float sums of exact bfloat16 products
+        // ... and not the float32 product: the operands were rounded.
+        RowMatrix f32 = RowMatrix::Constant(m, n, 0.5f);
+        gemm(f32, a, b, accumulate);
+        CHECK((f32 - c).cwiseAbs().maxCoeff() > 1e-4f);
+      }
+    }
+  }
+}
+
+TEST_CASE("bfloat16 products of transposed and column-major operands") {
+  if (skipped()) return;
+  const ColMatrix a = random_matrix<ColMatrix>(30, 300, 0.3f);   // used as aᵀ: 300 x 30
+  const RowMatrix b = random_matrix<RowMatrix>(40, 30, 0.9f);    // used as bᵀ: 30 x 40
+  ColMatrix c = ColMatrix::Zero(300, 40);
+  gemm(c, a.transpose(), b.transpose(), false, Precision::BFloat16);
+  const Eigen::MatrixXd exact =
+      a.transpose().unaryExpr(&rounded).cast<double>() * b.transpose().unaryExpr(&rounded).cast<double>();
+  CHECK((c.cast<double>() - exact).cwiseAbs().maxCoeff() < 1e-4);
+}
+
+TEST_CASE("bfloat16 products give the same bits on 1, 2 and 3 threads") {
+  if (skipped()) return;
+  KeepThreads keep;
+  const RowMatrix a = random_matrix<RowMatrix>(700, 96, 0.2f);
+  const RowMatrix b = random_matrix<RowMatrix>(96, 300, 0.4f);
+  std::vector<RowMatrix> results;
+  for (const int n : {1, 2, 3}) {
+    set_threads(n);
+    RowMatrix c = RowMatrix::Constant(700, 300, 1.0f);
+    gemm(c, a, b, true, Precision::BFloat16);
+    RowMatrix wide = RowMatrix::Zero(300, 700);  // wider than high: cut by columns
+    gemm(wide, b.transpose(), a.transpose(), false, Precision::BFloat16);
+    results.push_back(c);
+    results.push_back(wide);
+  }
+  for (size_t i = 2; i < results.size(); ++i) CHECK(results[i] == results[i % 2]);
+}
+
+TEST_CASE("a tape in bfloat16 computes the float32 tape's loss and gradients to bfloat16's precision") {
+  if (skipped()) return;
+  const Graph g = build_mlp({.layers = {64, 128, 128, 10}});
+  ParamStore<float> params(g);
+  params.initialize(g, 4);
+  const auto run = [&](Precision precision) {
+    Tape<float> tape(g, params, {.batch = 32, .precision = precision});
+    auto x = tape.input("x");
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+    auto y = tape.input("y");
+    for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 10);
+    params.zero_grad();
+    tape.forward();
+    tape.backward();
+    return std::pair{tape.loss_value(0), std::vector<float>(params.grads().begin(), params.grads().end())};
+  };
+  const auto [loss32, grads32] = run(Precision::Float32);
+  const auto [loss16, grads16] = run(Precision::BFloat16);
+  CHECK(loss16 == doctest::Approx(loss32).epsilon(1e-2));
+  CHECK(loss16 != loss32);
+  double dot = 0, norm32 = 0, norm16 = 0;
+  for (size_t i = 0; i < grads32.size(); ++i) {
+    dot += double(grads32[i]) * grads16[i];
+    norm32 += double(grads32[i]) * grads32[i];
+    norm16 += double(grads16[i]) * grads16[i];
+  }
+  CHECK(dot / std::sqrt(norm32 * norm16) > 0.999);  // the same direction
+  CHECK(std::sqrt(norm16 / norm32) == doctest::Approx(1.0).epsilon(1e-2));
+
+  // oneDNN's primitives are made in the first step and kept: later steps make none and
+  // hold on to no memory (oneDNN's execute() itself allocates a few small argument maps).
+  Tape<float> tape(g, params, {.batch = 32, .precision = Precision::BFloat16});
+  tape.forward();
+  tape.backward();
+  const int64_t made = bfloat16_primitives_made();
+  CHECK(made > 0);
+  for (int step = 0; step < 3; ++step) {
+    testing::CountAllocations count;
+    tape.forward();
+    tape.backward();
+    CHECK(count.live_bytes() == 0);
+  }
+  CHECK(bfloat16_primitives_made() == made);
+}
+
+}  // namespace test_gemm_bf16
