@@ -106,11 +106,16 @@ def folded_evaluation(run):
 
 def fingerprint(cell):
     """What makes a cell's runs comparable across machines: its config.json and model.json,
-    parsed (their layout aside). Runs are `pens train config.json --seed S`."""
+    parsed (their layout aside), less what does not change a run's results (its thread
+    count and wall-clock budget: a tree run gives the same bits on any number of threads
+    and resumes exactly). Runs are `pens train config.json --seed S`."""
     parts = []
     for name in ("config.json", "model.json"):
         path = cell / name
-        parts.append(json.dumps(json.loads(path.read_text()), sort_keys=True) if path.exists() else "")
+        content = json.loads(path.read_text()) if path.exists() else {}
+        for key in ("threads", "budget_minutes"):
+            content.get("run", {}).pop(key, None)
+        parts.append(json.dumps(content, sort_keys=True))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

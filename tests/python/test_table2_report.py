@@ -162,10 +162,11 @@ def test_new_seeds_of_the_same_cell_join_its_record_and_another_config_replaces_
     report(first, md, results, "table2.sh --epochs 150 --seeds 1,2")
 
     # Seed 3 on a machine that no longer has seeds 1 and 2: the same config (laid out
-    # otherwise), so the run joins the record.
+    # otherwise, on more threads, with a budget: neither changes a run), so it joins the record.
     second = tmp_path / "machine2"
     finished_run(second / "fine-ctn+s+pea" / "seed3", 0.45)
-    (second / "fine-ctn+s+pea" / "config.json").write_text(json.dumps(config, indent=4))
+    (second / "fine-ctn+s+pea" / "config.json").write_text(
+        json.dumps({**config, "run": {**config["run"], "threads": 2, "budget_minutes": 30}}, indent=4))
     joined = report(second, md, results, "table2.sh --epochs 150 --seeds 3")[("fine", "ctn+s+pea")]
     assert (joined["seeds"], joined["accuracies"], joined["runs"], joined["mean"], joined["std"]) == \
         ([1, 2, 3], [46.0, 47.0, 45.0], 3, 46.0, 1.0)
