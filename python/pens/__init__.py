@@ -281,7 +281,8 @@ def gradcheck(model, batch=8, children=None, labeled=None, parent=False, sample=
 
 
 def train(config, out=None, callback=None, *, data=None, test=None, init=None, data_dir=None, seed=None, epochs=None,
-          budget_minutes=None, threads=None, labels=None, split_seed=None, shards=None, resume=False, resume_from=None):
+          budget_minutes=None, threads=None, labels=None, split_seed=None, shards=None, precision=None, resume=False,
+          resume_from=None):
     """Runs `pens train CONFIG` with the same options; returns summary.json's contents
     (plus "out_dir" and "diverged"). callback(event, data) is called with ("step",
     {step, total_steps, epoch, objective, elapsed_seconds}) after every step, ("eval",
@@ -298,7 +299,7 @@ def train(config, out=None, callback=None, *, data=None, test=None, init=None, d
         raise Error(f"callback must be callable, got {type(callback).__name__}")
     options = _run_options(out=out, init=init, data_dir=data_dir, resume_from=resume_from, seed=seed, epochs=epochs,
                            threads=threads, labels=labels, split_seed=split_seed, shards=shards,
-                           budget_minutes=budget_minutes)
+                           precision=precision, budget_minutes=budget_minutes)
     options.resume = bool(resume)
     return _pens.train(_path(config, "config"), options, callback, _arrays(data, test))
 
@@ -309,8 +310,16 @@ def _run_options(budget_minutes=None, **given):
     options = RunOptions()
     least = {name: low for name, low, high in _pens.run_options if high > 0 and name != "budget_minutes"}
     for key, value in given.items():
-        if value is not None:
-            setattr(options, key, _count(value, key, int(least[key])) if key in least else _path(value, key))
+        if value is None:
+            continue
+        if key in least:
+            value = _count(value, key, int(least[key]))
+        elif key == "precision":
+            if not isinstance(value, str):
+                raise Error(f"precision must be 'float32' or 'bfloat16', got {type(value).__name__}")
+        else:
+            value = _path(value, key)
+        setattr(options, key, value)
     if budget_minutes is not None:
         options.budget_minutes = _number(budget_minutes, "budget_minutes")
     return options

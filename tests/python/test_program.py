@@ -447,9 +447,12 @@ def test_pens_train_in_python_takes_every_option_pens_train_does():
     keywords = set(inspect.signature(pens.train).parameters)
     assert keywords - options == {"config", "callback", "data", "test"}
     assert options <= keywords
-    # A training plan follows one run from its start: no output folder, resume or shards.
+    # A training plan follows one run from its start: no output folder, resume or shards;
+    # the loop compiles its own programs (pens.compile's precision).
     plan = set(inspect.signature(pens.TrainingPlan).parameters) - {"config", "data", "test"}
     assert plan <= options
-    assert options - plan == {"out", "budget_minutes", "threads", "shards", "resume", "resume_from"}
+    assert options - plan == {"out", "budget_minutes", "threads", "shards", "precision", "resume", "resume_from"}
     with pytest.raises(pens.Error, match="shards must be at least 1"):
         pens.train("any.json", shards=0)
+    with pytest.raises(pens.Error, match="precision must be 'float32' or 'bfloat16'"):
+        pens.train("any.json", precision=16)

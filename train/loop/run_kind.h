@@ -36,6 +36,7 @@ struct RunOptions {
   std::optional<int64_t> labels;           // dense runs: labeled examples
   std::optional<uint64_t> split_seed;      // dense runs: which examples are labeled
   std::optional<int64_t> shards;           // dense runs: batch.shards
+  std::optional<std::string> precision;    // dense runs: precision ("float32" or "bfloat16")
   bool resume = false;                     // from the output folder's checkpoint
   // Resume from this checkpoint: a path, or the name of one kept in the output folder.
   std::optional<std::string> resume_from;

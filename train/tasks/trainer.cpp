@@ -416,6 +416,7 @@ RunKind classifier_run_kind() {
             }
             if (options.split_seed) c.split_seed = *options.split_seed;
             if (options.shards) c.batch_shards = *options.shards;
+            if (options.precision) c.precision = parse_precision(*options.precision, "precision");
             if (given) {
               if (options.data_dir) fail("data_dir names a folder to read, but the data is given as arrays");
               c.data_dir = given->name;

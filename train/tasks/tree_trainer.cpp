@@ -346,6 +346,7 @@ RunKind tree_run_kind() {
             if (options.labels) fail("labels is for dense configs; ", config_path, " is a tree config");
             if (options.split_seed) fail("split_seed is for dense configs; ", config_path, " is a tree config");
             if (options.shards) fail("shards is for dense configs; ", config_path, " is a tree config");
+            if (options.precision) fail("precision is for dense configs; ", config_path, " is a tree config");
             auto run = std::make_unique<PreparedTrees>();
             run->config = parse_tree_config(j, config_path);
             apply_run_options(options, config_path, j, run->config);
