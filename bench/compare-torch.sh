@@ -4,10 +4,12 @@
 # pea, pea-ss) at batch 100 and 256, on 1 and 2 threads. First checks that both compute
 # the same objective on the same parameters, inputs and noise (within 1e-4; the peer in
 # each of its variants), then times each case in its own processes (5 warm-up steps,
-# median of --reps): pens, then the peer in each variant (stacked and unstacked passes,
-# bench/torch_peer.py), and prints one JSON line per case:
-#   {"mode", "batch", "threads", "pens_ms", "torch_ms" (the faster variant's),
-#    "torch_variant", "torch_ms_by_variant", "ratio" (torch_ms / pens_ms),
+# median of --reps): pens in each --precision, then the peer in each variant (stacked and
+# unstacked passes, each in float32 and under bfloat16 autocast: bench/torch_peer.py), and
+# prints one JSON line per case and pens precision:
+#   {"mode", "batch", "threads", "precision" (pens'), "pens_ms", "torch_ms" (the fastest
+#    variant's, either precision), "torch_variant", "torch_precision",
+#    "torch_ms_by_variant" ("stacked/float32": ms, ...), "ratio" (torch_ms / pens_ms),
 #    "pens_peak_rss_mb", "torch_peak_rss_mb" (of the faster variant),
 #    "useful_gflop" (the step's matrix products over the rows its objective needs: sde B,
 #    pea 2B, pea-ss 3B; forward, weight gradients, input gradients of layers 2 and 3),
@@ -20,20 +22,24 @@
 #    and torch.mm: bench/gemm.cpp at --batch = the rows), "pens_of_products"
 #    (products_ms / pens_ms: the share of pens' step its products' own time would take),
 #    "ratio_ceiling" (torch_ms / products_ms: the ratio a step with nothing but its
-#    products, run by these kernels, would reach)}
+#    products, run by these kernels, would reach)}; the product figures are float32 ones.
+#    A bfloat16 line adds "bf16_peak_gflops" (pens' bfloat16 1024³ product, oneDNN, on
+#    that many threads) and "pens_of_bf16_peak" (pens_gflops over it).
 #
 #   bench/compare-torch.sh [--reps N] [--modes LIST] [--batches LIST] [--threads LIST]
+#                          [--precision LIST]   (pens': float32, bfloat16; default float32)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-reps=30 modes=sde,pea,pea-ss batches=100,256 thread_counts=1,2
+reps=30 modes=sde,pea,pea-ss batches=100,256 thread_counts=1,2 precisions=float32
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --reps) reps="$2"; shift 2 ;;
     --modes) modes="$2"; shift 2 ;;
     --batches) batches="$2"; shift 2 ;;
     --threads) thread_counts="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --precision) precisions="$2"; shift 2 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare-torch: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -48,6 +54,7 @@ peer=(env "${torch_env[@]}" /usr/bin/python3 bench/torch_peer.py)
 IFS=, read -ra mode_list <<< "$modes"
 IFS=, read -ra batch_list <<< "$batches"
 IFS=, read -ra thread_list <<< "$thread_counts"
+IFS=, read -ra precision_list <<< "$precisions"
 
 dump=$(mktemp -d)
 trap 'rm -rf "$dump"' EXIT
@@ -79,21 +86,40 @@ for threads in "${thread_list[@]}"; do
 print(max(g["gflops"] for g in map(json.loads, sys.stdin) if g["case"].startswith("square")))')
 done
 
+# bfloat16's limit, where pens runs in it: its 1024³ product on oneDNN.
+declare -A bf16_peak
+for threads in "${thread_list[@]}"; do
+  bf16_peak[$threads]=0
+  if [[ ,$precisions, == *,bfloat16,* ]]; then
+    bf16_peak[$threads]=$(build/bench/gemm --threads "$threads" --batch 1 --reps "$reps" --precision bfloat16 |
+                          /usr/bin/python3 -c 'import json, sys
+print(next(g["gflops"] for g in map(json.loads, sys.stdin) if g["case"].startswith("square")))')
+  fi
+done
+
 for mode in "${mode_list[@]}"; do
   for batch in "${batch_list[@]}"; do
     for threads in "${thread_list[@]}"; do
-      pens=$(OMP_NUM_THREADS="$threads" build/bench/modes --mode "$mode" --batch "$batch" --threads "$threads" --reps "$reps")
+      pens=()
+      for precision in "${precision_list[@]}"; do
+        pens+=("$(OMP_NUM_THREADS="$threads" build/bench/modes --mode "$mode" --batch "$batch" --threads "$threads" \
+                  --reps "$reps" --precision "$precision")")
+      done
       torch=()
       variants=(stacked unstacked)
       [ "$mode" = sde ] && variants=(stacked)  # one network: nothing to stack
       for variant in "${variants[@]}"; do
-        torch+=("$(OMP_NUM_THREADS="$threads" "${peer[@]}" time --mode "$mode" --batch "$batch" \
-                   --threads "$threads" --reps "$reps" --variant "$variant")")
+        for autocast in float32 bfloat16; do
+          torch+=("$(OMP_NUM_THREADS="$threads" "${peer[@]}" time --mode "$mode" --batch "$batch" \
+                     --threads "$threads" --reps "$reps" --variant "$variant" --precision "$autocast")")
+        done
       done
-      /usr/bin/python3 - "${peak[$threads]}" "${products[$((row_factor[$mode] * batch))/$threads]}" "$pens" \
-          "${torch[@]}" <<'EOF'
+      for p in "${pens[@]}"; do
+        /usr/bin/python3 - "${peak[$threads]}" "${bf16_peak[$threads]}" "${products[$((row_factor[$mode] * batch))/$threads]}" \
+            "$p" "${torch[@]}" <<'EOF'
 import json, sys
-peak = float(sys.argv[1])
+peak, bf16_peak = float(sys.argv[1]), float(sys.argv[2])
+del sys.argv[2]
 best = {}  # product -> (flop, the faster kernel's GFLOP/s)
 for g in map(json.loads, sys.argv[2].splitlines()):
     if not g["case"].startswith("square"):
@@ -105,17 +131,21 @@ p = json.loads(sys.argv[3])
 variants = [json.loads(a) for a in sys.argv[4:]]
 t = min(variants, key=lambda v: v["ms"])
 gflops = flop / 1e9 / (p["ms"] / 1000)
-print(json.dumps({"mode": p["mode"], "batch": p["batch"], "threads": p["threads"],
+print(json.dumps({"mode": p["mode"], "batch": p["batch"], "threads": p["threads"], "precision": p["precision"],
                   "pens_ms": p["ms"], "torch_ms": t["ms"], "torch_variant": t["variant"],
-                  "torch_ms_by_variant": {v["variant"]: v["ms"] for v in variants},
+                  "torch_precision": t["precision"],
+                  "torch_ms_by_variant": {f'{v["variant"]}/{v["precision"]}': v["ms"] for v in variants},
                   "ratio": round(t["ms"] / p["ms"], 2),
                   "pens_peak_rss_mb": p["peak_rss_mb"], "torch_peak_rss_mb": t["peak_rss_mb"],
                   "useful_gflop": round(flop / 1e9, 3), "pens_gflops": round(gflops, 1), "peak_gflops": peak,
                   "pens_of_peak": round(gflops / peak, 2),
                   "ratio_at_peak": round(t["ms"] / (flop / 1e9 / peak * 1000), 2),
                   "products_ms": round(products_ms, 2), "pens_of_products": round(products_ms / p["ms"], 2),
-                  "ratio_ceiling": round(t["ms"] / products_ms, 2)}))
+                  "ratio_ceiling": round(t["ms"] / products_ms, 2),
+                  **({"bf16_peak_gflops": bf16_peak, "pens_of_bf16_peak": round(gflops / bf16_peak, 2)}
+                     if p["precision"] == "bfloat16" else {})}))
 EOF
+      done
     done
   done
 done

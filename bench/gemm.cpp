@@ -4,9 +4,10 @@
 // (three forward, three weight gradients, the input gradients of layers 2 and 3: the
 // useful work bench/compare-torch.sh counts) and at 1024³.
 // Prints one JSON object per shape: {"side": "pens", "case", "m", "k", "n", "threads",
-// "gflops"}; bench/gemm.sh sets the peer's figures beside them.
+// "precision", "gflops"}; bench/gemm.sh sets the peer's figures beside them. --precision
+// bfloat16 times the products as a bfloat16 tape runs them (ops/precision.h: oneDNN).
 //
-//   build/bench/gemm [--threads T] [--batch B] [--reps N]
+//   build/bench/gemm [--threads T] [--batch B] [--reps N] [--precision float32|bfloat16]
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
@@ -29,16 +30,16 @@ struct Case {
   bool transpose_a, transpose_b;
 };
 
-double gflops(const Case& c, int reps) {
+double gflops(const Case& c, int reps, pens::Precision precision) {
   Matrix a = c.transpose_a ? Matrix::Random(c.k, c.m) : Matrix::Random(c.m, c.k);
   Matrix b = c.transpose_b ? Matrix::Random(c.n, c.k) : Matrix::Random(c.k, c.n);
   Matrix out(c.m, c.n);
   const auto run = [&] {
     using pens::gemm;
-    if (!c.transpose_a && !c.transpose_b) gemm(out.block(0, 0, c.m, c.n), a, b, false);
-    if (c.transpose_a && !c.transpose_b) gemm(out.block(0, 0, c.m, c.n), a.transpose(), b, false);
-    if (!c.transpose_a && c.transpose_b) gemm(out.block(0, 0, c.m, c.n), a, b.transpose(), false);
-    if (c.transpose_a && c.transpose_b) gemm(out.block(0, 0, c.m, c.n), a.transpose(), b.transpose(), false);
+    if (!c.transpose_a && !c.transpose_b) gemm(out.block(0, 0, c.m, c.n), a, b, false, precision);
+    if (c.transpose_a && !c.transpose_b) gemm(out.block(0, 0, c.m, c.n), a.transpose(), b, false, precision);
+    if (!c.transpose_a && c.transpose_b) gemm(out.block(0, 0, c.m, c.n), a, b.transpose(), false, precision);
+    if (c.transpose_a && c.transpose_b) gemm(out.block(0, 0, c.m, c.n), a.transpose(), b.transpose(), false, precision);
   };
   for (int i = 0; i < 3; ++i) run();
   std::vector<double> seconds;
@@ -56,11 +57,14 @@ double gflops(const Case& c, int reps) {
 int main(int argc, char** argv) {
   int threads = 1, reps = 30;
   int64_t batch = 100;
+  pens::Precision precision = pens::Precision::Float32;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--threads") == 0) threads = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--batch") == 0) batch = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--precision") == 0) precision = pens::parse_precision(argv[i + 1], "--precision");
   }
+  pens::require_precision(precision, "--precision");
   pens::set_threads(threads);
   const std::vector<Case> cases = {
       {"forward x·W1", batch, 784, 800, false, false},
@@ -74,9 +78,11 @@ int main(int argc, char** argv) {
       {"square 1024", 1024, 1024, 1024, false, false},
   };
   for (const Case& c : cases) {
-    std::printf("{\"side\": \"pens\", \"case\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"threads\": %d, \"gflops\": %.1f}\n",
+    std::printf("{\"side\": \"pens\", \"case\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"threads\": %d, "
+                "\"precision\": \"%s\", \"gflops\": %.1f}\n",
                 c.name.c_str(), static_cast<long long>(c.m), static_cast<long long>(c.k), static_cast<long long>(c.n),
-                threads, gflops(c, c.m * c.k * c.n > 100000000 ? std::max(3, reps / 5) : reps));
+                threads, pens::precision_name(precision),
+                gflops(c, c.m * c.k * c.n > 100000000 ? std::max(3, reps / 5) : reps, precision));
   }
   return 0;
 }

@@ -3,8 +3,10 @@
 of the 784-800-800-10 ReLU network, written as a careful PyTorch user writes them.
 
   torch_peer.py time --mode M --batch B --threads T [--variant V] [--foreach 0|1] [--reps N]
-      one JSON line: {"side": "torch", "mode", "variant", "foreach", "batch", "threads",
-      "ms", "peak_rss_mb"}
+                     [--precision float32|bfloat16]
+      one JSON line: {"side": "torch", "mode", "variant", "foreach", "precision", "batch",
+      "threads", "ms", "peak_rss_mb"}; bfloat16 runs the step's forward under
+      torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's own mixed precision
   torch_peer.py gemm [--batch B] [--threads T]
       torch.mm's rate at the shapes of bench/gemm.cpp, one JSON line per shape
   torch_peer.py check DIR
@@ -205,7 +207,9 @@ def time_steps(args):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        objective(args.mode, args.variant, params, x, y, args.batch, noise).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bfloat16"):
+            loss = objective(args.mode, args.variant, params, x, y, args.batch, noise)
+        loss.backward()
         opt.step()
         max_norm_(params)
 
@@ -218,7 +222,7 @@ def time_steps(args):
         ms.append(1000.0 * (time.perf_counter() - t0))
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(json.dumps({"side": "torch", "mode": args.mode, "variant": args.variant, "foreach": args.foreach,
-                      "batch": args.batch, "threads": args.threads, "ms": round(statistics.median(ms), 3),
+                      "precision": args.precision, "batch": args.batch, "threads": args.threads, "ms": round(statistics.median(ms), 3),
                       "peak_rss_mb": round(rss_mb, 1)}))
 
 
@@ -278,6 +282,7 @@ def main():
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--reps", type=int, default=30)
     t.add_argument("--variant", choices=["stacked", "unstacked"], default="stacked")
+    t.add_argument("--precision", choices=["float32", "bfloat16"], default="float32")
     # The loop measured faster here (pea, batch 100, 2 threads: 12.3-12.4 ms against
     # 13.0-13.3 ms with foreach), so it is the default.
     t.add_argument("--foreach", type=int, choices=[0, 1], default=0,
