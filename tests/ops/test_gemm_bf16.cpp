@@ -54,15 +54,16 @@ TEST_CASE("parse_precision names the two precisions and rejects others by name")
   CHECK(std::string(precision_name(Precision::BFloat16)) == "bfloat16");
   CHECK_ERROR_MENTIONS(parse_precision("bf16", "run.json"), "run.json", "\"float32\" or \"bfloat16\"", "\"bf16\"");
   require_precision(Precision::Float32, "anything");  // float32 runs everywhere
-  if (!bfloat16_unavailable().empty()) {
-    CHECK_ERROR_MENTIONS(require_precision(Precision::BFloat16, "run.json"), "run.json", bfloat16_unavailable().c_str());
+  if (const std::string why = bfloat16_unavailable(); !why.empty()) {
+    CHECK_ERROR_MENTIONS(require_precision(Precision::BFloat16, "run.json"), "run.json", why.c_str());
   }
 }
 
 TEST_CASE("a bfloat16 product is the float product of the operands rounded to bfloat16") {
   if (skipped()) return;
   // Shapes that make one piece, several row pieces and several column pieces (256 each).
-  for (const auto [m, k, n] : {std::array<int64_t, 3>{7, 13, 5}, {600, 40, 30}, {20, 70, 530}}) {
+  for (const std::array<int64_t, 3> shape : {std::array<int64_t, 3>{7, 13, 5}, {600, 40, 30}, {20, 70, 530}}) {
+    const int64_t m = shape[0], k = shape[1], n = shape[2];  // not a structured binding: lambdas below read them
     const RowMatrix a = random_matrix<RowMatrix>(m, k, 0.1f);
     const ColMatrix b = random_matrix<ColMatrix>(k, n, 0.7f);
     const std::vector<float> bias = [&] {
