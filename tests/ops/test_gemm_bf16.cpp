@@ -61,7 +61,7 @@ TEST_CASE("parse_precision names the two precisions and rejects others by name")
 
 TEST_CASE("a bfloat16 product is the float product of the operands rounded to bfloat16") {
   if (skipped()) return;
-  // Shapes that make one piece, several row pieces and several column pieces (256 each).
+  // Shapes that make one piece, several row pieces and several column pieces (128 each).
   for (const std::array<int64_t, 3> shape : {std::array<int64_t, 3>{7, 13, 5}, {600, 40, 30}, {20, 70, 530}}) {
     const int64_t m = shape[0], k = shape[1], n = shape[2];  // not a structured binding: lambdas below read them
     const RowMatrix a = random_matrix<RowMatrix>(m, k, 0.1f);
