@@ -25,10 +25,14 @@ class Tape<T>::ProbeRunner final : public PerturbationProbe {
       : kind_(NoiseRegistry::global().at(body.kind)), params_(body.params), name_(node.name) {
     if (!kind_.probe) fail("probe '", name_, "': noise kind '", body.kind, "' has no probe function");
     if (!body.graph) fail("probe '", name_, "' has no body: build the graph with build_pseudo_ensemble");
+    // The body's products stay float32 whatever the outer tape's precision: a probe
+    // differentiates through a step as small as VAT's ξ (1e-6), which inputs rounded to
+    // bfloat16 (8 bits of mantissa) would erase.
     body_ = std::make_unique<Tape<T>>(*body.graph, params,
                                       CompileOptions{.batch = outer.options_.batch,
                                                      .grad_inputs_named = {name_},
-                                                     .param_grads = false});
+                                                     .param_grads = false,
+                                                     .precision = Precision::Float32});
     for (NodeId v : body.graph->nodes()) {
       const Node& n = (*body.graph)[v];
       if (!is_input(n) || n.name == name_) continue;
