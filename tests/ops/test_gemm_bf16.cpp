@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "pens/autodiff/tape.h"
+#include "pens/graph/noise.h"
+#include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mlp.h"
 #include "pens/ops/gemm.h"
 #include "pens/ops/parallel.h"
@@ -173,6 +175,45 @@ TEST_CASE("a tape in bfloat16 computes the float32 tape's loss and gradients to 
     CHECK(count.live_bytes() == 0);
   }
   CHECK(bfloat16_primitives_made() == made);
+}
+
+TEST_CASE("in a bfloat16 tape, VAT's probe still finds the float32 tape's direction") {
+  if (skipped()) return;
+  // The probe's body differentiates through a step of ξ = 1e-6, which bfloat16 operands
+  // erase: its products stay float32 (autodiff/probe_runner.h). In bfloat16 the direction
+  // came out NaN at this ξ.
+  Graph parent = build_mlp({.layers = {784, 256, 10}, .weight_std = 0.05, .output_bias = 0.2});
+  add_noise(parent, parent.at("x"), "adversarial", {{"eps", 2.0}, {"xi", 1e-6}, {"iterations", 1}});
+  PseudoEnsembleSpec spec;
+  spec.children = 1;
+  spec.pairing = "parent-child";
+  spec.penalties = {{"logits", "kl", 1.0, "all", true}};
+  const PseudoEnsemble e = build_pseudo_ensemble(parent, spec);
+  ParamStore<float> params(e.graph);
+  params.initialize(e.graph, 5);
+  constexpr int64_t kRows = 16, kWidth = 784;
+  const auto direction = [&](Precision precision) {
+    Tape<float> tape(e.graph, params, {.batch = kRows, .precision = precision});
+    auto x = tape.input("x");
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = 0.5f + 0.5f * std::sin(0.37f * static_cast<float>(i));
+    auto y = tape.input("y");
+    for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 10);
+    tape.set_noise_key({7, 3});
+    tape.forward();
+    const auto r = tape.value("c1/x~r_adv");
+    return std::vector<float>(r.data, r.data + r.size());
+  };
+  const std::vector<float> r32 = direction(Precision::Float32), r16 = direction(Precision::BFloat16);
+  for (int64_t i = 0; i < kRows; ++i) {
+    double dot = 0, n32 = 0, n16 = 0;
+    for (int64_t j = i * kWidth; j < (i + 1) * kWidth; ++j) {
+      dot += double(r32[j]) * r16[j];
+      n32 += double(r32[j]) * r32[j];
+      n16 += double(r16[j]) * r16[j];
+    }
+    CAPTURE(i);
+    CHECK(dot / std::sqrt(n32 * n16) > 0.999);
+  }
 }
 
 }  // namespace test_gemm_bf16
