@@ -11,8 +11,9 @@
 // step's products create none after its first run. oneDNN runs on OpenMP in Debian's
 // build; each thread that calls it sets its own OpenMP thread count to 1 once, so the
 // pool, not OpenMP, shares out the work (ops/parallel.h says why).
+#include <Eigen/Core>
+#include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <string>
 
 #include "pens/ops/gemm.h"
@@ -48,27 +49,20 @@ constexpr int64_t kPieceCols = 128;
 // Elements converted per task.
 constexpr int64_t kConvertChunk = 1 << 16;
 
-// Round to nearest even; a NaN stays a (quiet) NaN.
-inline uint16_t to_bfloat16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
+using Bf16 = Eigen::bfloat16;
 
 // x as a dense bfloat16 matrix of the same order (leading dimension: its columns when
-// row-major, its rows otherwise), into `out`.
-void convert(const GemmOperand<const float>& x, std::vector<uint16_t>& out) {
+// row-major, its rows otherwise), into `out`: Eigen's cast, round to nearest even, on
+// vector registers (AVX512-BF16's conversion where the CPU has it).
+void convert(const GemmOperand<const float>& x, std::vector<Bf16>& out) {
   const int64_t lines = x.row_major ? x.rows : x.cols, width = x.row_major ? x.cols : x.rows;
   out.resize(static_cast<size_t>(lines * width));
   const int64_t per_task = std::max<int64_t>(1, kConvertChunk / std::max<int64_t>(width, 1));
-  uint16_t* dst = out.data();
+  Bf16* dst = out.data();
   parallel_for((lines + per_task - 1) / per_task, [&](int64_t task) {
     for (int64_t line = task * per_task; line < std::min(lines, (task + 1) * per_task); ++line) {
-      const float* from = x.data + line * x.stride;
-      uint16_t* to = dst + line * width;
-      for (int64_t e = 0; e < width; ++e) to[e] = to_bfloat16(from[e]);
+      Eigen::Map<Eigen::Array<Bf16, Eigen::Dynamic, 1>>(dst + line * width, width) =
+          Eigen::Map<const Eigen::ArrayXf>(x.data + line * x.stride, width).cast<Bf16>();
     }
   });
 }
@@ -143,7 +137,7 @@ Piece& piece_for(ThreadState& state, const PieceKey& key) {
 
 // The calling thread's bfloat16 copies of a product's operands.
 struct Copies {
-  std::vector<uint16_t> a, b;
+  std::vector<Bf16> a, b;
 };
 
 Copies& copies() {
@@ -182,8 +176,8 @@ void gemm_bfloat16(const GemmOperand<float>& c, const GemmOperand<const float>& 
   const int64_t lda = a.row_major ? k : m, ldb = b.row_major ? n : k;
   const bool by_rows = m > n;
   const int64_t span = by_rows ? kPieceRows : kPieceCols, extent = by_rows ? m : n;
-  const uint16_t* a16 = mine.a.data();
-  const uint16_t* b16 = mine.b.data();
+  const Bf16* a16 = mine.a.data();
+  const Bf16* b16 = mine.b.data();
   parallel_for((extent + span - 1) / span, [&](int64_t p) {
     const int64_t first = p * span, size = std::min(span, extent - first);
     const int64_t rows = by_rows ? size : m, cols = by_rows ? n : size;
@@ -191,8 +185,8 @@ void gemm_bfloat16(const GemmOperand<float>& c, const GemmOperand<const float>& 
     ThreadState& state = thread_state();
     Piece& piece = piece_for(state, {rows, k, cols, lda, ldb, c.stride, a.row_major, b.row_major, c.row_major,
                                      accumulate, bias != nullptr});
-    piece.a.set_data_handle(const_cast<uint16_t*>(a16 + (a.row_major ? row * lda : row)));
-    piece.b.set_data_handle(const_cast<uint16_t*>(b16 + (b.row_major ? col : col * ldb)));
+    piece.a.set_data_handle(const_cast<Bf16*>(a16 + (a.row_major ? row * lda : row)));
+    piece.b.set_data_handle(const_cast<Bf16*>(b16 + (b.row_major ? col : col * ldb)));
     piece.c.set_data_handle(c.data + (c.row_major ? row * c.stride + col : row + col * c.stride));
     if (bias) piece.bias.set_data_handle(const_cast<float*>(bias + col));
     piece.matmul.execute(state.stream, piece.args);
