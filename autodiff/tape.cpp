@@ -194,7 +194,7 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
     ins.args.gin = ins.gin;
     ins.args.attrs = &ins.attrs;
     ins.args.node_name = &slots_[ins.slot].name;
-    if constexpr (std::is_same_v<T, float>) ins.args.precision = options_.precision;
+    ins.args.precision = options_.precision;  // a double tape's products ignore it (gemm_operands)
   }
 
   // Row-wise draws over batch rows: those a row placement applies to (noise on a

@@ -118,17 +118,17 @@ for mode in "${mode_list[@]}"; do
         /usr/bin/python3 - "${peak[$threads]}" "${bf16_peak[$threads]}" "${products[$((row_factor[$mode] * batch))/$threads]}" \
             "$p" "${torch[@]}" <<'EOF'
 import json, sys
-peak, bf16_peak = float(sys.argv[1]), float(sys.argv[2])
-del sys.argv[2]
+peak, bf16_peak, products, pens, *torch = sys.argv[1:]
+peak, bf16_peak = float(peak), float(bf16_peak)
 best = {}  # product -> (flop, the faster kernel's GFLOP/s)
-for g in map(json.loads, sys.argv[2].splitlines()):
+for g in map(json.loads, products.splitlines()):
     if not g["case"].startswith("square"):
         best[g["case"]] = (2.0 * g["m"] * g["k"] * g["n"], max(g["gflops"], best.get(g["case"], (0, 0))[1]))
 # The useful work: the eight products over the rows the objective needs.
 flop = sum(f for f, _ in best.values())
 products_ms = sum(f / (gflops * 1e9) * 1000 for f, gflops in best.values())
-p = json.loads(sys.argv[3])
-variants = [json.loads(a) for a in sys.argv[4:]]
+p = json.loads(pens)
+variants = [json.loads(a) for a in torch]
 t = min(variants, key=lambda v: v["ms"])
 gflops = flop / 1e9 / (p["ms"] / 1000)
 print(json.dumps({"mode": p["mode"], "batch": p["batch"], "threads": p["threads"], "precision": p["precision"],
