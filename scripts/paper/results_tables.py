@@ -20,6 +20,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from results_trees import FOLDED  # the suffix of a "fine read as binary" record's method
+
 BEGIN = "<!-- tables: written by scripts/paper/results_tables.py from docs/results.json -->"
 END = "<!-- /tables -->"
 HISTORY = "results-history.md"
@@ -69,7 +71,6 @@ TASKS = [("fine", "Fine-grained"), ("binary", "Binary")]
 # two: models trained on it (the paper's protocol, and the table's cells the README
 # quotes), and the fine-grained runs' models read as binary (scripts/paper/results_trees.py's
 # "fine read as binary" records), measured beside them (docs/results.md).
-FOLDED = "-fine-folded"
 TABLE2_ROWS = [("fine", "pens", ""), ("binary", "pens, trained on binary", ""),
                ("binary", "pens, fine read as binary", FOLDED)]
 # The README's headline: (what, which table, row, column).
@@ -347,7 +348,7 @@ def draw(cells, img_dir):
 
     def ours(m, i):
         task, suffix = rows[i]
-        r = t2.get((task, (TABLE2_METHOD[m] or "") + suffix))
+        r = t2.get((task, TABLE2_METHOD[m] + suffix)) if TABLE2_METHOD[m] else None
         return (r["mean"], r.get("std", 0.0)) if r else None
 
     panels("Table 2: SST root accuracy",
