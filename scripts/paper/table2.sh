@@ -44,7 +44,8 @@
 #
 # Every finished fine-grained run is also read as binary (pens eval RUN --task binary, on
 # the test and dev roots, written beside it as binary-test.txt and binary-dev.txt): the
-# report's "fine read as binary" cells, the protocol docs/results.md's Table 2 argues for.
+# report's "fine read as binary" cells, a binary row of Table 2 beside the models trained
+# on the binary task (docs/results.md says which the table's cells are, and why).
 set -euo pipefail
 # The body is one brace group ending in exit: bash reads it whole before running it, so a
 # campaign of hours is not derailed when this file is edited while it runs.
