@@ -288,8 +288,7 @@ class CompiledAs final : public Compiled {
               std::span<const std::unique_ptr<Constraint>> constraints) override {
     const auto locked = lock();
     py::gil_scoped_release unlocked;
-    optimizer.step(step);
-    for (const auto& c : constraints) c->apply({});
+    update_and_constrain(optimizer, step, constraints, {});
     // The moving averages (running statistics, a mean teacher) follow the graph last run.
     if (last_) last_->update_averages();
   }

@@ -15,6 +15,7 @@
 #include "pens/models/mlp.h"
 #include "pens/models/synthetic.h"
 #include "pens/ops/parallel.h"
+#include "pens/ops/random.h"
 #include "pens/train/loop/step.h"
 #include "pens/train/optim/constraints.h"
 #include "pens/train/optim/optimizer.h"
@@ -306,8 +307,7 @@ TEST_CASE("max-norm: the paper's rule bounds columns, the authors' squared rows;
 }
 
 TEST_CASE("max-norm on a matrix of many column and row blocks: the rules' values, the same bits on one thread and two") {
-  // 300 × 1000 of std 0.1: column blocks of 64 with a ragged last one (1000 = 15·64 + 40),
-  // row blocks of 16. Column norms are near 1.73 and rows' squared norms near 10, so each
+  // 300 × 1000 of std 0.1: a column block per thread, row blocks of 16. Column norms are near 1.73 and rows' squared norms near 10, so each
   // rule's bound (1.75, 10) binds on part of them.
   const int saved_threads = threads();
   for (const auto& item : {std::pair{MaxNormRule::UnitIncoming, 1.75}, {MaxNormRule::InputOutgoingSquared, 10.0}}) {
@@ -348,6 +348,74 @@ TEST_CASE("max-norm on a matrix of many column and row blocks: the rules' values
     CHECK(off == 0);
   }
   set_threads(saved_threads);
+}
+
+TEST_CASE("the update fused into max-norm: the bits of the update and then the rule, both rules, a held matrix, one thread and two") {
+  // Biases without a bound before, between and after two bounded matrices, so the fused
+  // pass updates the store in stretches around them; gradients of std 0.3 and a learning
+  // rate of 1 push the lines over their bounds.
+  Graph g;
+  g.param("a", {30}, {{"init", std::string("normal")}, {"std", 0.1}});
+  g.param("W", {300, 1000}, {{"init", std::string("normal")}, {"std", 0.1}, {"max_norm", 1.6}});
+  g.param("b", {1000}, {{"init", std::string("normal")}, {"std", 0.1}});
+  g.param("V", {1000, 40}, {{"init", std::string("normal")}, {"std", 0.1}, {"max_norm", 3.5}});
+  g.param("c", {20}, {{"init", std::string("normal")}, {"std", 0.1}});
+  const int saved_threads = threads();
+  for (const char* kind : {"sgd", "adagrad"}) {
+    for (const MaxNormRule rule : {MaxNormRule::UnitIncoming, MaxNormRule::InputOutgoingSquared}) {
+      for (const bool hold : {false, true}) {
+        CAPTURE(kind);
+        CAPTURE(hold);
+        // Two updates, by `fused` or not; the values and the optimizer's state after them.
+        auto run = [&](bool fused, int thread_count) {
+          set_threads(thread_count);
+          ParamStore<float> params(g);
+          params.initialize(g, 7);
+          const auto optimizer = make_optimizer(kind, params);
+          std::vector<std::unique_ptr<Constraint>> constraints;
+          constraints.push_back(std::make_unique<MaxNorm>(g, params, rule));
+          std::vector<const ParamEntry*> held;
+          if (hold) held.push_back(&params.at("W"));
+          std::vector<float> out;
+          for (int64_t step = 0; step < 2; ++step) {
+            NoiseStream({.seed = 11, .step = static_cast<uint64_t>(step)}, 1)
+                .normal(params.grads().data(), static_cast<int64_t>(params.grads().size()), 0.3f);
+            const OptimizerStep update{.step = step, .learning_rate = 1.0, .momentum = 0.5};
+            if (fused) {
+              CHECK(constraints[0]->update_and_apply(*optimizer, update, held));
+            } else {
+              optimizer->step(update);
+              constraints[0]->apply(held);
+            }
+          }
+          out.assign(params.values().begin(), params.values().end());
+          for (const StateBuffer& b : optimizer->state()) out.insert(out.end(), b.values.begin(), b.values.end());
+          return out;
+        };
+        const std::vector<float> apart = run(false, 1);
+        CHECK(run(true, 1) == apart);
+        CHECK(run(true, 2) == apart);
+      }
+    }
+  }
+  set_threads(saved_threads);
+  // Adam is not elementwise in pens' sense (its scalar and vector paths may round apart):
+  // nothing fused, nothing done, and update_and_constrain runs the two passes.
+  ParamStore<float> params(g);
+  params.initialize(g, 7);
+  {
+    // The layout the stretches are meant to cover: an unbounded stretch first and last.
+    const auto& e = params.entries();
+    CHECK(std::ranges::min_element(e, {}, &ParamEntry::offset)->name == "a");
+    CHECK(std::ranges::max_element(e, {}, &ParamEntry::offset)->name == "c");
+  }
+  const std::vector<float> before(params.values().begin(), params.values().end());
+  const auto adam = make_optimizer("adam", params);
+  CHECK_FALSE(adam->elementwise());
+  CHECK_ERROR_MENTIONS(adam->step_range({.learning_rate = 0.1}, 0, 4), "adam", "whole store");
+  MaxNorm bound(g, params, MaxNormRule::UnitIncoming);
+  CHECK_FALSE(bound.update_and_apply(*adam, {.learning_rate = 0.1}, {}));
+  CHECK(std::ranges::equal(params.values(), before));
 }
 
 TEST_CASE("a step: feed, key, forward, backward, the transforms of the summed gradient, the update, the constraint") {

@@ -50,8 +50,7 @@ void Step::apply_update(const OptimizerStep& update, std::span<const StepGraph> 
     t->held(update, held_);
   }
   for (const ParamEntry* p : held_) std::fill_n(params_.grads().data() + p->offset, p->shape.numel(), 0.0f);
-  optimizer_.step(update);
-  for (const auto& c : constraints_) c->apply(held_);
+  update_and_constrain(optimizer_, update, constraints_, held_);
   for (const StepGraph& graph : graphs) graph.tape->update_averages();
 }
 

@@ -62,14 +62,14 @@ class AdaGrad : public Optimizer {
   std::string_view kind() const override { return "adagrad"; }
 
   void step(const OptimizerStep& s) override {
-    const auto eta = static_cast<float>(s.learning_rate);
-    float* theta = params_.values().data();
-    const float* g = params_.grads().data();
-    float* sum = squares_.data();
-    const float epsilon = epsilon_;
-    parallel_ranges(static_cast<int64_t>(squares_.size()), [=](int64_t begin, int64_t n) {
-      adagrad_update(theta + begin, g + begin, sum + begin, n, eta, epsilon);
-    });
+    parallel_ranges(static_cast<int64_t>(squares_.size()), [&](int64_t begin, int64_t n) { step_range(s, begin, n); });
+  }
+
+  // adagrad_update computes each element alike in its vector and scalar loops.
+  bool elementwise() const override { return true; }
+  void step_range(const OptimizerStep& s, int64_t begin, int64_t n) override {
+    adagrad_update(params_.values().data() + begin, params_.grads().data() + begin, squares_.data() + begin, n,
+                   static_cast<float>(s.learning_rate), epsilon_);
   }
 
   std::vector<StateBuffer> state() override { return {{"sum_squares", squares_}}; }

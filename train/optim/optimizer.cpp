@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "pens/ops/ir/error.h"
+
 namespace pens {
 
 // The built-in kinds, one file each.
@@ -12,6 +14,10 @@ OptimizerKind adam_optimizer();     // train/optim/adam.cpp
 template <>
 std::vector<OptimizerKind> builtin_kinds<OptimizerKind>() {
   return {sgd_optimizer(), adagrad_optimizer(), adam_optimizer()};
+}
+
+void Optimizer::step_range(const OptimizerStep&, int64_t, int64_t) {
+  fail("optimizer ", kind(), " updates the whole store at once: it has no update of a range");
 }
 
 void Optimizer::restart() {

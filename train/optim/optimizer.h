@@ -37,6 +37,14 @@ class Optimizer {
   virtual std::string_view kind() const = 0;
   // One update of the store's values from its gradients (which it leaves as they are).
   virtual void step(const OptimizerStep& s) = 0;
+  // Whether the update is elementwise with each element's result the same whichever
+  // range it falls in: then step_range() runs it on any part of the store, and a
+  // constraint may run it block by block to read each block again while it is still in
+  // cache (Constraint::update_and_apply).
+  virtual bool elementwise() const { return false; }
+  // step(s) on elements begin .. begin + n - 1 of the store alone, on the calling thread.
+  // Only where elementwise(); the default is an Error.
+  virtual void step_range(const OptimizerStep& s, int64_t begin, int64_t n);
   // Every buffer of state, by name, laid out like the store's values: what a checkpoint
   // saves and restores. Empty for a stateless optimizer.
   virtual std::vector<StateBuffer> state() = 0;

@@ -20,20 +20,25 @@ class Sgd : public Optimizer {
 
   std::string_view kind() const override { return "sgd"; }
 
-  // In ranges on the kernels' threads (parallel_ranges): each element's arithmetic is the
-  // same whichever thread takes its range.
+  // In ranges on the kernels' threads (parallel_ranges).
   void step(const OptimizerStep& s) override {
+    parallel_ranges(static_cast<int64_t>(velocity_.size()), [&](int64_t begin, int64_t n) { step_range(s, begin, n); });
+  }
+
+  // A plain loop: the compiler contracts it into the same fused multiply-adds in its
+  // vector body and in its scalar remainder, so an element's bits do not depend on where
+  // a range starts or ends.
+  bool elementwise() const override { return true; }
+  void step_range(const OptimizerStep& s, int64_t begin, int64_t n) override {
     const auto mu = static_cast<float>(s.momentum);
     const auto eta = static_cast<float>(s.learning_rate);
-    float* theta = params_.values().data();
-    const float* g = params_.grads().data();
-    float* m = velocity_.data();
-    parallel_ranges(static_cast<int64_t>(velocity_.size()), [&](int64_t begin, int64_t n) {
-      for (int64_t i = begin; i < begin + n; ++i) {
-        m[i] = mu * m[i] + (1.0f - mu) * g[i];
-        theta[i] -= eta * m[i];
-      }
-    });
+    float* theta = params_.values().data() + begin;
+    const float* g = params_.grads().data() + begin;
+    float* m = velocity_.data() + begin;
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = mu * m[i] + (1.0f - mu) * g[i];
+      theta[i] -= eta * m[i];
+    }
   }
 
   std::vector<StateBuffer> state() override { return {{"velocity", velocity_}}; }
