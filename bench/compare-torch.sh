@@ -22,12 +22,14 @@
 #    and torch.mm: bench/gemm.cpp at --batch = the rows), "pens_of_products"
 #    (products_ms / pens_ms: the share of pens' step its products' own time would take),
 #    "ratio_ceiling" (torch_ms / products_ms: the ratio a step with nothing but its
-#    products, run by these kernels, would reach)}; the product figures are float32 ones.
+#    products, run by these kernels, would reach)}; the product figures are float32 ones,
+#    and include oneDNN's float kernel where float32-onednn is among the precisions.
 #    A bfloat16 line adds "bf16_peak_gflops" (pens' bfloat16 1024³ product, oneDNN, on
 #    that many threads) and "pens_of_bf16_peak" (pens_gflops over it).
 #
 #   bench/compare-torch.sh [--reps N] [--modes LIST] [--batches LIST] [--threads LIST]
-#                          [--precision LIST]   (pens': float32, bfloat16; default float32)
+#                          [--precision LIST]   (pens': float32, float32-onednn, bfloat16;
+#                                                default float32)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +41,7 @@ while [[ $# -gt 0 ]]; do
     --batches) batches="$2"; shift 2 ;;
     --threads) thread_counts="$2"; shift 2 ;;
     --precision) precisions="$2"; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare-torch: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -63,8 +65,9 @@ for mode in "${mode_list[@]}"; do
   "${peer[@]}" check "$dump/$mode" >&2
 done
 
-# The step's products alone at the rows each mode's objective needs, and 1024³: both
-# kernels' rates per product, one JSON line each, per rows and thread count.
+# The step's products alone at the rows each mode's objective needs, and 1024³: each
+# kernel's rate per product (pens' own, oneDNN's float one where it runs, torch.mm's), one
+# JSON line each, per rows and thread count.
 declare -A row_factor=([sde]=1 [pea]=2 [pea-ss]=3)
 declare -A products
 for threads in "${thread_list[@]}"; do
@@ -73,6 +76,10 @@ for threads in "${thread_list[@]}"; do
       key=$((row_factor[$mode] * batch))/$threads
       [[ -n ${products[$key]:-} ]] && continue
       products[$key]=$( { build/bench/gemm --threads "$threads" --batch "${key%/*}" --reps "$reps"
+                          if [[ ,$precisions, == *,float32-onednn,* ]]; then
+                            build/bench/gemm --threads "$threads" --batch "${key%/*}" --reps "$reps" \
+                              --precision float32-onednn
+                          fi
                           OMP_NUM_THREADS="$threads" "${peer[@]}" gemm --threads "$threads" --batch "${key%/*}" \
                             --reps "$reps"; })
     done

@@ -5,9 +5,10 @@
 // useful work bench/compare-torch.sh counts) and at 1024³.
 // Prints one JSON object per shape: {"side": "pens", "case", "m", "k", "n", "threads",
 // "precision", "gflops"}; bench/gemm.sh sets the peer's figures beside them. --precision
-// bfloat16 times the products as a bfloat16 tape runs them (ops/precision.h: oneDNN).
+// float32-onednn or bfloat16 times the products as such a tape runs them (ops/precision.h:
+// oneDNN).
 //
-//   build/bench/gemm [--threads T] [--batch B] [--reps N] [--precision float32|bfloat16]
+//   build/bench/gemm [--threads T] [--batch B] [--reps N] [--precision float32|float32-onednn|bfloat16]
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>

@@ -15,10 +15,11 @@
 // output, and pens' objective (DIR/manifest.json, one float32 file per tensor).
 //
 //   build/bench/modes --mode pea-ss --batch 100 --threads 2 [--reps 30] [--dump DIR] [--stack 0]
-//                     [--precision float32|bfloat16]
+//                     [--precision float32|float32-onednn|bfloat16]
 //
 // --stack 0 compiles the step's tape without stacked products (CompileOptions::stack), to
-// measure what they buy; --precision bfloat16 runs the products in bfloat16 (ops/precision.h).
+// measure what they buy; --precision runs the products on oneDNN in float32 or bfloat16
+// (ops/precision.h).
 #include <sys/resource.h>
 
 #include <algorithm>

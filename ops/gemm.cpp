@@ -270,7 +270,7 @@ template <class T>
 void gemm_operands(const GemmOperand<T>& c_in, const GemmOperand<const T>& a_in, const GemmOperand<const T>& b_in,
                    bool accumulate, const T* bias, Precision precision) {
   if constexpr (std::is_same_v<T, float>) {
-    if (precision == Precision::BFloat16) return gemm_bfloat16(c_in, a_in, b_in, accumulate, bias);
+    if (precision != Precision::Float32) return gemm_onednn(c_in, a_in, b_in, accumulate, bias, precision);
   }
   // The kernel writes column-major results; a row-major C is computed as Cᵀ = Bᵀ·Aᵀ.
   const bool flip = c_in.row_major;

@@ -44,19 +44,20 @@ struct GemmOperand {
 // A non-null bias (c.cols values, one per column of c) is added to every row of c: where
 // Eigen's kernel sums the whole inner dimension in one block, C starts from it instead
 // of from zeros, which saves a pass over C and gives the bits of adding it after.
-// Precision::BFloat16 runs a float product on oneDNN (gemm_bfloat16); double products
-// are always double.
+// Precision::BFloat16 and Float32OneDnn run a float product on oneDNN (gemm_onednn);
+// double products are always double, on Eigen's kernel.
 template <class T>
 void gemm_operands(const GemmOperand<T>& c, const GemmOperand<const T>& a, const GemmOperand<const T>& b,
                    bool accumulate, const T* bias = nullptr, Precision precision = Precision::Float32);
 
-// The same in bfloat16 (ops/gemm_bf16.cpp): the operands rounded to bfloat16, the sums and
-// the result float32. Fails where bfloat16_unavailable() says why.
-void gemm_bfloat16(const GemmOperand<float>& c, const GemmOperand<const float>& a, const GemmOperand<const float>& b,
-                   bool accumulate, const float* bias);
-// How many oneDNN primitives the bfloat16 products have made in this process (a thread
-// makes one for each shape of piece it meets first).
-int64_t bfloat16_primitives_made();
+// The same on oneDNN's matmul (ops/gemm_onednn.cpp), in bfloat16 (the operands rounded to
+// bfloat16, the sums and the result float32) or float32. Fails where onednn_unavailable()
+// or bfloat16_unavailable() says why.
+void gemm_onednn(const GemmOperand<float>& c, const GemmOperand<const float>& a, const GemmOperand<const float>& b,
+                 bool accumulate, const float* bias, Precision precision);
+// How many oneDNN primitives the products have made in this process (a thread makes one
+// for each shape of piece it meets first).
+int64_t onednn_primitives_made();
 
 // The operand an Eigen expression with direct access is (a map, its transpose, a block).
 template <class E>

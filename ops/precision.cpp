@@ -5,17 +5,26 @@
 namespace pens {
 
 Precision parse_precision(std::string_view text, std::string_view where) {
-  if (text == "float32") return Precision::Float32;
-  if (text == "bfloat16") return Precision::BFloat16;
-  fail(where, ": precision is \"float32\" or \"bfloat16\", got \"", text, "\"");
+  for (const Precision p : {Precision::Float32, Precision::Float32OneDnn, Precision::BFloat16}) {
+    if (text == precision_name(p)) return p;
+  }
+  fail(where, ": precision is \"float32\", \"float32-onednn\" or \"bfloat16\", got \"", text, "\"");
 }
 
-const char* precision_name(Precision p) { return p == Precision::BFloat16 ? "bfloat16" : "float32"; }
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::Float32: return "float32";
+    case Precision::Float32OneDnn: return "float32-onednn";
+    case Precision::BFloat16: return "bfloat16";
+  }
+  return "?";
+}
 
 void require_precision(Precision p, std::string_view what) {
-  if (p != Precision::BFloat16) return;
-  if (const std::string why = bfloat16_unavailable(); !why.empty()) {
-    fail(what, ": precision \"bfloat16\" cannot run here: ", why, " (\"float32\" runs everywhere)");
+  if (p == Precision::Float32) return;
+  const std::string why = p == Precision::BFloat16 ? bfloat16_unavailable() : onednn_unavailable();
+  if (!why.empty()) {
+    fail(what, ": precision \"", precision_name(p), "\" cannot run here: ", why, " (\"float32\" runs everywhere)");
   }
 }
 

@@ -164,10 +164,11 @@ def compile(model, batch=None, dtype="float32", graph="inference", samples=0, ch
     """Compiles a model's graph in float32 or float64, first for `batch` rows (any other
     row count compiles when it is first fed).
 
-    precision: "float32", or "bfloat16" for a float32 program whose matrix products take
-    bfloat16 operands and sum in float32 (oneDNN; refused, saying why, where pens was built
-    without it or the CPU lacks the instructions); parameters and everything else stay
-    float32.
+    precision: "float32"; "float32-onednn", the same products on oneDNN's float kernel
+    (other sums order, faster on AVX-512 CPUs); or "bfloat16" for a float32 program whose
+    matrix products take bfloat16 operands and sum in float32 (oneDNN). The last two are
+    refused, saying why, where pens was built without oneDNN or the CPU lacks the
+    instructions; parameters and everything else stay float32.
 
     graph: "inference" (the parent network, noise off; with samples=K, K noisy children
     and their mean class probabilities as "mc/<output>/probabilities"), "training" (the
@@ -316,7 +317,7 @@ def _run_options(budget_minutes=None, **given):
             value = _count(value, key, int(least[key]))
         elif key == "precision":
             if not isinstance(value, str):
-                raise Error(f"precision must be 'float32' or 'bfloat16', got {type(value).__name__}")
+                raise Error(f"precision must be 'float32', 'float32-onednn' or 'bfloat16', got {type(value).__name__}")
         else:
             value = _path(value, key)
         setattr(options, key, value)

@@ -736,7 +736,8 @@ PYBIND11_MODULE(_pens, m) {
                       const std::string& precision_text) -> std::unique_ptr<Compiled> {
           const Precision precision = parse_precision(precision_text, "compile");
           if (precision != Precision::Float32 && (tree || dtype != "float32")) {
-            fail("compile: precision 'bfloat16' is for float32 programs of batch models (dtype='float32', no tree)");
+            fail("compile: precision '", precision_text,
+                 "' is for float32 programs of batch models (dtype='float32', no tree)");
           }
           require_precision(precision, "compile");
           if (tree) return compile_tree(model, *tree, vocabulary, dtype, graph, init_seed);

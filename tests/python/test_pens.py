@@ -179,6 +179,18 @@ def test_a_bfloat16_program_computes_the_float32_one_to_bfloat16_precision():
     assert np.allclose(got, want, rtol=0.05, atol=0.05) and not np.array_equal(got, want)
 
 
+def test_a_program_with_float32_products_on_onednn_computes_the_float32_one():
+    model = small_model()
+    x = np.sin(np.arange(64 * 16, dtype=np.float32)).reshape(64, 16)
+    want = pens.compile(model, batch=64).forward(x=x)["logits"]
+    try:
+        net = pens.compile(model, batch=64, precision="float32-onednn")
+    except pens.Error as e:  # a pens built without oneDNN says so
+        assert "precision \"float32-onednn\" cannot run here" in str(e)
+        pytest.skip(str(e))
+    assert np.allclose(net.forward(x=x)["logits"], want, rtol=1e-5, atol=1e-6)
+
+
 def test_bad_input_gets_one_clear_error():
     model = small_model()
     net = pens.compile(model, batch=4)
@@ -189,8 +201,9 @@ def test_bad_input_gets_one_clear_error():
         (lambda: net.forward(), "input 'x' not given"),
         (lambda: pens.compile(model, batch=0), "batch must be at least 1"),
         (lambda: pens.compile(model, batch=4, dtype="float16"), "dtype must be 'float32' or 'float64'"),
-        (lambda: pens.compile(model, batch=4, precision="bf16"), "precision is \"float32\" or \"bfloat16\""),
+        (lambda: pens.compile(model, batch=4, precision="bf16"), "precision is \"float32\", \"float32-onednn\" or \"bfloat16\""),
         (lambda: pens.compile(model, batch=4, dtype="float64", precision="bfloat16"), "for float32 programs"),
+        (lambda: pens.compile(model, batch=4, dtype="float64", precision="float32-onednn"), "'float32-onednn' is for float32 programs"),
         (lambda: model.inspect(format="svg"), "format must be"),
         (lambda: pens.load(ROOT / "no-such-model.json"), "no-such-model.json"),
         (lambda: pens.Model.from_json('{"format_version": 1} trailing'), "text after the JSON document"),

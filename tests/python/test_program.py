@@ -454,5 +454,5 @@ def test_pens_train_in_python_takes_every_option_pens_train_does():
     assert options - plan == {"out", "budget_minutes", "threads", "shards", "precision", "resume", "resume_from"}
     with pytest.raises(pens.Error, match="shards must be at least 1"):
         pens.train("any.json", shards=0)
-    with pytest.raises(pens.Error, match="precision must be 'float32' or 'bfloat16'"):
+    with pytest.raises(pens.Error, match="precision must be 'float32', 'float32-onednn' or 'bfloat16'"):
         pens.train("any.json", precision=16)

@@ -79,7 +79,8 @@ struct TrainConfig {
   uint64_t seed = 1;       // noise keys and batch order
   uint64_t init_seed = 1;  // parameter initialization, when the model file holds no values
   int threads = 0;  // 0: every CPU this process may use (ops/parallel.h)
-  // The matrix products' precision (ops/precision.h): "precision": "bfloat16" in the config.
+  // The matrix products' precision and kernel (ops/precision.h): "precision": "bfloat16"
+  // or "float32-onednn" in the config.
   Precision precision = Precision::Float32;
   double eval_every_epochs = 1;
   int64_t eval_batch = 1000;

@@ -14,7 +14,8 @@ const std::vector<RunOptionSpec>& run_option_specs() {
        "bit, on any number of processes dividing K (dense runs)",
        1, 1024},
       {"precision", &RunOptions::precision, "P",
-       "float32 or bfloat16: the precision of the matrix products, bfloat16 on oneDNN (dense runs)"},
+       "float32, float32-onednn or bfloat16: the precision of the matrix products and their kernel (the last two "
+       "on oneDNN; dense runs)"},
       {"seed", &RunOptions::seed, "S", "seed of batch order and noise", 0, kSeeds},
       {"epochs", &RunOptions::epochs, "E", "epochs", 1, kCounts},
       {"budget_minutes", &RunOptions::budget_minutes, "M", "stop after M minutes of wall-clock time", 0, 1e9},

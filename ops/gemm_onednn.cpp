@@ -1,8 +1,10 @@
-// bfloat16 products on oneDNN's matmul (ops/precision.h): c = a·b (+ c) (+ bias) with both
-// operands rounded to bfloat16, float32 sums and a float32 result.
+// Products on oneDNN's matmul (ops/precision.h): c = a·b (+ c) (+ bias), in bfloat16 (both
+// operands rounded to bfloat16, float32 sums and a float32 result) or in float32 on
+// oneDNN's own float kernel.
 //
-// A product converts its operands once, on the pool's threads, into bfloat16 copies laid
-// out as the operands are (row- or column-major, dense), then cuts C into pieces that
+// A bfloat16 product converts its operands once, on the pool's threads, into bfloat16
+// copies laid out as the operands are (row- or column-major, dense); a float32 one reads
+// them where they are. Either then cuts C into pieces that
 // depend on its shape alone (blocks of kPieceRows rows where C has more rows than
 // columns, else of kPieceCols columns) and runs each piece on one of the pool's threads
 // as one single-threaded oneDNN matmul. A piece's result depends on its shape and data
@@ -35,7 +37,7 @@ namespace {
 std::atomic<int64_t> primitives_made{0};
 }  // namespace
 
-int64_t bfloat16_primitives_made() { return primitives_made.load(); }
+int64_t onednn_primitives_made() { return primitives_made.load(); }
 
 #if defined(PENS_HAVE_DNNL)
 
@@ -79,7 +81,7 @@ dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, int64_t stride, bool 
 // What a piece's primitive depends on.
 struct PieceKey {
   int64_t m, k, n, lda, ldb, ldc;
-  bool a_row, b_row, c_row, accumulate, bias;
+  bool a_row, b_row, c_row, accumulate, bias, bf16;
   bool operator==(const PieceKey&) const = default;
 };
 
@@ -87,7 +89,8 @@ struct PieceKeyHash {
   size_t operator()(const PieceKey& key) const {
     size_t h = 0;
     for (const int64_t v : {key.m, key.k, key.n, key.lda, key.ldb, key.ldc}) h = h * 1000003u ^ static_cast<size_t>(v);
-    return h * 31u + (key.a_row | key.b_row << 1 | key.c_row << 2 | key.accumulate << 3 | key.bias << 4);
+    return h * 31u +
+           (key.a_row | key.b_row << 1 | key.c_row << 2 | key.accumulate << 3 | key.bias << 4 | key.bf16 << 5);
   }
 };
 
@@ -114,8 +117,9 @@ ThreadState& thread_state() {
 Piece& piece_for(ThreadState& state, const PieceKey& key) {
   if (auto found = state.pieces.find(key); found != state.pieces.end()) return found->second;
   using dt = dnnl::memory::data_type;
-  const auto a = matrix_desc(key.m, key.k, key.lda, key.a_row, dt::bf16);
-  const auto b = matrix_desc(key.k, key.n, key.ldb, key.b_row, dt::bf16);
+  const dt operands = key.bf16 ? dt::bf16 : dt::f32;
+  const auto a = matrix_desc(key.m, key.k, key.lda, key.a_row, operands);
+  const auto b = matrix_desc(key.k, key.n, key.ldb, key.b_row, operands);
   const auto c = matrix_desc(key.m, key.n, key.ldc, key.c_row, dt::f32);
   const dnnl::memory::desc bias({1, key.n}, dt::f32, dnnl::memory::format_tag::ab);
   dnnl::primitive_attr attr;
@@ -147,6 +151,8 @@ Copies& copies() {
 
 }  // namespace
 
+std::string onednn_unavailable() { return ""; }
+
 std::string bfloat16_unavailable() {
   static const std::string why = [] {
     const auto isa = dnnl::get_effective_cpu_isa();
@@ -157,8 +163,8 @@ std::string bfloat16_unavailable() {
   return why;
 }
 
-void gemm_bfloat16(const GemmOperand<float>& c, const GemmOperand<const float>& a, const GemmOperand<const float>& b,
-                   bool accumulate, const float* bias) {
+void gemm_onednn(const GemmOperand<float>& c, const GemmOperand<const float>& a, const GemmOperand<const float>& b,
+                 bool accumulate, const float* bias, Precision precision) {
   const int64_t m = c.rows, n = c.cols, k = a.cols;
   if (m == 0 || n == 0) return;
   if (k == 0) {  // no sums: C keeps its values (accumulate) or becomes the bias, or zero
@@ -170,23 +176,35 @@ void gemm_bfloat16(const GemmOperand<float>& c, const GemmOperand<const float>& 
     }
     return;
   }
-  Copies& mine = copies();
-  convert(a, mine.a);
-  convert(b, mine.b);
-  const int64_t lda = a.row_major ? k : m, ldb = b.row_major ? n : k;
+  // The operands' data and leading dimensions as the pieces read them: the bfloat16
+  // copies, dense, or the float operands where they are.
+  const bool bf16 = precision == Precision::BFloat16;
+  const void* a_data = a.data;
+  const void* b_data = b.data;
+  int64_t lda = a.stride, ldb = b.stride;
+  size_t element = sizeof(float);
+  if (bf16) {
+    Copies& mine = copies();
+    convert(a, mine.a);
+    convert(b, mine.b);
+    a_data = mine.a.data(), b_data = mine.b.data();
+    lda = a.row_major ? k : m, ldb = b.row_major ? n : k;
+    element = sizeof(Bf16);
+  }
+  const auto at = [&](const void* base, int64_t offset) {
+    return const_cast<char*>(static_cast<const char*>(base) + offset * static_cast<int64_t>(element));
+  };
   const bool by_rows = m > n;
   const int64_t span = by_rows ? kPieceRows : kPieceCols, extent = by_rows ? m : n;
-  const Bf16* a16 = mine.a.data();
-  const Bf16* b16 = mine.b.data();
   parallel_for((extent + span - 1) / span, [&](int64_t p) {
     const int64_t first = p * span, size = std::min(span, extent - first);
     const int64_t rows = by_rows ? size : m, cols = by_rows ? n : size;
     const int64_t row = by_rows ? first : 0, col = by_rows ? 0 : first;
     ThreadState& state = thread_state();
     Piece& piece = piece_for(state, {rows, k, cols, lda, ldb, c.stride, a.row_major, b.row_major, c.row_major,
-                                     accumulate, bias != nullptr});
-    piece.a.set_data_handle(const_cast<Bf16*>(a16 + (a.row_major ? row * lda : row)));
-    piece.b.set_data_handle(const_cast<Bf16*>(b16 + (b.row_major ? col : col * ldb)));
+                                     accumulate, bias != nullptr, bf16});
+    piece.a.set_data_handle(at(a_data, a.row_major ? row * lda : row));
+    piece.b.set_data_handle(at(b_data, b.row_major ? col : col * ldb));
     piece.c.set_data_handle(c.data + (c.row_major ? row * c.stride + col : row + col * c.stride));
     if (bias) piece.bias.set_data_handle(const_cast<float*>(bias + col));
     piece.matmul.execute(state.stream, piece.args);
@@ -196,13 +214,15 @@ void gemm_bfloat16(const GemmOperand<float>& c, const GemmOperand<const float>& 
 
 #else
 
-std::string bfloat16_unavailable() {
+std::string onednn_unavailable() {
   return "this pens was built without oneDNN (Debian: libdnnl-dev, then meson setup --reconfigure -Ddnnl=enabled)";
 }
 
-void gemm_bfloat16(const GemmOperand<float>&, const GemmOperand<const float>&, const GemmOperand<const float>&, bool,
-                   const float*) {
-  fail("a bfloat16 product: ", bfloat16_unavailable());
+std::string bfloat16_unavailable() { return onednn_unavailable(); }
+
+void gemm_onednn(const GemmOperand<float>&, const GemmOperand<const float>&, const GemmOperand<const float>&, bool,
+                 const float*, Precision precision) {
+  fail("a product in precision ", precision_name(precision), ": ", onednn_unavailable());
 }
 
 #endif

@@ -1,5 +1,6 @@
-// bfloat16 products (ops/precision.h, ops/gemm_bf16.cpp): what they compute, that their
-// bits do not depend on the thread count, and a tape that runs its products in them.
+// Products on oneDNN (ops/precision.h, ops/gemm_onednn.cpp), in bfloat16 and in float32:
+// what they compute, that their bits do not depend on the thread count, and a tape that
+// runs its products on them.
 #include <doctest/doctest.h>
 
 #include <Eigen/Core>
@@ -16,7 +17,7 @@
 #include "tests/support/alloc_counter.h"
 #include "tests/support/helpers.h"
 
-namespace test_gemm_bf16 {
+namespace test_gemm_onednn {
 
 using namespace pens;
 
@@ -37,6 +38,12 @@ bool skipped() {
   return !why.empty();
 }
 
+bool onednn_skipped() {
+  const std::string why = onednn_unavailable();
+  if (!why.empty()) MESSAGE("float32 products on oneDNN skipped: " << why);
+  return !why.empty();
+}
+
 float rounded(float x) { return static_cast<float>(Eigen::bfloat16(x)); }
 
 template <class M>
@@ -50,11 +57,16 @@ M random_matrix(int64_t rows, int64_t cols, float phase) {
 
 }  // namespace
 
-TEST_CASE("parse_precision names the two precisions and rejects others by name") {
-  CHECK(parse_precision("float32", "config") == Precision::Float32);
-  CHECK(parse_precision("bfloat16", "config") == Precision::BFloat16);
+TEST_CASE("parse_precision names the three precisions and rejects others by name") {
+  for (const Precision p : {Precision::Float32, Precision::Float32OneDnn, Precision::BFloat16}) {
+    CHECK(parse_precision(precision_name(p), "config") == p);
+  }
   CHECK(std::string(precision_name(Precision::BFloat16)) == "bfloat16");
-  CHECK_ERROR_MENTIONS(parse_precision("bf16", "run.json"), "run.json", "\"float32\" or \"bfloat16\"", "\"bf16\"");
+  CHECK(std::string(precision_name(Precision::Float32OneDnn)) == "float32-onednn");
+  CHECK_ERROR_MENTIONS(parse_precision("bf16", "run.json"), "run.json", "\"float32-onednn\" or \"bfloat16\"", "\"bf16\"");
+  if (const std::string why = onednn_unavailable(); !why.empty()) {
+    CHECK_ERROR_MENTIONS(require_precision(Precision::Float32OneDnn, "run.json"), "run.json", why.c_str());
+  }
   require_precision(Precision::Float32, "anything");  // float32 runs everywhere
   if (const std::string why = bfloat16_unavailable(); !why.empty()) {
     CHECK_ERROR_MENTIONS(require_precision(Precision::BFloat16, "run.json"), "run.json", why.c_str());
@@ -132,6 +144,82 @@ TEST_CASE("bfloat16 products give the same bits on 1, 2 and 3 threads") {
   for (size_t i = 2; i < results.size(); ++i) CHECK(results[i] == results[i % 2]);
 }
 
+TEST_CASE("a float32 product on oneDNN is the float32 product, in every layout, with the same bits on 1, 2 and 3 threads") {
+  if (onednn_skipped()) return;
+  KeepThreads keep;
+  // Shapes of one piece, several row pieces and several column pieces; then transposed
+  // and column-major operands, which oneDNN reads where they are.
+  for (const std::array<int64_t, 3> shape : {std::array<int64_t, 3>{7, 13, 5}, {600, 40, 30}, {20, 70, 530}}) {
+    const int64_t m = shape[0], k = shape[1], n = shape[2];
+    const RowMatrix a = random_matrix<RowMatrix>(m, k, 0.1f);
+    const ColMatrix b = random_matrix<ColMatrix>(k, n, 0.7f);
+    std::vector<float> bias(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) bias[static_cast<size_t>(j)] = 0.01f * static_cast<float>(j);
+    const Eigen::MatrixXd exact = a.cast<double>() * b.cast<double>();
+    const Eigen::MatrixXd scale = a.cwiseAbs().cast<double>() * b.cwiseAbs().cast<double>();
+    for (const bool accumulate : {false, true}) {
+      for (const bool with_bias : {false, true}) {
+        if (accumulate && with_bias) continue;
+        INFO(m << "x" << k << "x" << n << (accumulate ? ", accumulating" : "") << (with_bias ? ", with bias" : ""));
+        std::vector<RowMatrix> by_threads;
+        for (const int t : {1, 2, 3}) {
+          set_threads(t);
+          RowMatrix c = RowMatrix::Constant(m, n, 0.5f);
+          if (with_bias) {
+            gemm_bias(c, a, b, bias.data(), Precision::Float32OneDnn);
+          } else {
+            gemm(c, a, b, accumulate, Precision::Float32OneDnn);
+          }
+          by_threads.push_back(c);
+        }
+        CHECK(by_threads[1] == by_threads[0]);
+        CHECK(by_threads[2] == by_threads[0]);
+        double worst = 0;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            const double want = exact(i, j) + (accumulate ? 0.5 : 0.0) + (with_bias ? bias[static_cast<size_t>(j)] : 0.0);
+            worst = std::max(worst, std::abs(by_threads[0](i, j) - want) / (scale(i, j) + 1.0));
+          }
+        }
+        CHECK(worst < 1e-6);  // float32's rounding of the sums, no more
+      }
+    }
+  }
+  const ColMatrix a = random_matrix<ColMatrix>(30, 300, 0.3f);  // used as aᵀ: 300 x 30
+  const RowMatrix b = random_matrix<RowMatrix>(40, 30, 0.9f);   // used as bᵀ: 30 x 40
+  ColMatrix c = ColMatrix::Zero(300, 40);
+  gemm(c, a.transpose(), b.transpose(), false, Precision::Float32OneDnn);
+  const Eigen::MatrixXd exact = a.transpose().cast<double>() * b.transpose().cast<double>();
+  CHECK((c.cast<double>() - exact).cwiseAbs().maxCoeff() < 1e-5);
+}
+
+TEST_CASE("a tape with float32 products on oneDNN computes the float32 tape's loss and gradients") {
+  if (onednn_skipped()) return;
+  const Graph g = build_mlp({.layers = {64, 128, 128, 10}});
+  ParamStore<float> params(g);
+  params.initialize(g, 4);
+  const auto run = [&](Precision precision) {
+    Tape<float> tape(g, params, {.batch = 32, .precision = precision});
+    auto x = tape.input("x");
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+    auto y = tape.input("y");
+    for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 10);
+    params.zero_grad();
+    tape.forward();
+    tape.backward();
+    return std::pair{tape.loss_value(0), std::vector<float>(params.grads().begin(), params.grads().end())};
+  };
+  const auto eigen = run(Precision::Float32);
+  const auto onednn = run(Precision::Float32OneDnn);
+  CHECK(onednn.first == doctest::Approx(eigen.first).epsilon(1e-6));
+  double worst = 0, largest = 0;
+  for (size_t i = 0; i < eigen.second.size(); ++i) {
+    worst = std::max(worst, double(std::abs(eigen.second[i] - onednn.second[i])));
+    largest = std::max(largest, double(std::abs(eigen.second[i])));
+  }
+  CHECK(worst <= 1e-5 * largest);
+}
+
 TEST_CASE("a tape in bfloat16 computes the float32 tape's loss and gradients to bfloat16's precision") {
   if (skipped()) return;
   const Graph g = build_mlp({.layers = {64, 128, 128, 10}});
@@ -166,7 +254,7 @@ TEST_CASE("a tape in bfloat16 computes the float32 tape's loss and gradients to 
   Tape<float> tape(g, params, {.batch = 32, .precision = Precision::BFloat16});
   tape.forward();
   tape.backward();
-  const int64_t made = bfloat16_primitives_made();
+  const int64_t made = onednn_primitives_made();
   CHECK(made > 0);
   for (int step = 0; step < 3; ++step) {
     testing::CountAllocations count;
@@ -174,7 +262,7 @@ TEST_CASE("a tape in bfloat16 computes the float32 tape's loss and gradients to 
     tape.backward();
     CHECK(count.live_bytes() == 0);
   }
-  CHECK(bfloat16_primitives_made() == made);
+  CHECK(onednn_primitives_made() == made);
 }
 
 TEST_CASE("in a bfloat16 tape, VAT's probe still finds the float32 tape's direction") {
@@ -216,4 +304,4 @@ TEST_CASE("in a bfloat16 tape, VAT's probe still finds the float32 tape's direct
   }
 }
 
-}  // namespace test_gemm_bf16
+}  // namespace test_gemm_onednn
