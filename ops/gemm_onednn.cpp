@@ -20,6 +20,7 @@
 
 #include "pens/ops/gemm.h"
 #include "pens/ops/ir/error.h"
+#include "pens/ops/ir/memory.h"
 #include "pens/ops/parallel.h"
 #include "pens/ops/precision.h"
 
@@ -53,14 +54,31 @@ constexpr int64_t kConvertChunk = 1 << 16;
 
 using Bf16 = Eigen::bfloat16;
 
+// A thread's bfloat16 copy of one operand, kept from product to product and charged
+// against pens' memory limit (ops/ir/memory.h) whenever it grows.
+struct Copy {
+  std::vector<Bf16> values;
+  MemoryCharge charge;
+
+  Bf16* sized(int64_t n) {
+    if (static_cast<size_t>(n) > values.capacity()) {
+      charge = MemoryCharge();  // the old buffer's charge goes with it
+      charge = MemoryCharge(bytes_of(static_cast<uint64_t>(n), sizeof(Bf16), "a bfloat16 operand"),
+                            "a thread's bfloat16 copy of a product's operand");
+      values.reserve(static_cast<size_t>(n));
+    }
+    values.resize(static_cast<size_t>(n));
+    return values.data();
+  }
+};
+
 // x as a dense bfloat16 matrix of the same order (leading dimension: its columns when
 // row-major, its rows otherwise), into `out`: Eigen's cast, round to nearest even, on
 // vector registers (AVX512-BF16's conversion where the CPU has it).
-void convert(const GemmOperand<const float>& x, std::vector<Bf16>& out) {
+void convert(const GemmOperand<const float>& x, Copy& out) {
   const int64_t lines = x.row_major ? x.rows : x.cols, width = x.row_major ? x.cols : x.rows;
-  out.resize(static_cast<size_t>(lines * width));
   const int64_t per_task = std::max<int64_t>(1, kConvertChunk / std::max<int64_t>(width, 1));
-  Bf16* dst = out.data();
+  Bf16* dst = out.sized(lines * width);
   parallel_for((lines + per_task - 1) / per_task, [&](int64_t task) {
     for (int64_t line = task * per_task; line < std::min(lines, (task + 1) * per_task); ++line) {
       Eigen::Map<Eigen::Array<Bf16, Eigen::Dynamic, 1>>(dst + line * width, width) =
@@ -141,7 +159,7 @@ Piece& piece_for(ThreadState& state, const PieceKey& key) {
 
 // The calling thread's bfloat16 copies of a product's operands.
 struct Copies {
-  std::vector<Bf16> a, b;
+  Copy a, b;
 };
 
 Copies& copies() {
@@ -187,7 +205,7 @@ void gemm_onednn(const GemmOperand<float>& c, const GemmOperand<const float>& a,
     Copies& mine = copies();
     convert(a, mine.a);
     convert(b, mine.b);
-    a_data = mine.a.data(), b_data = mine.b.data();
+    a_data = mine.a.values.data(), b_data = mine.b.values.data();
     lda = a.row_major ? k : m, ldb = b.row_major ? n : k;
     element = sizeof(Bf16);
   }

@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "pens/autodiff/tape.h"
@@ -12,6 +13,7 @@
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mlp.h"
 #include "pens/ops/gemm.h"
+#include "pens/ops/ir/memory.h"
 #include "pens/ops/parallel.h"
 #include "pens/ops/precision.h"
 #include "tests/support/alloc_counter.h"
@@ -263,6 +265,23 @@ TEST_CASE("a tape in bfloat16 computes the float32 tape's loss and gradients to 
     CHECK(count.live_bytes() == 0);
   }
   CHECK(onednn_primitives_made() == made);
+}
+
+TEST_CASE("a thread's bfloat16 copies of the operands are charged against the memory limit while it lives") {
+  if (skipped()) return;
+  KeepThreads keep;
+  set_threads(1);
+  const RowMatrix a = random_matrix<RowMatrix>(512, 300, 0.2f);
+  const RowMatrix b = random_matrix<RowMatrix>(300, 200, 0.4f);
+  const uint64_t before = memory_charged();
+  uint64_t during = 0;
+  std::thread([&] {  // a thread of its own: its copies start empty and go when it ends
+    RowMatrix c(512, 200);
+    gemm(c, a, b, false, Precision::BFloat16);
+    during = memory_charged();
+  }).join();
+  CHECK(during - before >= (512 * 300 + 300 * 200) * sizeof(Eigen::bfloat16));
+  CHECK(memory_charged() == before);
 }
 
 TEST_CASE("in a bfloat16 tape, VAT's probe still finds the float32 tape's direction") {
