@@ -202,13 +202,24 @@ def table2_runs(cells):
     return lines
 
 
+def precision_table(records):
+    """The runs that compare the products' precisions and kernels (kind "precision", each
+    naming its config and precision): the same config and seeds in each, side by side."""
+    lines = ["| config | precision | seeds | test error per seed (%) | mean ± std |", "|---|---|---|---|---|"]
+    for r in sorted(records, key=lambda r: r["config"]):
+        lines.append(f"| {r['config']} | {r['precision']} | {', '.join(map(str, r['seeds']))} "
+                     f"| {', '.join(f'{e:.2f}' for e in r['errors'])} | {spread(r['mean'], r['std'], r['splits'])} |")
+    return lines
+
+
 def cells_of(records):
     """The record each table cell stands for, by table: the tables, the README's headline
     and the figures all read these."""
     mnist = mnist_records(records)
     return {"table1": mnist_cells(mnist, TABLE1, LABELS),
             "successors": mnist_cells(mnist, SUCCESSORS, SUCCESSOR_LABELS),
-            "table2": tree_cells(records)}
+            "table2": tree_cells(records),
+            "precision": [r for r in records if r.get("kind") == "precision"]}
 
 
 def markdown(cells):
@@ -258,6 +269,17 @@ def markdown(cells):
         "![Table 2: pens against the paper](img/results-table2.png)",
         "",
         *table2_runs(t2),
+        *([
+            "",
+            "## The products' precision",
+            "",
+            "The same configs and seeds with the step's matrix products in float32 on Eigen's",
+            "kernel (pens' default), in float32 on oneDNN's and in bfloat16 on oneDNN's",
+            "([performance.md](performance.md#bfloat16-products)): test error (%) at the epoch",
+            "of best validation error.",
+            "",
+            *precision_table(cells["precision"]),
+        ] if cells["precision"] else []),
         END,
     ]) + "\n"
 

@@ -32,6 +32,8 @@ def test_a_method_stands_as_its_best_recipe_with_the_most_splits(tmp_path):
     records = [cell("pea", 600, 4.05, 3), cell("pea-authors", 600, 2.39, 3),
                cell("pea+", 600, 1.50, 1),  # a one-split trial does not outrank PEA+'s 3-split recipe
                cell("pea+-authors", 600, 2.95, 3), cell("vat", 100, 2.17, 5, kind="consistency"),
+               {**cell("pea-supervised-30-bfloat16", 60000, 1.67, 3, kind="precision"), "seeds": [1, 2, 3],
+                "config": "pea-supervised.json, 30 epochs", "precision": "bfloat16"},
                {"task": "fine", "method": "ctn+s", "runs": 3, "mean": 47.1, "std": 0.28, "seeds": [1, 2, 3],
                 "minutes": [30.0] * 3, "epochs": [60.0] * 3, "test_draws": [50] * 3},
                {"task": "fine", "method": "ctn+s-l2x2", "runs": 3, "mean": 49.0, "std": 0.1}]
@@ -48,6 +50,8 @@ def test_a_method_stands_as_its_best_recipe_with_the_most_splits(tmp_path):
     assert "| PEA+ | pens | — | 2.95 ± 0.10 (3) | — | — | — |" in page
     assert "| PEA | 600 | pea-authors | [pea-authors.json](../examples/mnist/pea-authors.json) | 10 | 1.0 |" in page
     assert "| VAT | pens | 2.17 ± 0.10 (5) | — |" in page and "| | published | 1.36 | 1.27 |" in page
+    # A precision record is a row of its own table, not a cell of Table 1.
+    assert "| pea-supervised.json, 30 epochs | bfloat16 | 1, 2, 3 | 1.67, 1.67, 1.67 | 1.67 ± 0.10 (3) |" in page
     # Table 2 is the table2.sh cells, not the variants measured beside them.
     assert "| Fine-grained | pens | — | — | — | — | — | 47.10 ± 0.28 (3) | — |" in page
     readme_text = readme.read_text()
