@@ -15,75 +15,85 @@ MaxNormRule parse_max_norm_rule(const std::string& name) {
 }
 
 MaxNorm::MaxNorm(const Graph& model, ParamStore<float>& params, MaxNormRule rule) : params_(params), rule_(rule) {
+  int64_t most_blocks = 0;
   for (const ParamEntry& e : params.entries()) {
     const Attributes& a = model[e.name].attrs;
     if (!a.has("max_norm")) continue;
     if (e.shape.rank != 2) {
       fail("parameter '", e.name, "': max_norm needs a matrix, the shape is ", e.shape.str());
     }
-    bounds_.push_back({&e, a.get_float("max_norm")});
-    column_scale_.resize(std::max(column_scale_.size(), e.shape.cols()));
+    bounds_.push_back({&e, a.get_float("max_norm"), Eigen::Array<float, 1, Eigen::Dynamic>(e.shape.cols())});
+    most_blocks += (e.shape.cols() + 15) / 16;
   }
+  columns_.reserve(static_cast<size_t>(most_blocks));
   fused_.reserve(bounds_.size());
 }
 
-// Columns per block of the unit-incoming rule: one block per thread. A column's norm is
-// summed down its rows within one block, rows ascending, so the width does not change a
-// bit; it sets how much of each row a block reads at a time, and the wider the stretches
-// the better memory streams them. Blocks of 32 columns (a 784-row matrix split as
-// elementwise work is: each row's 128 bytes on a page of their own) made reading every
-// weight once cost 6 % of a bfloat16 PEA step, and ran the optimizer fused into them at
-// half the speed of its pass over the whole store.
-int64_t columns_per_block(int64_t cols) {
-  const int64_t per_thread = (cols + threads() - 1) / threads();
-  return (per_thread + 15) / 16 * 16;
-}
-
 template <class BeforeRows>
-void MaxNorm::constrain(const Bound& bound, const BeforeRows& before_rows) {
-  auto w = params_.value(*bound.param).mat();
-  if (rule_ == MaxNormRule::UnitIncoming) {
-    // Blocks of whole columns on the pool: a column's norm accumulated down its rows
-    // (each row's stretch contiguous, vectorized, read right after before_rows wrote it),
-    // then the block's columns over the bound scaled. Each column is computed by one
-    // call, rows ascending, so the bits do not depend on the thread count.
-    detail::parallel_blocks(w.cols(), columns_per_block(w.cols()), [&](int64_t first, int64_t count) {
-      auto scale = column_scale_.segment(first, count);
-      scale.setZero();
-      for (int64_t i = 0; i < w.rows(); ++i) {
-        before_rows(i, int64_t{1}, first, count);
-        scale += w.row(i).segment(first, count).array().square();
-      }
-      bool any = false;
-      for (int64_t j = 0; j < count; ++j) {
-        const double norm = std::sqrt(static_cast<double>(scale[j]));
-        const bool over = norm > bound.max_norm;
-        scale[j] = over ? static_cast<float>(bound.max_norm / norm) : 1.0f;
-        any = any || over;
-      }
-      if (any) {
-        for (int64_t i = 0; i < w.rows(); ++i) w.row(i).segment(first, count).array() *= scale;
-      }
-    });
-  } else {
-    parallel_rows(w.rows(), w.cols(), [&](int64_t first, int64_t count) {
-      before_rows(first, count, int64_t{0}, w.cols());
-      for (int64_t i = first; i < first + count; ++i) {
-        const double squared = w.row(i).squaredNorm();
-        if (squared > bound.max_norm) w.row(i) *= static_cast<float>(std::sqrt(bound.max_norm / squared));
-      }
-    });
+void MaxNorm::constrain(std::span<const ParamEntry* const> held, const BeforeRows& before_rows) {
+  const auto free = [&](const Bound& c) { return std::ranges::find(held, c.param) == held.end(); };
+  if (rule_ == MaxNormRule::InputOutgoingSquared) {
+    for (const Bound& c : bounds_) {
+      if (!free(c)) continue;
+      auto w = params_.value(*c.param).mat();
+      parallel_rows(w.rows(), w.cols(), [&](int64_t first, int64_t count) {
+        before_rows(*c.param, first, count, int64_t{0}, w.cols());
+        for (int64_t i = first; i < first + count; ++i) {
+          const double squared = w.row(i).squaredNorm();
+          if (squared > c.max_norm) w.row(i) *= static_cast<float>(std::sqrt(c.max_norm / squared));
+        }
+      });
+    }
+    return;
   }
+  // Unit-incoming: blocks of whole columns, of every matrix at once, on the pool. A
+  // column's norm is summed down its rows in one block, rows ascending, so the blocks'
+  // widths do not change a bit; they set how the work streams. Narrow blocks (32 columns
+  // of a 784-row matrix, each row's 128 bytes 3,200 bytes from the next) made reading
+  // every weight once cost 6 % of a bfloat16 PEA step, and an update fused into them ran
+  // at half the speed of its pass over the whole store. So a matrix is one block where
+  // it is at most a thread's share of all the bounded weights (whole rows stream), and
+  // is cut into that share's width otherwise; the threads take matrices side by side.
+  int64_t weights = 0;
+  for (const Bound& c : bounds_) weights += free(c) ? c.param->shape.numel() : 0;
+  const int64_t share = std::max<int64_t>(1, (weights + threads() - 1) / threads());
+  columns_.clear();
+  for (Bound& c : bounds_) {
+    if (!free(c)) continue;
+    const int64_t cols = c.param->shape.cols(), numel = c.param->shape.numel();
+    const int64_t width = numel <= share ? cols : std::max<int64_t>(16, (cols * share / numel + 15) / 16 * 16);
+    for (int64_t first = 0; first < cols; first += width) columns_.push_back({&c, first, std::min(width, cols - first)});
+  }
+  parallel_for(static_cast<int64_t>(columns_.size()), [&](int64_t task) {
+    const Columns& block = columns_[static_cast<size_t>(task)];
+    Bound& c = *block.bound;
+    auto w = params_.value(*c.param).mat();
+    auto norms = c.column_norms.segment(block.first, block.count);
+    norms.setZero();
+    for (int64_t i = 0; i < w.rows(); ++i) {
+      before_rows(*c.param, i, int64_t{1}, block.first, block.count);
+      norms += w.row(i).segment(block.first, block.count).array().square();
+    }
+    bool any = false;
+    for (int64_t j = 0; j < block.count; ++j) {
+      const double norm = std::sqrt(static_cast<double>(norms[j]));
+      const bool over = norm > c.max_norm;
+      norms[j] = over ? static_cast<float>(c.max_norm / norm) : 1.0f;
+      any = any || over;
+    }
+    if (any) {
+      for (int64_t i = 0; i < w.rows(); ++i) w.row(i).segment(block.first, block.count).array() *= norms;
+    }
+  });
 }
 
 void MaxNorm::apply(std::span<const ParamEntry* const> held) {
-  for (const Bound& c : bounds_) {
-    if (std::ranges::find(held, c.param) == held.end()) constrain(c, [](int64_t, int64_t, int64_t, int64_t) {});
-  }
+  constrain(held, [](const ParamEntry&, int64_t, int64_t, int64_t, int64_t) {});
 }
 
 bool MaxNorm::update_and_apply(Optimizer& optimizer, const OptimizerStep& s, std::span<const ParamEntry* const> held) {
   if (!optimizer.elementwise()) return false;
+  // The store's stretches outside the bounded matrices the rule reads, updated in ranges.
   std::vector<const Bound*>& fused = fused_;
   fused.clear();
   for (const Bound& c : bounds_) {
@@ -95,18 +105,20 @@ bool MaxNorm::update_and_apply(Optimizer& optimizer, const OptimizerStep& s, std
   };
   int64_t done = 0;  // the store's values before it are updated
   for (const Bound* c : fused) {
-    const int64_t offset = c->param->offset, cols = c->param->shape.cols();
-    update(done, offset);
-    constrain(*c, [&](int64_t first_row, int64_t rows, int64_t first_col, int64_t count) {
-      if (count == cols) {
-        optimizer.step_range(s, offset + first_row * cols, rows * cols);
-      } else {
-        for (int64_t i = first_row; i < first_row + rows; ++i) optimizer.step_range(s, offset + i * cols + first_col, count);
-      }
-    });
-    done = offset + c->param->shape.numel();
+    update(done, c->param->offset);
+    done = c->param->offset + c->param->shape.numel();
   }
   update(done, static_cast<int64_t>(params_.values().size()));
+  constrain(held, [&](const ParamEntry& param, int64_t first_row, int64_t rows, int64_t first_col, int64_t count) {
+    const int64_t cols = param.shape.cols();
+    if (count == cols) {
+      optimizer.step_range(s, param.offset + first_row * cols, rows * cols);
+    } else {
+      for (int64_t i = first_row; i < first_row + rows; ++i) {
+        optimizer.step_range(s, param.offset + i * cols + first_col, count);
+      }
+    }
+  });
   return true;
 }
 

@@ -62,17 +62,26 @@ class MaxNorm : public Constraint {
   struct Bound {
     const ParamEntry* param;
     double max_norm;
+    Eigen::Array<float, 1, Eigen::Dynamic> column_norms;  // the unit-incoming rule's work space
   };
-  // The rule on one matrix; before_rows(first_row, rows, first_col, cols) runs on each
-  // stretch of it right before the rule reads it (the fused update, or nothing).
+  // Whole columns of one matrix, which the unit-incoming rule computes on their own.
+  struct Columns {
+    Bound* bound;
+    int64_t first, count;
+  };
+  // The rule on every bounded matrix not in `held`; before_rows(param, first_row, rows,
+  // first_col, cols) runs on each stretch of a matrix right before the rule reads it
+  // (the fused update, or nothing).
   template <class BeforeRows>
-  void constrain(const Bound& bound, const BeforeRows& before_rows);
+  void constrain(std::span<const ParamEntry* const> held, const BeforeRows& before_rows);
 
   ParamStore<float>& params_;
   MaxNormRule rule_;
   std::vector<Bound> bounds_;
-  std::vector<const Bound*> fused_;  // update_and_apply's bounds in store order, kept so that a step allocates nothing
-  Eigen::Array<float, 1, Eigen::Dynamic> column_scale_;  // per-column work space of the unit-incoming rule
+  // Kept so that a step allocates nothing: the blocks of columns of a step, and the bounds
+  // it updates fused, in store order.
+  std::vector<Columns> columns_;
+  std::vector<const Bound*> fused_;
 };
 
 // The constraints a model's parameters declare: max-norm by `rule` where any has one.
