@@ -307,8 +307,9 @@ TEST_CASE("max-norm: the paper's rule bounds columns, the authors' squared rows;
 }
 
 TEST_CASE("max-norm on a matrix of many column and row blocks: the rules' values, the same bits on one thread and two") {
-  // 300 × 1000 of std 0.1: column blocks (the matrix alone: one per thread), row blocks of 16. Column norms are near 1.73 and rows' squared norms near 10, so each
-  // rule's bound (1.75, 10) binds on part of them.
+  // 300 × 1000 of std 0.1: column blocks (the matrix alone: one per thread), row blocks
+  // of 16. Column norms are near 1.73 and rows' squared norms near 10, so each rule's
+  // bound (1.75, 10) binds on part of them.
   const int saved_threads = threads();
   for (const auto& item : {std::pair{MaxNormRule::UnitIncoming, 1.75}, {MaxNormRule::InputOutgoingSquared, 10.0}}) {
     const auto& rule = item.first;  // not bindings: doctest captures them (clang < 16)
