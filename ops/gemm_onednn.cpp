@@ -25,6 +25,7 @@
 #include "pens/ops/precision.h"
 
 #if defined(PENS_HAVE_DNNL)
+#include <immintrin.h>
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -72,17 +73,32 @@ struct Copy {
   }
 };
 
+// Elements 0 .. n - 1 of `from` rounded to bfloat16 (to nearest, ties to even). With
+// AVX512-BF16, its conversion instruction, 16 at a time (masked for the last ones, so
+// every element is converted alike): it flushes float denormals (below 1.2e-38) to zero,
+// which Eigen's cast, used elsewhere, keeps; Eigen's cast was a dozen integer operations
+// per vector here, and the conversions 10 % of a bfloat16 step.
+void round_to_bfloat16(const float* from, Bf16* to, int64_t n) {
+#if defined(__AVX512BF16__)
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m256bh rounded = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(live, from + i));
+    _mm256_mask_storeu_epi16(to + i, live, reinterpret_cast<const __m256i&>(rounded));
+  }
+#else
+  Eigen::Map<Eigen::Array<Bf16, Eigen::Dynamic, 1>>(to, n) = Eigen::Map<const Eigen::ArrayXf>(from, n).cast<Bf16>();
+#endif
+}
+
 // x as a dense bfloat16 matrix of the same order (leading dimension: its columns when
-// row-major, its rows otherwise), into `out`: Eigen's cast, round to nearest even, on
-// vector registers (AVX512-BF16's conversion where the CPU has it).
+// row-major, its rows otherwise), into `out`, on the pool's threads.
 void convert(const GemmOperand<const float>& x, Copy& out) {
   const int64_t lines = x.row_major ? x.rows : x.cols, width = x.row_major ? x.cols : x.rows;
   const int64_t per_task = std::max<int64_t>(1, kConvertChunk / std::max<int64_t>(width, 1));
   Bf16* dst = out.sized(lines * width);
   parallel_for((lines + per_task - 1) / per_task, [&](int64_t task) {
     for (int64_t line = task * per_task; line < std::min(lines, (task + 1) * per_task); ++line) {
-      Eigen::Map<Eigen::Array<Bf16, Eigen::Dynamic, 1>>(dst + line * width, width) =
-          Eigen::Map<const Eigen::ArrayXf>(x.data + line * x.stride, width).cast<Bf16>();
+      round_to_bfloat16(x.data + line * x.stride, dst + line * width, width);
     }
   });
 }
