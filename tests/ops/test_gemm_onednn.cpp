@@ -57,6 +57,23 @@ M random_matrix(int64_t rows, int64_t cols, float phase) {
   return x;
 }
 
+// A 64-128-128-10 network's loss and parameter gradients on one batch, its products in
+// `precision`; the network and the batch are the same whatever the precision.
+std::pair<double, std::vector<float>> mlp_loss_and_gradients(Precision precision) {
+  const Graph g = build_mlp({.layers = {64, 128, 128, 10}});
+  ParamStore<float> params(g);
+  params.initialize(g, 4);
+  Tape<float> tape(g, params, {.batch = 32, .precision = precision});
+  auto x = tape.input("x");
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  auto y = tape.input("y");
+  for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 10);
+  params.zero_grad();
+  tape.forward();
+  tape.backward();
+  return {tape.loss_value(0), std::vector<float>(params.grads().begin(), params.grads().end())};
+}
+
 }  // namespace
 
 TEST_CASE("parse_precision names the three precisions and rejects others by name") {
@@ -197,22 +214,8 @@ TEST_CASE("a float32 product on oneDNN is the float32 product, in every layout, 
 
 TEST_CASE("a tape with float32 products on oneDNN computes the float32 tape's loss and gradients") {
   if (onednn_skipped()) return;
-  const Graph g = build_mlp({.layers = {64, 128, 128, 10}});
-  ParamStore<float> params(g);
-  params.initialize(g, 4);
-  const auto run = [&](Precision precision) {
-    Tape<float> tape(g, params, {.batch = 32, .precision = precision});
-    auto x = tape.input("x");
-    for (int64_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
-    auto y = tape.input("y");
-    for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 10);
-    params.zero_grad();
-    tape.forward();
-    tape.backward();
-    return std::pair{tape.loss_value(0), std::vector<float>(params.grads().begin(), params.grads().end())};
-  };
-  const auto eigen = run(Precision::Float32);
-  const auto onednn = run(Precision::Float32OneDnn);
+  const auto eigen = mlp_loss_and_gradients(Precision::Float32);
+  const auto onednn = mlp_loss_and_gradients(Precision::Float32OneDnn);
   CHECK(onednn.first == doctest::Approx(eigen.first).epsilon(1e-6));
   double worst = 0, largest = 0;
   for (size_t i = 0; i < eigen.second.size(); ++i) {
@@ -224,22 +227,8 @@ TEST_CASE("a tape with float32 products on oneDNN computes the float32 tape's lo
 
 TEST_CASE("a tape in bfloat16 computes the float32 tape's loss and gradients to bfloat16's precision") {
   if (skipped()) return;
-  const Graph g = build_mlp({.layers = {64, 128, 128, 10}});
-  ParamStore<float> params(g);
-  params.initialize(g, 4);
-  const auto run = [&](Precision precision) {
-    Tape<float> tape(g, params, {.batch = 32, .precision = precision});
-    auto x = tape.input("x");
-    for (int64_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
-    auto y = tape.input("y");
-    for (int64_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 10);
-    params.zero_grad();
-    tape.forward();
-    tape.backward();
-    return std::pair{tape.loss_value(0), std::vector<float>(params.grads().begin(), params.grads().end())};
-  };
-  const auto [loss32, grads32] = run(Precision::Float32);
-  const auto [loss16, grads16] = run(Precision::BFloat16);
+  const auto [loss32, grads32] = mlp_loss_and_gradients(Precision::Float32);
+  const auto [loss16, grads16] = mlp_loss_and_gradients(Precision::BFloat16);
   CHECK(loss16 == doctest::Approx(loss32).epsilon(1e-2));
   CHECK(loss16 != loss32);
   double dot = 0, norm32 = 0, norm16 = 0;
@@ -253,6 +242,9 @@ TEST_CASE("a tape in bfloat16 computes the float32 tape's loss and gradients to 
 
   // oneDNN's primitives are made in the first step and kept: later steps make none and
   // hold on to no memory (oneDNN's execute() itself allocates a few small argument maps).
+  const Graph g = build_mlp({.layers = {64, 128, 128, 10}});
+  ParamStore<float> params(g);
+  params.initialize(g, 4);
   Tape<float> tape(g, params, {.batch = 32, .precision = Precision::BFloat16});
   tape.forward();
   tape.backward();

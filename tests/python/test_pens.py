@@ -166,29 +166,29 @@ def test_parameters_are_views_of_the_model():
     assert '"values"' in model.to_json() and pens.Model.from_json(model.to_json()).trained
 
 
-def test_a_bfloat16_program_computes_the_float32_one_to_bfloat16_precision():
+def logits_in(precision):
+    """A small model's logits on one batch in float32 and with its products in `precision`;
+    a skip, checked to say why, where pens cannot run that precision here (no oneDNN, or
+    a CPU without bfloat16 instructions)."""
     model = small_model()
     x = np.sin(np.arange(64 * 16, dtype=np.float32)).reshape(64, 16)
     want = pens.compile(model, batch=64).forward(x=x)["logits"]
     try:
-        net = pens.compile(model, batch=64, precision="bfloat16")
-    except pens.Error as e:  # no oneDNN, or a CPU without bfloat16 instructions: it says which
-        assert "precision \"bfloat16\" cannot run here" in str(e)
+        net = pens.compile(model, batch=64, precision=precision)
+    except pens.Error as e:
+        assert f"precision \"{precision}\" cannot run here" in str(e)
         pytest.skip(str(e))
-    got = net.forward(x=x)["logits"]
+    return want, net.forward(x=x)["logits"]
+
+
+def test_a_bfloat16_program_computes_the_float32_one_to_bfloat16_precision():
+    want, got = logits_in("bfloat16")
     assert np.allclose(got, want, rtol=0.05, atol=0.05) and not np.array_equal(got, want)
 
 
 def test_a_program_with_float32_products_on_onednn_computes_the_float32_one():
-    model = small_model()
-    x = np.sin(np.arange(64 * 16, dtype=np.float32)).reshape(64, 16)
-    want = pens.compile(model, batch=64).forward(x=x)["logits"]
-    try:
-        net = pens.compile(model, batch=64, precision="float32-onednn")
-    except pens.Error as e:  # a pens built without oneDNN says so
-        assert "precision \"float32-onednn\" cannot run here" in str(e)
-        pytest.skip(str(e))
-    assert np.allclose(net.forward(x=x)["logits"], want, rtol=1e-5, atol=1e-6)
+    want, got = logits_in("float32-onednn")
+    assert np.allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_bad_input_gets_one_clear_error():
