@@ -26,18 +26,17 @@ MaxNorm::MaxNorm(const Graph& model, ParamStore<float>& params, MaxNormRule rule
     most_blocks += (e.shape.cols() + 15) / 16;
   }
   columns_.reserve(static_cast<size_t>(most_blocks));
-  fused_.reserve(bounds_.size());
 }
 
-template <class BeforeRows>
-void MaxNorm::constrain(std::span<const ParamEntry* const> held, const BeforeRows& before_rows) {
+template <class BeforeRead>
+void MaxNorm::constrain(std::span<const ParamEntry* const> held, const BeforeRead& before_read) {
   const auto free = [&](const Bound& c) { return std::ranges::find(held, c.param) == held.end(); };
   if (rule_ == MaxNormRule::InputOutgoingSquared) {
     for (const Bound& c : bounds_) {
       if (!free(c)) continue;
       auto w = params_.value(*c.param).mat();
       parallel_rows(w.rows(), w.cols(), [&](int64_t first, int64_t count) {
-        before_rows(*c.param, first, count, int64_t{0}, w.cols());
+        before_read(*c.param, first * w.cols(), count * w.cols());
         for (int64_t i = first; i < first + count; ++i) {
           const double squared = w.row(i).squaredNorm();
           if (squared > c.max_norm) w.row(i) *= static_cast<float>(std::sqrt(c.max_norm / squared));
@@ -71,7 +70,7 @@ void MaxNorm::constrain(std::span<const ParamEntry* const> held, const BeforeRow
     auto norms = c.column_norms.segment(block.first, block.count);
     norms.setZero();
     for (int64_t i = 0; i < w.rows(); ++i) {
-      before_rows(*c.param, i, int64_t{1}, block.first, block.count);
+      before_read(*c.param, i * w.cols() + block.first, block.count);
       norms += w.row(i).segment(block.first, block.count).array().square();
     }
     bool any = false;
@@ -88,36 +87,25 @@ void MaxNorm::constrain(std::span<const ParamEntry* const> held, const BeforeRow
 }
 
 void MaxNorm::apply(std::span<const ParamEntry* const> held) {
-  constrain(held, [](const ParamEntry&, int64_t, int64_t, int64_t, int64_t) {});
+  constrain(held, [](const ParamEntry&, int64_t, int64_t) {});
 }
 
 bool MaxNorm::update_and_apply(Optimizer& optimizer, const OptimizerStep& s, std::span<const ParamEntry* const> held) {
   if (!optimizer.elementwise()) return false;
-  // The store's stretches outside the bounded matrices the rule reads, updated in ranges.
-  std::vector<const Bound*>& fused = fused_;
-  fused.clear();
-  for (const Bound& c : bounds_) {
-    if (std::ranges::find(held, c.param) == held.end()) fused.push_back(&c);
-  }
-  std::ranges::sort(fused, {}, [](const Bound* c) { return c->param->offset; });
+  // The store's stretches outside the bounded matrices the rule reads (held ones
+  // included), updated in ranges; the bounds are in store order.
   const auto update = [&](int64_t begin, int64_t end) {
     parallel_ranges(end - begin, [&](int64_t first, int64_t n) { optimizer.step_range(s, begin + first, n); });
   };
   int64_t done = 0;  // the store's values before it are updated
-  for (const Bound* c : fused) {
-    update(done, c->param->offset);
-    done = c->param->offset + c->param->shape.numel();
+  for (const Bound& c : bounds_) {
+    if (std::ranges::find(held, c.param) != held.end()) continue;
+    update(done, c.param->offset);
+    done = c.param->offset + c.param->shape.numel();
   }
   update(done, static_cast<int64_t>(params_.values().size()));
-  constrain(held, [&](const ParamEntry& param, int64_t first_row, int64_t rows, int64_t first_col, int64_t count) {
-    const int64_t cols = param.shape.cols();
-    if (count == cols) {
-      optimizer.step_range(s, param.offset + first_row * cols, rows * cols);
-    } else {
-      for (int64_t i = first_row; i < first_row + rows; ++i) {
-        optimizer.step_range(s, param.offset + i * cols + first_col, count);
-      }
-    }
+  constrain(held, [&](const ParamEntry& param, int64_t first, int64_t n) {
+    optimizer.step_range(s, param.offset + first, n);
   });
   return true;
 }

@@ -69,19 +69,16 @@ class MaxNorm : public Constraint {
     Bound* bound;
     int64_t first, count;
   };
-  // The rule on every bounded matrix not in `held`; before_rows(param, first_row, rows,
-  // first_col, cols) runs on each stretch of a matrix right before the rule reads it
-  // (the fused update, or nothing).
-  template <class BeforeRows>
-  void constrain(std::span<const ParamEntry* const> held, const BeforeRows& before_rows);
+  // The rule on every bounded matrix not in `held`; before_read(param, first, n) runs on
+  // each stretch of a matrix (its elements first .. first + n - 1, row-major) right before
+  // the rule reads it (the fused update, or nothing).
+  template <class BeforeRead>
+  void constrain(std::span<const ParamEntry* const> held, const BeforeRead& before_read);
 
   ParamStore<float>& params_;
   MaxNormRule rule_;
-  std::vector<Bound> bounds_;
-  // Kept so that a step allocates nothing: the blocks of columns of a step, and the bounds
-  // it updates fused, in store order.
-  std::vector<Columns> columns_;
-  std::vector<const Bound*> fused_;
+  std::vector<Bound> bounds_;  // in store order, as the store's entries are
+  std::vector<Columns> columns_;  // a step's blocks of columns, kept so that a step allocates nothing
 };
 
 // The constraints a model's parameters declare: max-norm by `rule` where any has one.
