@@ -74,14 +74,15 @@ std::vector<int64_t> parse_layers(const std::string& text) {
   return out;
 }
 
-// NODE:KIND:LAMBDA[:ROWS[:FLAGS]], FLAGS a comma-separated list of fixed and unscheduled
+// NODE:KIND:LAMBDA[:ROWS[:FLAGS]], FLAGS a comma-separated list of fixed, unscheduled and
+// a pairing (child-child or parent-child) for this term alone
 PenaltyTerm parse_penalty(const std::string& text) {
   std::vector<std::string> parts;
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ':')) parts.push_back(item);
   if (parts.size() < 3 || parts.size() > 5) {
-    fail("--penalty '", text, "': expected NODE:KIND:LAMBDA[:ROWS[:fixed,unscheduled]]");
+    fail("--penalty '", text, "': expected NODE:KIND:LAMBDA[:ROWS[:fixed,unscheduled,child-child|parent-child]]");
   }
   PenaltyTerm t;
   t.node = parts[0];
@@ -99,9 +100,11 @@ PenaltyTerm parse_penalty(const std::string& text) {
         t.fixed_target = true;
       } else if (flag == "unscheduled") {
         t.scheduled = false;
+      } else if (flag == "child-child" || flag == "parent-child") {
+        t.pairing = flag;
       } else {
-        fail("--penalty '", text, "': the fifth part takes 'fixed' (a fixed target) and 'unscheduled' (λ stages do "
-             "not scale it), got '", flag, "'");
+        fail("--penalty '", text, "': the fifth part takes 'fixed' (a fixed target), 'unscheduled' (λ stages do "
+             "not scale it) and 'child-child' or 'parent-child' (this term's pairing), got '", flag, "'");
       }
     }
   }
@@ -213,6 +216,21 @@ int new_ladder(const Args& args) {
     model.ensemble->statistics_by_part = true;
     for (PenaltyTerm& t : model.ensemble->penalties) t.rows = "unlabeled";
   }
+  // Combinations: more noise (e.g. VAT's adversarial perturbation on the input), more
+  // corrupted children, more penalties beside the denoising costs (e.g. PEA's agreement
+  // between the children, pairing child-child).
+  for (const std::string& n : args.all("noise-on")) add_noise_option(model.graph, n);
+  PseudoEnsembleSpec& pe = *model.ensemble;
+  pe.children = args.option_int("children", pe.children, 1, kMaxChildren);
+  pe.loss_on = args.option("loss-on").value_or(pe.loss_on);
+  pe.batch_statistics = args.option("batch-statistics").value_or(pe.batch_statistics);
+  for (const std::string& p : args.all("penalty")) {
+    pe.penalties.push_back(parse_penalty(p));
+    if (!model.graph.find(pe.penalties.back().node)) {
+      fail("--penalty: the model has no node named '", pe.penalties.back().node, "'");
+    }
+  }
+  pe.validate();
   // Averaged weights for evaluation only: child 1 is the corrupted encoder, not a teacher.
   if (args.option("teacher")) {
     add_teacher(model.graph, args.option_double("teacher", 0.999, AttrRange::from_below(0, 1)), true, 0);
@@ -233,8 +251,8 @@ int run_new(const std::vector<std::string>& argv) {
   }
   if (!argv.empty() && argv[0] == "ladder") {
     const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {"statistics-by-part"},
-                    {"layers", "noise", "denoising", "batch-norm-decay", "estimate-statistics", "teacher", "description",
-                     "output"});
+                    {"layers", "noise", "denoising", "batch-norm-decay", "estimate-statistics", "teacher", "noise-on",
+                     "children", "loss-on", "batch-statistics", "penalty", "description", "output"});
     if (!args.positional().empty()) fail("pens new ladder takes options only");
     return new_ladder(args);
   }

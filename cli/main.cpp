@@ -101,7 +101,9 @@ const std::vector<Command>& commands() {
        "                          or any registered kind: pens kinds) on node N with weight L,\n"
        "                          on rows all|labeled|unlabeled; FLAGS, comma-separated:\n"
        "                          'fixed': the first side is a target that gets no gradient,\n"
-       "                          'unscheduled': lambda stages do not scale it; repeatable\n"
+       "                          'unscheduled': lambda stages do not scale it,\n"
+       "                          'child-child' or 'parent-child': this term's pairing where it\n"
+       "                          is not --pairing's; repeatable\n"
        "  --children K            children (default 2)\n"
        "  --pairing P             child-child (default) or parent-child\n"
        "  --loss-on N             parent (default), child or children\n"
@@ -143,6 +145,13 @@ const std::vector<Command>& commands() {
        "                          rows (as the ladder paper's code does)\n"
        "  --teacher D             evaluate with moving averages (decay D) of the weights; pair\n"
        "                          with eval.recalibrate_statistics in the training config\n"
+       "  --noise-on N:K[:P=V,...]  more noise, as mlp's --noise (e.g. x:adversarial:eps=1.0)\n"
+       "  --children K            corrupted children (default 1), each with its decoder\n"
+       "  --loss-on N             child (default), children or parent\n"
+       "  --batch-statistics S    own (default: each child normalises its own batch) or\n"
+       "                          parent (the clean batch's statistics, held constant)\n"
+       "  --penalty N:K:L[:ROWS[:FLAGS]]  a penalty beside the denoising costs, as mlp's (e.g.\n"
+       "                          logits:xent:1:all:child-child, PEA between the children)\n"
        "  --description TEXT, --output FILE   as for mlp\n",
        pens::cli::run_new},
       {"train", "train a model on MNIST or sentiment trees from a config file",

@@ -55,7 +55,8 @@ void PseudoEnsembleSpec::validate() const {
                 "parameters of its own to train");
     }
   }
-  if (pairing == "child-child" && !penalties.empty() && children < 2) {
+  if (pairing == "child-child" && !penalties.empty() && children < 2 &&
+      std::any_of(penalties.begin(), penalties.end(), [](const PenaltyTerm& t) { return t.pairing.empty(); })) {
     fail_spec("children", "pseudo_ensemble.pairing 'child-child' needs at least 2 children, got ", children);
   }
   std::set<std::pair<std::string, std::string>> seen;
@@ -83,7 +84,16 @@ void PseudoEnsembleSpec::validate() const {
     if (!one_of(p.rows, {"all", "labeled", "unlabeled"})) {
       fail_spec(field + "rows", where, ".rows must be 'all', 'labeled' or 'unlabeled', got '", p.rows, "'");
     }
-    if (!p.target.empty() && pairing != "parent-child") {
+    if (!p.pairing.empty()) {
+      if (!one_of(p.pairing, {"child-child", "parent-child"})) {
+        fail_spec(field + "pairing", where, ".pairing must be 'child-child' or 'parent-child' (or absent: the ",
+                  "pseudo-ensemble's), got '", p.pairing, "'");
+      }
+      if (p.pairing == "child-child" && children < 2) {
+        fail_spec(field + "pairing", where, ".pairing 'child-child' needs at least 2 children, got ", children);
+      }
+    }
+    if (!p.target.empty() && pairing_of(p) != "parent-child") {
       fail_spec(field + "target", where, ".target needs pairing 'parent-child': the target is the clean parent's "
                 "node, compared with each child's '", p.node, "'");
     }

@@ -45,6 +45,10 @@ struct PenaltyTerm {
   // `node` is the decoder's estimate and `target` the clean encoder's value. The two must
   // have the same width.
   std::string target = {};
+  // Non-empty: this term's pairing (child-child or parent-child) in place of the spec's,
+  // so that one pseudo-ensemble holds terms of both: a ladder network's denoising costs
+  // against the clean parent beside PEA's agreement between its corrupted children.
+  std::string pairing = {};
   bool operator==(const PenaltyTerm&) const = default;
 };
 
@@ -58,7 +62,7 @@ struct LambdaStage {
 
 struct PseudoEnsembleSpec {
   int64_t children = 2;
-  std::string pairing = "child-child";  // child-child (the paper's experiments) | parent-child
+  std::string pairing = "child-child";  // child-child (the paper's experiments) | parent-child; a term may override it
   std::string loss_on = "parent";       // parent (eq. 3) | child (child 1, eq. 1) | children (mean)
   double smoothing = 1e-4;              // softmax smoothing before kl / xent; 0: none
   // 1: child 1 is a teacher: its network reads, for each parameter with a moving average
@@ -80,6 +84,10 @@ struct PseudoEnsembleSpec {
 
   // Throws an Error naming the field that is wrong.
   void validate() const;
+  // The pairing a term's pairs follow: its own, or the spec's.
+  const std::string& pairing_of(const PenaltyTerm& term) const {
+    return term.pairing.empty() ? pairing : term.pairing;
+  }
   // Whether a penalty covers only labeled or only unlabeled rows, so that a batch built
   // for it must say where its labeled rows end (EnsembleOptions::labeled_rows).
   bool splits_rows() const;
@@ -111,7 +119,8 @@ struct Perturbed {
 struct PenaltyHandle {
   PenaltyTerm term;
   std::string layer;                    // the tapped node's layer
-  std::string parent;                   // the clean parent's node, "" when the graph has none
+  std::string pairing;                  // child-child or parent-child: the spec's, or the term's own
+  std::string parent;                   // the clean parent's node it pairs with, "" for child-child pairs
   std::vector<std::string> children;    // the children's taps
   std::string value;                    // λ · mean over rows of V: a loss node
   std::string lambda;                   // λ: a constant, so Tape::set_constant follows a schedule

@@ -260,7 +260,7 @@ PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::stri
     for (size_t i = 0; i < x->size(); ++i) {
       const std::string p = path + "/penalties/" + std::to_string(i);
       const json& e = r.object((*x)[i], p);
-      r.only(e, p, {"node", "target", "kind", "lambda", "rows", "fixed_target", "scheduled", "params"});
+      r.only(e, p, {"node", "target", "kind", "lambda", "rows", "fixed_target", "scheduled", "pairing", "params"});
       PenaltyTerm t;
       t.node = r.name(r.required(e, p, "node"), p + "/node");
       if (!g.find(t.node)) r.fail(p + "/node", g.no_node_named(t.node));
@@ -273,6 +273,7 @@ PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::stri
       if (const json* rows = r.optional(e, "rows")) t.rows = r.string(*rows, p + "/rows");
       if (const json* f = r.optional(e, "fixed_target")) t.fixed_target = r.boolean(*f, p + "/fixed_target");
       if (const json* f = r.optional(e, "scheduled")) t.scheduled = r.boolean(*f, p + "/scheduled");
+      if (const json* f = r.optional(e, "pairing")) t.pairing = r.string(*f, p + "/pairing");
       if (const json* ps = r.optional(e, "params")) {
         for (const auto& [name, value] : r.object(*ps, p + "/params").items()) {
           t.params[name] = r.number(value, p + "/params/" + name);
@@ -597,6 +598,7 @@ json ensemble_json(const PseudoEnsembleSpec& s) {
     if (!t.target.empty()) pen.back()["target"] = t.target;  // written when set: older files stay canonical
     if (t.fixed_target) pen.back()["fixed_target"] = true;  // likewise
     if (!t.scheduled) pen.back()["scheduled"] = false;      // likewise
+    if (!t.pairing.empty()) pen.back()["pairing"] = t.pairing;  // likewise
     if (!t.params.empty()) pen.back()["params"] = t.params;
   }
   json out = {{"children", s.children}, {"pairing", s.pairing}, {"loss_on", s.loss_on},

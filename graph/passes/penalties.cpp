@@ -46,6 +46,7 @@ std::vector<PenaltyHandle> add_penalties(Perturbed& perturbed, const PseudoEnsem
     }
     PenaltyHandle h;
     h.term = term;
+    h.pairing = spec.pairing_of(term);
     h.layer = g[*node].layer;
     std::vector<NodeId> taps;
     for (const auto& child : perturbed.taps) {
@@ -83,7 +84,7 @@ std::vector<PenaltyHandle> add_penalties(Perturbed& perturbed, const PseudoEnsem
       return it != targets.end() ? it->second : targets[v] = b.add("stop_gradient", {v});
     };
     std::vector<NodeId> pairs;
-    if (spec.pairing == "parent-child") {
+    if (h.pairing == "parent-child") {
       const NodeId p = target(rows(*parent));
       for (NodeId t : taps) pairs.push_back(kind.per_row(b, p, rows(t)));
     } else {

@@ -488,16 +488,20 @@ def noise(kind, **params):
     return dict(kind=kind, **params)
 
 
-def penalty(node, kind, weight=1.0, rows="all", fixed_target=False, scheduled=True, target=None, **params):
+def penalty(node, kind, weight=1.0, rows="all", fixed_target=False, scheduled=True, target=None, pairing=None,
+            **params):
     """A pseudo-ensemble penalty term: V of `kind` on `node`'s taps, weighted by `weight` (λ);
     `fixed_target`: the pair's first side gets no gradient; `scheduled=False`: the λ stages
     do not scale it; `target` (parent-child pairing): the parent's node compared with the
     children's `node`, as a ladder network's decoder estimate with the clean value,
-    penalty("xhat", "l2", 1.0, target="x"); `params`: the kind's parameters,
-    penalty("logits", "pseudo_label", 1.0, threshold=0.9)."""
+    penalty("xhat", "l2", 1.0, target="x"); `pairing`: this term's pairs ("child-child"
+    or "parent-child") where they differ from the pseudo-ensemble's; `params`: the kind's
+    parameters, penalty("logits", "pseudo_label", 1.0, threshold=0.9)."""
     term = {"node": node, "kind": kind, "lambda": float(weight), "rows": rows}
     if target is not None:
         term["target"] = target
+    if pairing is not None:
+        term["pairing"] = pairing
     if fixed_target:
         term["fixed_target"] = True
     if not scheduled:

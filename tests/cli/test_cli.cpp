@@ -306,6 +306,8 @@ TEST_CASE("pens inspect: 2 children, 3 taps, shared parameters, in JSON, text an
   CHECK(tap.at("layer") == "h1");
   CHECK(tap.at("children") == nlohmann::json::array({"c1/h1", "c2/h1"}));
   CHECK(tap.at("penalty") == "direction");
+  CHECK(tap.at("pairing") == "child-child");
+  CHECK(tap.at("parent").is_null());  // child-child pairs: no parent side
   CHECK(doc.at("taps")[2].at("penalty") == "tanh");
   CHECK(doc.at("taps")[2].at("lambda") == 2.0);
   // The children's layers, which share the parent's weights, each run as one product.
@@ -509,7 +511,7 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   CHECK(md.at("pseudo_ensemble").at("penalties")[0].at("fixed_target") == true);
   CHECK(pens_cli("new mlp --teacher 0.99").out.find("--teacher needs a pseudo-ensemble") != std::string::npos);
   CHECK(pens_cli("new mlp --batch-norm-decay 0.9").out.find("needs --batch-norm") != std::string::npos);
-  CHECK(pens_cli("new mlp --penalty logits:kl:1:all:x").out.find("takes 'fixed' (a fixed target) and 'unscheduled'") !=
+  CHECK(pens_cli("new mlp --penalty logits:kl:1:all:x").out.find("takes 'fixed' (a fixed target), 'unscheduled'") !=
         std::string::npos);
   const Run both = pens_cli("new mlp --penalty h1:activation_l2:0.01:all:unscheduled,fixed");
   REQUIRE(both.status == 0);
@@ -541,6 +543,42 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   const auto bp = nlohmann::json::parse(by_part.out).at("pseudo_ensemble");
   CHECK(bp.at("statistics_by_part") == true);
   for (const auto& term : bp.at("penalties")) CHECK(term.at("rows") == "unlabeled");
+  // Combinations: more noise, more children, a penalty of its own pairing beside the costs.
+  const Run combined = pens_cli("new ladder --layers 8,6,3 --denoising 1,1,1 --noise-on x:adversarial:eps=1.0 "
+                                "--children 2 --loss-on children --batch-statistics parent "
+                                "--penalty logits:xent:1:all:child-child");
+  REQUIRE(combined.status == 0);
+  const auto cd = nlohmann::json::parse(combined.out);
+  CHECK(cd.at("inputs")[0].at("noise")[1].at("kind") == "adversarial");
+  const auto& ce = cd.at("pseudo_ensemble");
+  CHECK(ce.at("children") == 2);
+  CHECK(ce.at("loss_on") == "children");
+  CHECK(ce.at("batch_statistics") == "parent");
+  CHECK(ce.at("penalties").back() == nlohmann::json({{"node", "logits"}, {"kind", "xent"}, {"lambda", 1.0},
+                                                      {"rows", "all"}, {"pairing", "child-child"}}));
+  CHECK(pens_cli("new ladder --penalty h9:kl:1").out.find("no node named 'h9'") != std::string::npos);
+  CHECK(pens_cli("new ladder --penalty logits:kl:1:all:child-child").out.find(
+            "'child-child' needs at least 2 children, got 1") != std::string::npos);
+  CHECK(pens_cli("new ladder --penalty logits:kl:1:all:sideways").out.find(
+            "'child-child' or 'parent-child' (this term's pairing), got 'sideways'") != std::string::npos);
+}
+
+TEST_CASE("the ladder combinations in examples/mnist are what the command in their description writes") {
+  for (const std::string name : {"ladder-vat", "ladder-pea"}) {
+    CAPTURE(name);
+    std::ifstream file(pens::testing::source_dir() + "/examples/mnist/" + name + ".model.json");
+    auto shipped = nlohmann::json::parse(file);
+    const std::string description = shipped.at("metadata").at("description");
+    const std::string marker = "Written by: pens ";
+    const size_t at = description.find(marker);
+    REQUIRE(at != std::string::npos);
+    const Run written = pens_cli(description.substr(at + marker.size()));
+    REQUIRE(written.status == 0);
+    auto made = nlohmann::json::parse(written.out);
+    shipped.erase("metadata");
+    made.erase("metadata");
+    CHECK(made == shipped);
+  }
 }
 
 TEST_CASE("pens eval, train and pretrain: a corrupt IDX file or a bad config is one line and exit 1") {

@@ -312,6 +312,64 @@ TEST_CASE("a penalty with a target: the child's node against another parent node
   CHECK_ERROR_MENTIONS(build_pseudo_ensemble(parent, spec), "penalty l2 on 'losses'", "or it is a loss");
 }
 
+TEST_CASE("a term's own pairing: denoising costs against the parent beside agreement between the children") {
+  // Two children, each reconstructing the clean x (parent-child, the spec's pairing), and
+  // an l2 term between the children's logits (child-child, the term's own).
+  Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));
+  const NodeId d = parent.param("D", {5, 6}, {{"init", std::string("normal")}, {"std", 0.5}});
+  parent.add("matmul", {parent.at("h1"), d}, {}, "xhat");
+  PseudoEnsembleSpec spec = reconstruction_spec();
+  spec.children = 2;
+  spec.loss_on = "children";
+  spec.penalties.push_back({.node = "logits", .kind = "l2", .lambda = 0.25, .pairing = "child-child"});
+  const PseudoEnsemble pe = build_pseudo_ensemble(parent, spec);
+  REQUIRE(pe.penalties.size() == 2);
+  CHECK(pe.penalties[0].pairing == "parent-child");
+  CHECK(pe.penalties[0].parent == "x");
+  CHECK(pe.penalties[1].pairing == "child-child");
+  CHECK(pe.penalties[1].parent.empty());
+  CHECK(pe.penalties[1].children == std::vector<std::string>{"c1/logits", "c2/logits"});
+
+  ForwardPass run(pe.graph);
+  const auto squared_distance = [&](const std::string& a, const std::string& b) {
+    const auto va = run.tape.value(a), vb = run.tape.value(b);
+    REQUIRE(va.size() == vb.size());
+    double sum = 0;
+    for (int64_t i = 0; i < va.size(); ++i) sum += (va[i] - vb[i]) * (va[i] - vb[i]);
+    return sum;
+  };
+  // Each child's reconstruction against the clean x, averaged over the two children...
+  const double denoising = (squared_distance("x", "c1/xhat") + squared_distance("x", "c2/xhat")) / 2;
+  CHECK(run.tape.value(pe.penalties[0].value)[0] == doctest::Approx(0.5 * denoising / 4).epsilon(1e-12));
+  // ...and the children's logits against each other, the parent's taking no part.
+  CHECK(run.tape.value(pe.penalties[1].value)[0] ==
+        doctest::Approx(0.25 * squared_distance("c1/logits", "c2/logits") / 4).epsilon(1e-12));
+
+  GradcheckOptions options;
+  options.batch = 4;
+  const GradcheckResult r = gradcheck(pe.graph, {{"y", labels(4, 3)}}, options);
+  INFO(r.worst);
+  CHECK(r.passed);
+
+  // What is wrong is named: an unknown pairing, child-child with one child, a target
+  // on a term whose own pairing has no parent side.
+  spec.penalties[1].pairing = "children";
+  CHECK_ERROR_MENTIONS(spec.validate(), "penalties[1].pairing must be 'child-child' or 'parent-child'", "'children'");
+  spec.penalties[1].pairing = "child-child";
+  spec.children = 1;
+  spec.loss_on = "child";
+  CHECK_ERROR_MENTIONS(spec.validate(), "penalties[1].pairing 'child-child' needs at least 2 children, got 1");
+  spec.children = 2;
+  spec.penalties[0].pairing = "child-child";
+  CHECK_ERROR_MENTIONS(spec.validate(), "penalties[0].target needs pairing 'parent-child'");
+  // The spec's child-child pairing with one child is fine when every term pairs with the parent.
+  spec.pairing = "child-child";
+  spec.children = 1;
+  spec.penalties = {spec.penalties[0]};
+  spec.penalties[0].pairing = "parent-child";
+  CHECK_NOTHROW(spec.validate());
+}
+
 TEST_CASE("parent_value: a child computes with the parent's value of a node, gradient included") {
   // The child's reconstruction is scaled by the parent's (clean) h1 mean, not its own noisy one.
   Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));

@@ -225,6 +225,15 @@ TEST_CASE("bad model files: unknown ops and noise kinds, arity, dangling inputs,
   doc = small_json();
   doc["pseudo_ensemble"]["pairing"] = "pairs";
   CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble", "pairing", "'pairs'");
+  // A term's own pairing: read back, written back only when set, a bad one named.
+  doc = small_json();
+  doc["pseudo_ensemble"]["penalties"][0]["pairing"] = "parent-child";
+  const Model paired = parse(doc);
+  CHECK(paired.ensemble->penalties[0].pairing == "parent-child");
+  CHECK(json::parse(write_model(paired, ValueStorage::None, "").json) == doc);
+  CHECK_FALSE(small_json()["pseudo_ensemble"]["penalties"][0].contains("pairing"));
+  doc["pseudo_ensemble"]["penalties"][0]["pairing"] = "pairs";
+  CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/pairing", "'pairs'");
   doc = small_json();
   doc["nodes"][0]["attrs"] = {{"alpha", 1}};
   CHECK_ERROR_MENTIONS(parse(doc), "/nodes/0", "unknown attribute 'alpha'");

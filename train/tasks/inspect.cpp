@@ -75,7 +75,8 @@ std::string inspect_text(const BuiltGraph& built) {
     for (const PenaltyHandle& t : taps) {
       out << "  tap " << t.layer << ": parent " << (t.parent.empty() ? "-" : t.parent) << ", children";
       for (const std::string& c : t.children) out << " " << c;
-      out << "; " << t.term.kind << ", lambda " << t.term.lambda << ", rows " << t.term.rows << "\n";
+      out << "; " << t.term.kind << ", lambda " << t.term.lambda << ", rows " << t.term.rows << ", " << t.pairing
+          << "\n";
     }
   }
   const std::vector<std::vector<std::string>> stacks = stacked_products(built.graph, {.batch = built.batch});
@@ -123,6 +124,7 @@ json inspect_json(const BuiltGraph& built) {
   json tap_list = json::array();
   for (const PenaltyHandle& t : taps_of(built)) {
     tap_list.push_back({{"layer", t.layer},
+                        {"pairing", t.pairing},
                         {"parent", t.parent.empty() ? json(nullptr) : json(t.parent)},
                         {"children", t.children},
                         {"penalty", t.term.kind},

@@ -29,13 +29,15 @@ TreeEnsembleTape::TreeEnsembleTape(const Graph& cell, const TreePorts& parent, c
   }
   const auto k_children = static_cast<size_t>(spec_.children);
   const bool penalized = !spec_.penalties.empty();
+  const bool parent_paired = std::any_of(spec_.penalties.begin(), spec_.penalties.end(),
+                                         [&](const PenaltyTerm& t) { return spec_.pairing_of(t) == "parent-child"; });
   // The networks something reads: the one the loss is on, and those the penalties pair.
   std::vector<char> read(k_children + 1, 0);
   carries_loss_.assign(k_children + 1, 0);
   if (spec_.loss_on == "parent") carries_loss_[0] = 1;
   if (spec_.loss_on == "child") carries_loss_[1] = 1;
   if (spec_.loss_on == "children") std::fill(carries_loss_.begin() + 1, carries_loss_.end(), 1);
-  read[0] = carries_loss_[0] || (penalized && spec_.pairing == "parent-child");
+  read[0] = carries_loss_[0] || parent_paired;
   for (size_t k = 1; k <= k_children; ++k) read[k] = carries_loss_[k] || penalized;
   // The children's mean loss (eq. 1 estimated over them), as the perturb pass scales it.
   const double child_scale = spec_.loss_on == "children" ? loss_scale / static_cast<double>(k_children) : loss_scale;
