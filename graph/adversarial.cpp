@@ -7,8 +7,10 @@
 // Hessian with d. The gradients come from the probe's body (graph/pseudo_ensemble.h);
 // r_adv is then a constant of the outer objective, as in the paper.
 #include <cmath>
+#include <vector>
 
 #include "pens/graph/noise.h"
+#include "pens/ops/ir/error.h"
 
 namespace pens {
 
@@ -37,19 +39,37 @@ NoiseKind adversarial_kind() {
             AttrRange::above(0)},
            {"iterations", AttrType::Int, false, AttrValue(int64_t{1}), "power iterations", AttrRange::from_to(1, 100)},
            {"divergence", AttrType::String, false, AttrValue(std::string("kl")),
-            "penalty kind measured between the parent's output and the child's"}},
+            "penalty kind measured between the parent's output and the child's"},
+           {"precision", AttrType::String, false, AttrValue(std::string("float32")),
+            "the power iteration's arithmetic: float32, or float64 (the probe's network in double, so that a step "
+            "xi as small as 1e-6 is not rounded away)"}},
           false,
           [](NoiseSite& site, const Attributes& a) {
+            const std::string& precision = a.get_string("precision");
+            if (precision != "float32" && precision != "float64") {
+              fail("adversarial noise: precision must be 'float32' or 'float64', got '", precision, "'");
+            }
             const NodeId r = site.add_probe("r_adv", a);
             return site.add("add", {site.value, r}, {}, "adversarial");
           },
-          // d, from a random start, becomes the gradient at xi d / |d| in place.
+          // d, from a random start, becomes the gradient at xi d / |d| in place. In float64
+          // the gradient at r = 0 is subtracted: (grad D(xi d) - grad D(0)) / xi is the
+          // Hessian's product with d, and grad D(0), zero in exact arithmetic, holds the
+          // float32 rounding of the parent's output that the body reads from the outer
+          // tape, as large as the product itself when xi is 1e-6.
           [](PerturbationProbe& probe, const Attributes& a, std::span<double> d) {
             const int64_t rows = probe.rows(), width = probe.width();
+            std::vector<double> at_zero;
+            if (a.get_string("precision") == "float64") {
+              const std::vector<double> zero(d.size(), 0.0);
+              at_zero.resize(d.size());
+              probe.gradient(zero, at_zero);
+            }
             probe.normal(d);
             for (int64_t i = 0; i < a.get_int("iterations"); ++i) {
               set_row_lengths(d, rows, width, a.get_float("xi"));
               probe.gradient(d, d);
+              for (size_t j = 0; j < at_zero.size(); ++j) d[j] -= at_zero[j];
             }
             set_row_lengths(d, rows, width, a.get_float("eps"));
           }};

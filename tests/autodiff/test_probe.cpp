@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <Eigen/Eigenvalues>
+#include <algorithm>
 #include <cmath>
 
 #include "pens/autodiff/tape.h"
@@ -21,9 +22,10 @@ constexpr double kEps = 0.5;
 
 // A 4-6-3 network whose child sees adversarial noise on its input; V = KL(parent || child)
 // with the parent as a fixed target, as VAT has it.
-PseudoEnsemble vat_ensemble(int64_t iterations, double xi = 1e-4) {
+PseudoEnsemble vat_ensemble(int64_t iterations, double xi = 1e-4, const std::string& precision = "float32") {
   Graph parent = build_mlp({.layers = {kWidth, 6, 3}, .weight_std = 0.9, .output_bias = 0.2});
-  add_noise(parent, parent.at("x"), "adversarial", {{"eps", kEps}, {"xi", xi}, {"iterations", iterations}});
+  add_noise(parent, parent.at("x"), "adversarial",
+            {{"eps", kEps}, {"xi", xi}, {"iterations", iterations}, {"precision", precision}});
   PseudoEnsembleSpec spec;
   spec.children = 1;
   spec.pairing = "parent-child";
@@ -133,6 +135,60 @@ TEST_CASE("adversarial noise has length eps and points where the divergence grow
       CHECK(divergence(i, found * (small / kEps)) > divergence(i, Eigen::Vector4d::Unit(j) * small));
     }
   }
+}
+
+TEST_CASE("adversarial noise in float64: a step xi of 1e-6 on a float tape finds what double arithmetic finds") {
+  // The direction found in double throughout, with a step float32 resolves.
+  const PseudoEnsemble reference = vat_ensemble(30);
+  ParamStore<double> wide(reference.graph);
+  wide.initialize(reference.graph, 5);
+  Tape<double> exact(reference.graph, wide, {.batch = kRows});
+  // Inputs near 8, where float32's spacing (9.5e-7) is coarser than xi's steps.
+  const auto inputs = [](auto x) {
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = 8 + 0.5 * std::sin(0.7 * static_cast<double>(i) + 0.3);
+  };
+  inputs(exact.input("x"));
+  const NoiseKey key{7, 3};
+  exact.set_noise_key(key);
+  exact.forward();
+  const TensorView<const double> expected = exact.value("c1/x~r_adv");
+  // The cosine between each row found on a float tape with xi = 1e-6 and the reference's.
+  const auto cosines = [&](const std::string& precision) {
+    const PseudoEnsemble e = vat_ensemble(30, 1e-6, precision);
+    ParamStore<float> params(e.graph);
+    params.initialize(e.graph, 5);
+    Tape<float> tape(e.graph, params, {.batch = kRows});
+    inputs(tape.input("x"));
+    tape.set_noise_key(key);
+    tape.forward();
+    const TensorView<const float> r = tape.value("c1/x~r_adv");
+    std::vector<double> out;
+    for (int64_t i = 0; i < kRows; ++i) {
+      double dot = 0, rr = 0, ee = 0;
+      for (int64_t j = i * kWidth; j < (i + 1) * kWidth; ++j) {
+        dot += r[j] * expected[j], rr += double(r[j]) * r[j], ee += expected[j] * expected[j];
+      }
+      out.push_back(std::abs(dot) / std::sqrt(rr * ee));
+    }
+    return out;
+  };
+  const std::vector<double> wide_body = cosines("float64"), narrow_body = cosines("float32");
+  for (int64_t i = 0; i < kRows; ++i) {
+    CAPTURE(i);
+    CAPTURE(narrow_body[i]);
+    CHECK(wide_body[i] == doctest::Approx(1.0).epsilon(1e-5));
+  }
+  // In float32 the step is mostly rounded away: no row has the direction (a row whose
+  // step vanished altogether has none, and its cosine is NaN).
+  CHECK(std::none_of(narrow_body.begin(), narrow_body.end(), [](double c) { return c >= 0.99; }));
+  // A precision that is neither is named.
+  Graph parent = build_mlp({.layers = {kWidth, 6, 3}});
+  add_noise(parent, parent.at("x"), "adversarial", {{"precision", std::string("float16")}});
+  PseudoEnsembleSpec spec;
+  spec.children = 1;
+  spec.pairing = "parent-child";
+  CHECK_THROWS_WITH(build_pseudo_ensemble(parent, spec),
+                    doctest::Contains("precision must be 'float32' or 'float64', got 'float16'"));
 }
 
 TEST_CASE("adversarial noise is drawn per row of the global batch: a shard computes the whole batch's rows") {
