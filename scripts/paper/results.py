@@ -35,7 +35,7 @@ METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+
                 "supervised-bn": 7, "pi": 8, "mean-teacher": 9, "pseudo-label": 10, "vat": 11, "vat-ema": 12,
                 "vat-ema-long": 13, "ladder": 14, "ladder-clean": 15, "ladder-anneal": 16,
                 "ladder-anneal-long": 17, "ladder-anneal-16": 18, "ladder-anneal-24": 19,
-                "ladder-by-part": 20, "ladder-kl": 21, "ladder-pea": 22}
+                "ladder-by-part": 20, "ladder-vat": 21, "ladder-pea": 22}
 
 
 # Every ladder config is measured against the published ladder network.

@@ -31,8 +31,8 @@
 #                       ladder-by-part (the ladder
 #                       paper's batch: all 100 labels and 100 unlabeled rows a step,
 #                       the two normalised apart: ladder-by-part-100.json), the
-#                       combinations ladder-kl (supervised PEA's V^k between the clean
-#                       parent and the corrupted child: ladder-kl-100.json) and
+#                       combinations ladder-vat (the corrupted child also VAT's
+#                       adversarial child: ladder-vat-100.json) and
 #                       ladder-pea (two corrupted children and PEA's V^x between them:
 #                       ladder-pea-100.json), and their supervised baseline
 #                       supervised-bn (their *-100*.json configs, with
@@ -163,7 +163,7 @@ if [[ $report_only == 0 ]]; then
         ladder-anneal-16) config=ladder-clean-100-anneal-16.json ;;
         ladder-anneal-24) config=ladder-clean-100-anneal-24.json ;;
         ladder-by-part) config=ladder-by-part-100.json ;;
-        ladder-kl) config=ladder-kl-100.json ;;
+        ladder-vat) config=ladder-vat-100.json ;;
         ladder-pea) config=ladder-pea-100.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac
