@@ -325,10 +325,13 @@ def test_a_penalty_with_a_target_makes_the_child_compute_a_decoder():
     model = b.build()
     assert json.loads(model.to_json())["pseudo_ensemble"]["penalties"][0]["target"] == "x"
     assert "parent x, children c1/xhat; l2, lambda 2" in model.inspect()
-    b.pseudo_ensemble(children=1, pairing="parent-child", loss_on="child",
-                      penalties=[pens.penalty("xhat", "l2", 2.0, target="h")])
-    with pytest.raises(pens.Error, match="compares values of one shape"):
-        b.build()
+
+    def refused(message, term):
+        b.pseudo_ensemble(children=1, pairing="parent-child", loss_on="child", penalties=[term])
+        with pytest.raises(pens.Error, match=message):
+            b.build()
+
+    refused("compares values of one shape", pens.penalty("xhat", "l2", 2.0, target="h"))
     # Two children: each decoder against the clean x, and the children's outputs against
     # each other by the term's own pairing.
     b.pseudo_ensemble(children=2, pairing="parent-child", loss_on="children",
@@ -337,7 +340,4 @@ def test_a_penalty_with_a_target_makes_the_child_compute_a_decoder():
     model = b.build()
     assert json.loads(model.to_json())["pseudo_ensemble"]["penalties"][1]["pairing"] == "child-child"
     assert "parent -, children c1/logits c2/logits; xent, lambda 1, rows all, child-child" in model.inspect()
-    b.pseudo_ensemble(children=1, pairing="parent-child", loss_on="child",
-                      penalties=[pens.penalty("logits", "xent", 1.0, pairing="child-child")])
-    with pytest.raises(pens.Error, match="'child-child' needs at least 2 children"):
-        b.build()
+    refused("'child-child' needs at least 2 children", pens.penalty("logits", "xent", 1.0, pairing="child-child"))
