@@ -40,7 +40,8 @@
 #                       once (pens pretrain, into RUNS/pretrain and RUNS/pretrain-authors)
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
 #   --supervised        also the fully supervised cells (raw, sde, pea on 50,000 labels)
-#   --supervised-methods LIST  which of them (comma-separated; default raw,sde,pea)
+#   --supervised-methods LIST  which of them (comma-separated; default raw,sde,pea; also
+#                       ladder: the ladder network on every label, ladder-supervised.json)
 #   --supervised-epochs E  their length (default: the configs', the paper's 1000 epochs)
 #   --runs DIR          where runs live (default runs/table1)
 #   --report-only       run nothing; rebuild the report from the runs that exist
@@ -180,8 +181,8 @@ if [[ $report_only == 0 ]]; then
     IFS=, read -ra supervised_list <<< "$supervised_methods"
     for method in "${supervised_list[@]}"; do
       case "$method" in
-        raw|sde|pea) ;;
-        *) echo "table1: unknown supervised method $method (raw, sde or pea)" >&2; exit 2 ;;
+        raw|sde|pea|ladder) ;;
+        *) echo "table1: unknown supervised method $method (raw, sde, pea or ladder)" >&2; exit 2 ;;
       esac
       plan "$method-supervised/split1" "$configs/$method-supervised.json" "" \
         ${supervised_epochs:+--epochs "$supervised_epochs"}
