@@ -327,7 +327,7 @@ PseudoEnsemble build_pseudo_ensemble(const Graph& parent, const PseudoEnsembleSp
   if (options.restrict_rows) passes.push_back(std::make_unique<RestrictRows>());
   out.graph = run_passes(perturbed.graph, passes, batch);
   for (PenaltyHandle& h : out.penalties) {
-    if (spec.pairing_of(h.term) != "parent-child") continue;
+    if (h.pairing != "parent-child") continue;
     const std::string& side = h.term.target.empty() ? h.term.node : h.term.target;
     if (auto p = out.graph.find(side); p && out.graph[*p].role == "parent") h.parent = side;
   }
