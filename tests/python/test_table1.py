@@ -86,7 +86,7 @@ def test_an_interrupted_campaign_resumes_without_repeating_finished_runs(tmp_pat
     assert "--resume" not in cells[0]["command"]
     assert "| pea | 20 | 3 |" in (tmp_path / "report" / "results-history.md").read_text()
     # The tables page is drawn from the record (no Table 1 column has 20 labels: empty cells).
-    assert "## Table 1: semi-supervised MNIST" in (tmp_path / "report" / "results.md").read_text()
+    assert "## Table 1 and its successors: semi-supervised MNIST" in (tmp_path / "report" / "results.md").read_text()
 
 
 def test_a_cell_grows_by_split_over_campaigns_whose_runs_folders_are_gone(tmp_path):
