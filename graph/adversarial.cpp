@@ -55,8 +55,9 @@ NoiseKind adversarial_kind() {
           // d, from a random start, becomes the gradient at xi d / |d| in place. In float64
           // the gradient at r = 0 is subtracted: (grad D(xi d) - grad D(0)) / xi is the
           // Hessian's product with d, and grad D(0), zero in exact arithmetic, holds the
-          // float32 rounding of the parent's output that the body reads from the outer
-          // tape, as large as the product itself when xi is 1e-6.
+          // rounding by which the parent's and the child's outputs at r = 0 differ, which a
+          // step of 1e-6 along a small Hessian does not dwarf (1e-4 of the product in
+          // tests/autodiff/test_probe.cpp).
           [](PerturbationProbe& probe, const Attributes& a, std::span<double> d) {
             const int64_t rows = probe.rows(), width = probe.width();
             std::vector<double> at_zero;
