@@ -111,6 +111,16 @@ PenaltyTerm parse_penalty(const std::string& text) {
   return t;
 }
 
+// Every --penalty of the command, each naming a node of `g`.
+void add_penalty_options(const Args& args, const Graph& g, PseudoEnsembleSpec& pe) {
+  for (const std::string& p : args.all("penalty")) {
+    pe.penalties.push_back(parse_penalty(p));
+    if (!g.find(pe.penalties.back().node)) {
+      fail("--penalty: the model has no node named '", pe.penalties.back().node, "'");
+    }
+  }
+}
+
 // NODE:KIND[:NAME=VALUE,...]
 void add_noise_option(Graph& g, const std::string& text) {
   const size_t first = text.find(':');
@@ -224,12 +234,7 @@ int new_ladder(const Args& args) {
   pe.children = args.option_int("children", pe.children, 1, kMaxChildren);
   pe.loss_on = args.option("loss-on").value_or(pe.loss_on);
   pe.batch_statistics = args.option("batch-statistics").value_or(pe.batch_statistics);
-  for (const std::string& p : args.all("penalty")) {
-    pe.penalties.push_back(parse_penalty(p));
-    if (!model.graph.find(pe.penalties.back().node)) {
-      fail("--penalty: the model has no node named '", pe.penalties.back().node, "'");
-    }
-  }
+  add_penalty_options(args, model.graph, pe);
   pe.validate();
   // Averaged weights for evaluation only: child 1 is the corrupted encoder, not a teacher.
   if (args.option("teacher")) {
@@ -284,19 +289,15 @@ int run_new(const std::vector<std::string>& argv) {
   const bool teacher = args.option("teacher").has_value();
   if (teacher) add_teacher(model.graph, args.option_double("teacher", 0.999, AttrRange::from_below(0, 1)));
   if (auto d = args.option("description")) model.metadata["description"] = *d;
-  const std::vector<std::string> penalties = args.all("penalty");
-  if (!penalties.empty() || args.option("children")) {
+  if (!args.all("penalty").empty() || args.option("children")) {
     PseudoEnsembleSpec pe;
-    for (const std::string& p : penalties) pe.penalties.push_back(parse_penalty(p));
+    add_penalty_options(args, model.graph, pe);
     pe.children = args.option_int("children", pe.children, 1, kMaxChildren);
     pe.pairing = args.option("pairing").value_or(pe.pairing);
     pe.loss_on = args.option("loss-on").value_or(pe.loss_on);
     pe.smoothing = args.option_double("smoothing", pe.smoothing, AttrRange::from_below(0, 1));
     pe.teacher = teacher ? 1 : 0;
     pe.validate();
-    for (const PenaltyTerm& t : pe.penalties) {
-      if (!model.graph.find(t.node)) fail("--penalty: the model has no node named '", t.node, "'");
-    }
     model.ensemble = pe;
   }
   if (teacher && !model.ensemble) fail("--teacher needs a pseudo-ensemble (--children, --penalty): child 1 is the teacher");
