@@ -7,17 +7,19 @@ at every step, the same learning-rate schedule), so that a difference in test er
 between the two is the implementations', not the data's.
 
   torch_vat.py CONFIG [--passes separate|joint] [--probe-precision float32|float64]
-                      [--threads T] [--epochs E] [--out FILE]
+                      [--init torch|pens] [--threads T] [--epochs E] [--out FILE]
 
 The adversarial noise's eps, xi and iterations are read from the config's model file
 (the input's adversarial annotation). --passes separate (the VAT paper's code): the
 labeled rows and the unlabeled rows go through the network in separate passes, each
-normalised over its own rows, and the KL term covers the unlabeled rows; joint (pens'
-graph): one pass over the labeled and unlabeled rows together, the KL term over all
-of them. Either way the perturbed passes normalise with their own batch's statistics
+normalised over its own rows, and the KL term covers the unlabeled rows (pens' graph
+with statistics_by_part and the term on the unlabeled rows); joint (pens' graph
+without them): one pass over the labeled and unlabeled rows together, the KL term over
+all of them. Either way the perturbed passes normalise with their own batch's statistics
 and leave the running statistics alone, as the paper's code does. --probe-precision
 float64 runs the power iteration on a float64 copy of the network (xi = 1e-6 is below
-float32's resolution on bright pixels). Prints a line per epoch and, at the end, one
+float32's resolution on bright pixels). --init pens draws the weights as pens' model
+files do (He normal, biases 0) in place of nn.Linear's default. Prints a line per epoch and, at the end, one
 JSON line: test error at the best validation epoch, minutes, the settings.
 """
 import argparse
@@ -26,6 +28,7 @@ import copy
 import json
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -38,14 +41,21 @@ import pens
 HIDDEN = [1200, 600, 300, 150]
 
 
-def network():
+def network(init):
     layers, width = [], 784
     for h in HIDDEN:
         # Batch normalisation's running statistics at decay 0.99, as pens' vat-bn model's.
         layers += [nn.Linear(width, h, bias=False), nn.BatchNorm1d(h, momentum=0.01), nn.ReLU()]
         width = h
     layers.append(nn.Linear(width, 10))
-    return nn.Sequential(*layers)
+    net = nn.Sequential(*layers)
+    if init == "pens":  # He normal, as pens' vat-bn model file draws its weights; biases 0
+        for m in net.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, std=(2.0 / m.in_features) ** 0.5)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+    return net
 
 
 @contextlib.contextmanager
@@ -95,6 +105,25 @@ def error_rate(net, x, y):
     return 100.0 * wrong / len(x)
 
 
+def training_plan(config_path):
+    """pens.TrainingPlan of the config with its evaluation settings dropped: the plan
+    refuses pens train's own evaluation (eval.recalibrate_statistics), which the peer
+    does not use; the model and data paths made absolute for the copy."""
+    config = json.load(open(config_path))
+    folder = os.path.dirname(os.path.abspath(config_path))
+    config.pop("eval", None)
+    config["model"] = os.path.join(folder, config["model"])
+    data = config.setdefault("data", {})
+    if "dir" in data:
+        data["dir"] = os.path.join(folder, data["dir"])
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as copy_file:
+        json.dump(config, copy_file)
+    try:
+        return pens.TrainingPlan(copy_file.name)
+    finally:
+        os.unlink(copy_file.name)
+
+
 def adversarial_settings(config_path):
     config = json.load(open(config_path))
     model_path = os.path.join(os.path.dirname(config_path), config["model"])
@@ -112,16 +141,18 @@ def main():
     ap.add_argument("config")
     ap.add_argument("--passes", choices=["separate", "joint"], default="separate")
     ap.add_argument("--probe-precision", choices=["float32", "float64"], default="float32")
+    ap.add_argument("--init", choices=["torch", "pens"], default="torch",
+                    help="nn.Linear's default initialisation, or pens' He normal")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--epochs", type=int, help="fewer epochs than the config's (its schedule unchanged)")
     ap.add_argument("--out", help="also append the final JSON line to this file")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
-    plan = pens.TrainingPlan(args.config)
+    plan = training_plan(args.config)
     settings = adversarial_settings(args.config)
     torch.manual_seed(plan.seed)
-    net = network()
+    net = network(args.init)
     probe_net = copy.deepcopy(net).double() if args.probe_precision == "float64" else None
     optimizer = torch.optim.Adam(net.parameters(), lr=0.0)
     parts = {}
@@ -131,7 +162,8 @@ def main():
     labeled = plan.batch_labeled
     steps_per_epoch = plan.steps_per_epoch
     epochs = args.epochs or plan.total_steps // steps_per_epoch
-    print(f"torch_vat: {args.config}: {args.passes} passes, probe in {args.probe_precision}, eps {settings['eps']}, "
+    print(f"torch_vat: {args.config}: {args.passes} passes, probe in {args.probe_precision}, {args.init} init, "
+          f"eps {settings['eps']}, "
           f"xi {settings['xi']}, {settings['iterations']} iteration(s); {labeled} labeled + {plan.batch_unlabeled} "
           f"unlabeled rows a step; {epochs} epochs of {steps_per_epoch} steps; {args.threads} thread(s)", flush=True)
 
@@ -166,6 +198,7 @@ def main():
         print(f"epoch {epoch:3d}  xent {xent.item():.4f}  vat {vat.item():.4f}  val {val:.2f}%  test {test:.2f}%  "
               f"{(time.time() - start) / 60:.1f} min", flush=True)
     result = {"side": "torch", "config": args.config, "passes": args.passes, "probe_precision": args.probe_precision,
+              "init": args.init,
               **settings, "epochs": epochs, "threads": args.threads, "best_val": best[0], "test_at_best_val": best[1],
               "best_epoch": best[2], "minutes": round((time.time() - start) / 60, 1)}
     line = json.dumps(result)
