@@ -163,9 +163,9 @@ def main():
     steps_per_epoch = plan.steps_per_epoch
     epochs = args.epochs or plan.total_steps // steps_per_epoch
     print(f"torch_vat: {args.config}: {args.passes} passes, probe in {args.probe_precision}, {args.init} init, "
-          f"eps {settings['eps']}, "
-          f"xi {settings['xi']}, {settings['iterations']} iteration(s); {labeled} labeled + {plan.batch_unlabeled} "
-          f"unlabeled rows a step; {epochs} epochs of {steps_per_epoch} steps; {args.threads} thread(s)", flush=True)
+          f"eps {settings['eps']}, xi {settings['xi']}, {settings['iterations']} iteration(s); {labeled} labeled + "
+          f"{plan.batch_unlabeled} unlabeled rows a step; {epochs} epochs of {steps_per_epoch} steps; "
+          f"{args.threads} thread(s)", flush=True)
 
     best = (float("inf"), None, None)
     start = time.time()
