@@ -19,8 +19,10 @@ all of them. Either way the perturbed passes normalise with their own batch's st
 and leave the running statistics alone, as the paper's code does. --probe-precision
 float64 runs the power iteration on a float64 copy of the network (xi = 1e-6 is below
 float32's resolution on bright pixels). --init pens draws the weights as pens' model
-files do (He normal, biases 0) in place of nn.Linear's default. Prints a line per epoch and, at the end, one
-JSON line: test error at the best validation epoch, minutes, the settings.
+files do (He normal, biases 0) in place of nn.Linear's default. Prints a line per
+epoch (train: the error on the labeled examples, evaluated as validation and test are)
+and, at the end, one JSON line: test error at the best validation epoch, minutes, the
+settings.
 """
 import argparse
 import contextlib
@@ -156,7 +158,7 @@ def main():
     probe_net = copy.deepcopy(net).double() if args.probe_precision == "float64" else None
     optimizer = torch.optim.Adam(net.parameters(), lr=0.0)
     parts = {}
-    for part in ("validation", "test"):
+    for part in ("labeled", "validation", "test"):
         x, y = plan.data(part)
         parts[part] = (torch.from_numpy(np.asarray(x)), torch.from_numpy(np.asarray(y)).long())
     labeled = plan.batch_labeled
@@ -191,11 +193,13 @@ def main():
             optimizer.zero_grad(set_to_none=True)
             (xent + vat).backward()
             optimizer.step()
+        train = error_rate(net, *parts["labeled"])
         val = error_rate(net, *parts["validation"])
         test = error_rate(net, *parts["test"])
         if val < best[0]:
             best = (val, test, epoch)
-        print(f"epoch {epoch:3d}  xent {xent.item():.4f}  vat {vat.item():.4f}  val {val:.2f}%  test {test:.2f}%  "
+        print(f"epoch {epoch:3d}  xent {xent.item():.4f}  vat {vat.item():.4f}  train {train:.2f}%  val {val:.2f}%  "
+              f"test {test:.2f}%  "
               f"{(time.time() - start) / 60:.1f} min", flush=True)
     result = {"side": "torch", "config": args.config, "passes": args.passes, "probe_precision": args.probe_precision,
               "init": args.init,
