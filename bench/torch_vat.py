@@ -127,6 +127,9 @@ def training_plan(config_path):
 
 
 def adversarial_settings(config_path):
+    """eps, xi and iterations of the model's adversarial annotation, with pens' defaults
+    for those it leaves out (graph/adversarial.cpp). Its precision is not read: the
+    peer's own --probe-precision says how its power iteration runs."""
     config = json.load(open(config_path))
     model_path = os.path.join(os.path.dirname(config_path), config["model"])
     model = json.load(open(model_path))
