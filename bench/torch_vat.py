@@ -107,10 +107,10 @@ def error_rate(net, x, y):
     return 100.0 * wrong / len(x)
 
 
-def training_plan(config_path):
-    """pens.TrainingPlan of the config with its evaluation settings dropped: the plan
-    refuses pens train's own evaluation (eval.recalibrate_statistics), which the peer
-    does not use; the model and data paths made absolute for the copy."""
+def peer_config(config_path):
+    """The config as the peer uses it: the model and data paths made absolute, and its
+    evaluation settings dropped (pens.TrainingPlan refuses pens train's own evaluation,
+    eval.recalibrate_statistics, which the peer does not use)."""
     config = json.load(open(config_path))
     folder = os.path.dirname(os.path.abspath(config_path))
     config.pop("eval", None)
@@ -118,6 +118,10 @@ def training_plan(config_path):
     data = config.setdefault("data", {})
     if "dir" in data:
         data["dir"] = os.path.join(folder, data["dir"])
+    return config
+
+
+def training_plan(config):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as copy_file:
         json.dump(config, copy_file)
     try:
@@ -126,18 +130,16 @@ def training_plan(config_path):
         os.unlink(copy_file.name)
 
 
-def adversarial_settings(config_path):
-    """eps, xi and iterations of the model's adversarial annotation, with pens' defaults
-    for those it leaves out (graph/adversarial.cpp). Its precision is not read: the
-    peer's own --probe-precision says how its power iteration runs."""
-    config = json.load(open(config_path))
-    model_path = os.path.join(os.path.dirname(config_path), config["model"])
-    model = json.load(open(model_path))
+def adversarial_settings(model_path):
+    """eps, xi and iterations of the model's adversarial annotation, read from pens'
+    canonical form of the model (which writes every attribute, defaults included). Its
+    precision is not read: the peer's own --probe-precision says how its power
+    iteration runs."""
+    model = json.loads(pens.load(model_path).to_json())
     for inp in model["inputs"]:
         for noise in inp.get("noise", []):
             if noise["kind"] == "adversarial":
-                return {"eps": noise.get("eps", 2.0), "xi": noise.get("xi", 1e-6),
-                        "iterations": noise.get("iterations", 1)}
+                return {key: noise[key] for key in ("eps", "xi", "iterations")}
     sys.exit(f"torch_vat: {model_path} has no adversarial noise on an input")
 
 
@@ -154,8 +156,9 @@ def main():
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
-    plan = training_plan(args.config)
-    settings = adversarial_settings(args.config)
+    config = peer_config(args.config)
+    plan = training_plan(config)
+    settings = adversarial_settings(config["model"])
     torch.manual_seed(plan.seed)
     net = network(args.init)
     probe_net = copy.deepcopy(net).double() if args.probe_precision == "float64" else None
