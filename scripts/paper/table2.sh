@@ -14,7 +14,10 @@
 #   --methods LIST      from ctn, ctn+f, ctn+s, ctn+f+s (default all four), and past the
 #                       paper tree-lstm: examples/sst/tree-lstm.model.json, the
 #                       constituency Tree-LSTM, with Tai et al.'s AdaGrad 0.05, 25 trees
-#                       a step and l2 1e-4 (--cell does not apply to it); and a method
+#                       a step and l2 1e-4 (--cell does not apply to it); tree-lstm-glove:
+#                       the same cell over GloVe's 100-dimensional 6B-token word vectors
+#                       (examples/sst/tree-lstm-glove.model.json, scripts/fetch-glove.sh),
+#                       tuned, without l2 on them, words lowercased; and a method
 #                       with +pea after it (ctn+s+pea, ctn+f+s+pea): the paper's PEA on
 #                       trees, a KL penalty on every node's scores between two children,
 #                       its lambda of 1 ramped as the MNIST recipes ramp theirs (scale 0,
@@ -37,6 +40,7 @@
 #   --lowercase         words that differ only in case are one word (data.lowercase),
 #                       as in the authors' code; default: words matched exactly
 #   --jobs J            runs at once, each on nproc / J threads, at least 1 (default 2)
+#   --threads T         threads per run instead (the bits do not depend on it)
 #   --data-dir DIR      the treebank (default ../shared/data/sst)
 #   --runs DIR          where runs live (default runs/table2); a run that finished all
 #                       --epochs is not run again, one its budget stopped is resumed
@@ -54,7 +58,7 @@ cd "$(dirname "$0")/../.."
 invocation="scripts/paper/table2.sh $*"
 
 seeds=1,2,3 tasks=fine,binary methods=ctn,ctn+f,ctn+s,ctn+f+s epochs=400 budget=0 patience=0 samples=50 jobs=2
-model_cell=authors optimizer=plain lowercase=false
+model_cell=authors optimizer=plain lowercase=false threads=""
 data=../shared/data/sst runs=runs/table2 report_only=0
 pens="${PENS:-build/pens}"  # another binary (a copy, while build/ is rebuilt)
 while [[ $# -gt 0 ]]; do
@@ -70,6 +74,7 @@ while [[ $# -gt 0 ]]; do
     --optimizer) optimizer="$2"; shift 2 ;;
     --lowercase) lowercase=true; shift ;;
     --jobs) jobs="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
     --data-dir) data="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
@@ -92,7 +97,7 @@ adagrad=""
 if [[ $report_only == 0 ]]; then
   scripts/check-sst.sh "$data"
   data=$(cd "$data" && pwd)  # the cells' configs name it: a path in a config is read from the config's folder
-  threads=$(( $(nproc) / jobs > 1 ? $(nproc) / jobs : 1 ))
+  [[ -n $threads ]] || threads=$(( $(nproc) / jobs > 1 ? $(nproc) / jobs : 1 ))
   [[ -x $pens ]] || scripts/setup.sh
   mkdir -p "$runs"
   # One model file and config per cell: the paper's settings (its section 5 and the authors' code).
@@ -101,7 +106,9 @@ if [[ $report_only == 0 ]]; then
     for method in ${methods//,/ }; do
       options=()  # pens new ctn's
       [[ $model_cell == authors ]] && options+=(--leaf-tanh --init authors)
-      [[ $lowercase == true ]] && options+=(--lowercase)
+      words_lowercase=$lowercase vectors=""
+      [[ $method == tree-lstm-glove ]] && words_lowercase=true  # GloVe's words are lowercase
+      [[ $words_lowercase == true ]] && options+=(--lowercase)
       [[ $method == *+f* ]] && options+=(--fuzz 0.02)
       [[ $method == *+s* ]] && options+=(--subspace 35 --activation-noise 0.05)
       lambdas=""
@@ -114,10 +121,10 @@ if [[ $report_only == 0 ]]; then
       "$pens" new ctn --sst "$data" --classes "$classes" "${options[@]}" --output "$cell/model.json" 2>/dev/null
       batch=27 rate=$lr
       l2='"T": '$l2w', "Ml": '$l2w', "Mr": '$l2w', "m": '$l2w', "C": 2e-4, "c": 2e-4, "E": 2e-4'
-      if [[ $method == tree-lstm ]]; then
+      if [[ $method == tree-lstm* ]]; then
         # The shipped model file, its word table and classifier sized as the CTN's for this
         # task and vocabulary; Tai et al.'s settings: AdaGrad 0.05, 25 trees, l2 1e-4.
-        python3 - "$cell/model.json" examples/sst/tree-lstm.model.json <<'PY'
+        python3 - "$cell/model.json" "examples/sst/$method.model.json" <<'PY'
 import json, sys
 ctn = {p["name"]: p["shape"] for p in json.load(open(sys.argv[1]))["parameters"]}
 model = json.load(open(sys.argv[2]))
@@ -132,12 +139,19 @@ json.dump(model, open(sys.argv[1], "w"), indent=1)
 PY
         batch=25 rate=0.05 l2='"Wx": 1e-4, "Ul": 1e-4, "Ur": 1e-4, "C": 1e-4, "E": 1e-4'
       fi
+      if [[ $method == tree-lstm-glove ]]; then
+        # Tuned as Tai et al. tune theirs, without l2: under AdaGrad an l2 on every row
+        # moves each vector its words do not reach by a whole step.
+        scripts/fetch-glove.sh > /dev/null
+        l2='"Wx": 1e-4, "Ul": 1e-4, "Ur": 1e-4, "C": 1e-4'
+        vectors=$'\n  "word_vectors": "'"$PWD"'/data/glove/glove-6b-100d.txt",'
+      fi
       cat > "$cell/config.json" <<JSON
 {
   "description": "Table 2, $method on the $task task",
-  "model": "model.json",
+  "model": "model.json",$vectors
   "task": "$task",
-  "data": {"dir": "$data", "min_count": 1, "lowercase": $lowercase},
+  "data": {"dir": "$data", "min_count": 1, "lowercase": $words_lowercase},
   "batch": {"trees": $batch},
   "optimizer": {"kind": "adagrad", "learning_rate": $rate$adagrad},
   "l2": {$l2},$lambdas

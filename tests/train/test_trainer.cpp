@@ -361,6 +361,10 @@ TEST_CASE("every tree config under examples/sst parses, names a model file that 
     REQUIRE(run_kind_of(j) == "trees");
     const TreeConfig c = parse_tree_config(j, entry.path().string());
     CHECK(configured_data_dir(entry.path().string(), j, c.data_dir) == sst);
+    if (!c.word_vectors.empty()) {  // the file scripts/fetch-glove.sh writes
+      CHECK(relative_to_config(entry.path().string(), c.word_vectors) ==
+            absolute_path(pens::testing::source_dir() + "/data/glove/glove-6b-100d.txt"));
+    }
     const Model m = load_model((entry.path().parent_path() / c.model).string());
     REQUIRE(m.tree.has_value());
     for (const auto& item : c.l2) {

@@ -503,6 +503,47 @@ TEST_CASE("a run's effective config names its files absolutely, so a resume may 
   CHECK(nlohmann::json::parse(read_file(dir / "run/config.json", 1 << 20))["model"] == model);
 }
 
+TEST_CASE("a tree config's word_vectors start the word table from a vectors file named from the config's folder") {
+  TempDir dir;
+  const TreeData data = make_treebank(dir, 30, 5, 5, 9);
+  save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 3, .classes = 2}), dir / "ctn.model.json");
+  std::filesystem::create_directories(dir / "configs");
+  write_file_atomically(dir / "vectors.txt", "good 0.5 -1 2\nthe 0.25 0.125 4\nunused 1 1 1\n");
+  const nlohmann::json c = {{"task", "binary"},        {"model", "../ctn.model.json"},
+                            {"data", {{"dir", ".."}}}, {"word_vectors", "../vectors.txt"},
+                            {"batch", {{"trees", 10}}}, {"freeze_words_epochs", 1},
+                            {"run", {{"epochs", 1}}}};
+  write_file_atomically(dir / "configs/c.json", c.dump());
+  RunOptions options;
+  options.out = dir / "run";
+  const PreparedRun run = prepare_run(dir / "configs/c.json", options);
+  const std::string vectors = std::filesystem::path(dir / "vectors.txt").lexically_normal().string();
+  CHECK(run.task_as<PreparedTrees>().config.word_vectors == vectors);
+  struct Messages : TrainObserver {
+    std::string all;
+    void on_message(const std::string& line) override { all += line + "\n"; }
+  } observer;
+  run_training(run, observer);
+  CHECK(observer.all.find("word vectors: 2 of the 8 words of E from " + vectors) != std::string::npos);
+  CHECK(nlohmann::json::parse(read_file(dir / "run/config.json", 1 << 20))["word_vectors"] == vectors);
+  // Held for the one epoch: E is the file's rows for its words.
+  const Model trained = load_model(dir / "run/model.json");
+  const auto E = trained.values->value("E");
+  const auto row = [&](const std::string& word) {
+    const int64_t id = data.vocabulary.id(word);
+    return std::vector<float>{E[id * 3], E[id * 3 + 1], E[id * 3 + 2]};
+  };
+  CHECK(row("good") == std::vector<float>{0.5f, -1.0f, 2.0f});
+  CHECK(row("the") == std::vector<float>{0.25f, 0.125f, 4.0f});
+  CHECK(row("film") != std::vector<float>{0.0f, 0.0f, 0.0f});  // its initial value
+
+  // A model whose word table is not as wide as the vectors is refused before training.
+  save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 4, .classes = 2}), dir / "ctn.model.json");
+  options.out = dir / "run4";
+  CHECK_THROWS_WITH_AS(run_training(prepare_run(dir / "configs/c.json", options), observer),
+                       doctest::Contains("vectors of 3 values, but the word table has 4 columns"), Error);
+}
+
 namespace {
 // The working directory for one scope: the path rule's other half.
 class WorkingDirectory {

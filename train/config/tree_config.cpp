@@ -52,6 +52,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   top.string("description", c.description);
   top.required_string("model", c.model, "model file");
   top.string("init_from", c.init_from);
+  top.string("word_vectors", c.word_vectors);
   top.string("task", c.task);
   try {
     parse_sentiment_task(c.task);
@@ -84,6 +85,7 @@ json to_json(const TreeConfig& c) {
       {"description", c.description},
       {"model", c.model},
       {"init_from", c.init_from},
+      {"word_vectors", c.word_vectors},
       {"task", c.task},
       {"data", data_section_json(c.data_source, c.data_dir, c.data_settings, c.vocabulary)},
       {"batch", section_json<TreeConfig>(c, kTreeBatchFields)},

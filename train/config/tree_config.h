@@ -23,6 +23,9 @@ struct TreeConfig {
   std::string description;
   std::string model;  // a model file with a "tree" section (pens new ctn writes one)
   std::string init_from;
+  // A text file of pre-trained word vectors in GloVe's format (models/word_vectors.h) whose
+  // rows start the word tables, after init_from; "" for none.
+  std::string word_vectors;
   std::string task = "fine";  // fine | binary (models/sst.h)
   std::string data_source = "sst";  // a treebank source (models/treebank_source.h)
   std::string data_dir = "../shared/data/sst";

@@ -119,7 +119,7 @@ namespace {
 // started before configs were stored with absolute paths holds them relative to the
 // folder it was started from, taken to be this one.
 nlohmann::json with_absolute_paths(nlohmann::json c) {
-  for (const char* field : {"/model", "/init_from", "/data/dir"}) {
+  for (const char* field : {"/model", "/init_from", "/word_vectors", "/data/dir"}) {
     const nlohmann::json::json_pointer at(field);
     if (!c.contains(at) || !c[at].is_string()) continue;
     c[at] = absolute_path(c[at].get<std::string>());

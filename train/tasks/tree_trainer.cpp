@@ -7,6 +7,7 @@
 
 #include "pens/models/dataset.h"
 #include "pens/models/treebank_source.h"
+#include "pens/models/word_vectors.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
@@ -69,6 +70,8 @@ class TreeTask : public RunTask {
   uint64_t eval_seed() const { return config_.seed + 0x5eed; }
   double epoch_of(int64_t step) const { return static_cast<double>(step) / static_cast<double>(steps_per_epoch_); }
   bool has_penalties() const { return model_.ensemble && !model_.ensemble->penalties.empty(); }
+  // The word tables' rows from the vectors file `path`, for the words it has.
+  void start_word_tables(const std::string& path, const Vocabulary& vocabulary);
   // Root and node accuracy on `trees`, this process evaluating its share.
   TreeEvaluation evaluate_set(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples);
 
@@ -132,6 +135,7 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
            data.vocabulary.size(), " words (pens new ctn --vocabulary ", data.vocabulary.size(), ")");
     }
   }
+  if (!config.word_vectors.empty()) start_word_tables(config.word_vectors, data.vocabulary);
   // Every tree fits the cell: no node has more children than the cell has child ports.
   const auto ports = static_cast<int64_t>(model_.tree->children.size());
   const std::pair<const char*, const std::vector<SentimentTree>*> sets[] = {
@@ -245,6 +249,26 @@ json TreeTask::evaluate(int64_t done, const TrainingWindow& window) {
   return m;
 }
 
+void TreeTask::start_word_tables(const std::string& path, const Vocabulary& vocabulary) {
+  ParamStore<float>& params = *model_.values;
+  const std::vector<std::string> tables = trees_->word_tables();
+  if (tables.empty()) {
+    fail(config_.source.empty() ? "" : config_.source + ": ", "word_vectors: ", config_.model,
+         " has no word table (a parameter its cell looks up by the words port) to start");
+  }
+  for (const std::string& table : tables) {
+    const WordVectorsLoaded loaded = load_word_vectors(path, vocabulary, params.value(table));
+    observer_.on_message(cat("word vectors: ", loaded.words, " of the ", vocabulary.size() - 1, " words of ", table,
+                             " from ", path, " (", loaded.lines, " vectors); the others keep their initial values"));
+  }
+  // Moving averages of a word table (a teacher's) start at its new rows; the others keep theirs.
+  std::vector<std::string> kept;
+  for (const MovingAverage& a : model_.graph.averages()) {
+    if (std::find(tables.begin(), tables.end(), a.source) == tables.end()) kept.push_back(a.param);
+  }
+  params.start_averages_at_sources(model_.graph, kept);
+}
+
 TreeEvaluation TreeTask::evaluate_set(ParamStore<float>& params, std::span<const SentimentTree> trees,
                                       int64_t samples) {
   const Share mine = share_of(trees.size(), rank_, processes_);
@@ -350,6 +374,7 @@ RunKind tree_run_kind() {
             auto run = std::make_unique<PreparedTrees>();
             run->config = parse_tree_config(j, config_path);
             apply_run_options(options, config_path, j, run->config);
+            run->config.word_vectors = relative_to_config(config_path, run->config.word_vectors);
             const TreeConfig& c = run->config;
             run->data = load_tree_data(c.data_source, c.data_dir, c.data_settings, c.vocabulary);
             return run;
