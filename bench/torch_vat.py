@@ -28,9 +28,7 @@ import argparse
 import contextlib
 import copy
 import json
-import os
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -107,40 +105,17 @@ def error_rate(net, x, y):
     return 100.0 * wrong / len(x)
 
 
-def peer_config(config_path):
-    """The config as the peer uses it: the model and data paths made absolute, and its
-    evaluation settings dropped (pens.TrainingPlan refuses pens train's own evaluation,
-    eval.recalibrate_statistics, which the peer does not use)."""
-    config = json.load(open(config_path))
-    folder = os.path.dirname(os.path.abspath(config_path))
-    config.pop("eval", None)
-    config["model"] = os.path.join(folder, config["model"])
-    data = config.setdefault("data", {})
-    if "dir" in data:
-        data["dir"] = os.path.join(folder, data["dir"])
-    return config
-
-
-def training_plan(config):
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as copy_file:
-        json.dump(config, copy_file)
-    try:
-        return pens.TrainingPlan(copy_file.name)
-    finally:
-        os.unlink(copy_file.name)
-
-
-def adversarial_settings(model_path):
+def adversarial_settings(model):
     """eps, xi and iterations of the model's adversarial annotation, read from pens'
     canonical form of the model (which writes every attribute, defaults included). Its
     precision is not read: the peer's own --probe-precision says how its power
     iteration runs."""
-    model = json.loads(pens.load(model_path).to_json())
+    model = json.loads(model.to_json())
     for inp in model["inputs"]:
         for noise in inp.get("noise", []):
             if noise["kind"] == "adversarial":
                 return {key: noise[key] for key in ("eps", "xi", "iterations")}
-    sys.exit(f"torch_vat: {model_path} has no adversarial noise on an input")
+    sys.exit("torch_vat: the config's model has no adversarial noise on an input")
 
 
 def main():
@@ -156,9 +131,8 @@ def main():
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
-    config = peer_config(args.config)
-    plan = training_plan(config)
-    settings = adversarial_settings(config["model"])
+    plan = pens.TrainingPlan(args.config)
+    settings = adversarial_settings(plan.model)
     torch.manual_seed(plan.seed)
     net = network(args.init)
     probe_net = copy.deepcopy(net).double() if args.probe_precision == "float64" else None

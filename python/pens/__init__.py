@@ -355,7 +355,9 @@ class TrainingPlan:
     graph for batch_labeled + batch_unlabeled rows (labeled=batch_labeled), keys its noise
     (seed, optimizer_step), sets the λ scale and updates with the config's optimizer at
     those settings trains exactly as pens train (bench/python_loop.py). Options as for
-    pens.train; dense configs without shards, trainable periods or recalibration."""
+    pens.train; dense configs without shards or trainable periods. Evaluation is the
+    loop's own: pens train evaluates with batch statistics recalibrated over
+    recalibrate_statistics training examples where that is not 0."""
 
     def __init__(self, config, *, data=None, test=None, init=None, data_dir=None, seed=None, epochs=None,
                  labels=None, split_seed=None):
@@ -371,6 +373,8 @@ class TrainingPlan:
     batch_labeled = property(lambda self: self._core.batch_labeled)
     batch_unlabeled = property(lambda self: self._core.batch_unlabeled)
     eval_batch = property(lambda self: self._core.eval_batch)
+    recalibrate_statistics = property(lambda self: self._core.recalibrate_statistics,
+                                      doc="the config's eval.recalibrate_statistics (0: none)")
     max_norm_rule = property(lambda self: self._core.max_norm_rule)
 
     def optimizer(self, program):

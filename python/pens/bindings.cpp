@@ -554,9 +554,9 @@ class PythonPlan {
     io_ = classifier_io(model_->graph, c.model);
     start_values(*model_, c.init_seed, c.init_from);
     schedule_ = run_schedule(c, *model_);
-    if (c.batch_shards > 1 || !c.trainable_periods.empty() || c.recalibrate_statistics > 0) {
-      fail(config, ": a training plan follows one unit per step, every parameter trained and no recalibration: "
-           "batch.shards, trainable periods and eval.recalibrate_statistics are pens train's alone");
+    if (c.batch_shards > 1 || !c.trainable_periods.empty()) {
+      fail(config, ": a training plan follows one unit per step, every parameter trained: "
+           "batch.shards and trainable periods are pens train's alone");
     }
     plan_ = std::make_unique<BatchPlan>(c, dense_->data.train);
   }
@@ -838,6 +838,8 @@ PYBIND11_MODULE(_pens, m) {
       .def_property_readonly("batch_labeled", [](const PythonPlan& p) { return p.config().batch_labeled; })
       .def_property_readonly("batch_unlabeled", [](const PythonPlan& p) { return p.config().batch_unlabeled; })
       .def_property_readonly("eval_batch", [](const PythonPlan& p) { return p.config().eval_batch; })
+      .def_property_readonly("recalibrate_statistics",
+                             [](const PythonPlan& p) { return p.config().recalibrate_statistics; })
       .def_property_readonly("optimizer", [](const PythonPlan& p) { return p.config().optimizer; })
       .def_property_readonly("optimizer_settings", [](const PythonPlan& p) {
              return to_python(attributes_json(p.config().optimizer_settings));

@@ -382,6 +382,23 @@ def test_a_loop_written_in_python_trains_exactly_as_pens_train(tmp_path, small_c
     assert len(plan.data("labeled")[1]) == 100 and len(plan.data("validation")[1]) == 100
 
 
+def test_a_plan_is_of_batches_alone_so_recalibrated_evaluation_is_allowed_and_shards_are_not(tmp_path, small_config):
+    config = json.loads(small_config.read_text())
+    plain = pens.TrainingPlan(small_config)
+    assert plain.recalibrate_statistics == 0
+    config["eval"]["recalibrate_statistics"] = 500
+    (tmp_path / "recalibrated.json").write_text(json.dumps(config))
+    recalibrated = pens.TrainingPlan(tmp_path / "recalibrated.json")
+    assert recalibrated.recalibrate_statistics == 500
+    for step in (0, 7):
+        for name, value in plain.batch(step).items():
+            np.testing.assert_array_equal(recalibrated.batch(step)[name], value, err_msg=name)
+    config["batch"]["shards"] = 2
+    (tmp_path / "sharded.json").write_text(json.dumps(config))
+    with pytest.raises(pens.Error, match="batch.shards and trainable periods are pens train's alone"):
+        pens.TrainingPlan(tmp_path / "sharded.json")
+
+
 def test_arguments_of_the_wrong_type_to_the_cpp_half_are_refused_in_pens_words(tmp_path, small_config):
     model = small_model()
     cases = [
