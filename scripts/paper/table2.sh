@@ -140,8 +140,8 @@ PY
         batch=25 rate=0.05 l2='"Wx": 1e-4, "Ul": 1e-4, "Ur": 1e-4, "C": 1e-4, "E": 1e-4'
       fi
       if [[ $method == tree-lstm-glove ]]; then
-        # Tuned as Tai et al. tune theirs, without l2: under AdaGrad an l2 on every row
-        # moves each vector its words do not reach by a whole step.
+        # Tuned as Tai et al. tune theirs, without l2: under AdaGrad with its defaults an l2
+        # on every row moves each vector its words do not reach by a whole step.
         scripts/fetch-glove.sh > /dev/null
         l2='"Wx": 1e-4, "Ul": 1e-4, "Ur": 1e-4, "C": 1e-4'
         vectors=$'\n  "word_vectors": "'"$PWD"'/data/glove/glove-6b-100d.txt",'
