@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +47,7 @@ class Tape<T>::ProbeRunner final : public PerturbationProbe {
     rows_ = shape.rank > 0 ? shape[0] : 1;
     width_ = rows_ > 0 ? shape.numel() / rows_ : 0;
     tried_.resize(static_cast<size_t>(shape.numel()));
+    for (std::vector<double>& buffer : scratch_) buffer.resize(tried_.size());
   }
 
   // Computes the probe's value into `out`, drawing from `draws` (the probe node's stream,
@@ -73,6 +75,10 @@ class Tape<T>::ProbeRunner final : public PerturbationProbe {
     } else {
       narrow_.gradient(name_, r, grad);
     }
+  }
+  std::span<double> scratch(int which) override {
+    if (which < 0 || which >= static_cast<int>(scratch_.size())) fail("probe '", name_, "': no scratch buffer ", which);
+    return scratch_[static_cast<size_t>(which)];
   }
   void normal(std::span<double> out) override {
     draws_->for_rows(0, rows_, [&](int64_t row, int64_t global, int64_t n) {
@@ -137,6 +143,7 @@ class Tape<T>::ProbeRunner final : public PerturbationProbe {
   std::vector<Widened> widened_;
   int64_t rows_ = 0, width_ = 0;
   std::vector<double> tried_;  // the probe function's output
+  std::array<std::vector<double>, 2> scratch_;  // scratch(0), scratch(1)
   const NoiseStream* draws_ = nullptr;  // during run()
 };
 

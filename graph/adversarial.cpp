@@ -60,10 +60,11 @@ NoiseKind adversarial_kind() {
           // tests/autodiff/test_probe.cpp).
           [](PerturbationProbe& probe, const Attributes& a, std::span<double> d) {
             const int64_t rows = probe.rows(), width = probe.width();
-            std::vector<double> at_zero;
+            std::span<double> at_zero;  // empty in float32
             if (a.get_string("precision") == "float64") {
-              const std::vector<double> zero(d.size(), 0.0);
-              at_zero.resize(d.size());
+              const std::span<double> zero = probe.scratch(0);
+              std::fill(zero.begin(), zero.end(), 0.0);
+              at_zero = probe.scratch(1);
               probe.gradient(zero, at_zero);
             }
             probe.normal(d);

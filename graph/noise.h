@@ -66,6 +66,10 @@ class PerturbationProbe {
   // N(0, 1) draws at the probe's site, keyed by the step's noise key, each row drawing
   // what its row of the global batch draws.
   virtual void normal(std::span<double> out) = 0;
+  // Room for a probe function beyond its output: buffer `which` (0 or 1) of rows() x
+  // width() values, kept from call to call (its contents are what the last call left), so
+  // that a step allocates nothing.
+  virtual std::span<double> scratch(int which) = 0;
 };
 
 struct NoiseKind {

@@ -10,6 +10,7 @@
 #include "pens/graph/noise.h"
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/mlp.h"
+#include "tests/support/alloc_counter.h"
 
 namespace test_probe {
 
@@ -199,6 +200,31 @@ TEST_CASE("adversarial noise in float64: a step xi of 1e-6 on a float tape finds
   spec.pairing = "parent-child";
   CHECK_THROWS_WITH(build_pseudo_ensemble(parent, spec),
                     doctest::Contains("precision must be 'float32' or 'float64', got 'float16'"));
+}
+
+TEST_CASE("a forward pass through adversarial noise allocates nothing after its first, in either precision") {
+  if (!testing::CountAllocations::available()) return;  // AddressSanitizer owns malloc
+  for (const std::string precision : {"float32", "float64"}) {
+    CAPTURE(precision);
+    const PseudoEnsemble e = vat_ensemble(2, 1e-6, precision);
+    ParamStore<float> params(e.graph);
+    params.initialize(e.graph, 5);
+    Tape<float> tape(e.graph, params, {.batch = kRows});
+    tape.set_noise_key({7, 0});
+    tape.forward();  // anything lazy settles
+    tape.backward();
+    int64_t allocations = 0;
+    {
+      testing::CountAllocations count;
+      for (uint64_t step = 1; step <= 3; ++step) {
+        tape.set_noise_key({7, step});
+        tape.forward();
+        tape.backward();
+      }
+      allocations = count.count();
+    }
+    CHECK(allocations == 0);
+  }
 }
 
 TEST_CASE("adversarial noise is drawn per row of the global batch: a shard computes the whole batch's rows") {
