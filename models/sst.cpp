@@ -221,15 +221,14 @@ Vocabulary Vocabulary::from_trees(const std::vector<SentimentTree>& trees, const
   return v;
 }
 
-std::string Vocabulary::key(const std::string& word) const {
-  if (!lowercase_) return word;
-  std::string folded = word;
-  // ASCII letters only: bytes of multi-byte UTF-8 characters are all >= 0x80 and stay as they are.
-  for (char& c : folded) {
+std::string ascii_lowercase(std::string word) {
+  for (char& c : word) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   }
-  return folded;
+  return word;
 }
+
+std::string Vocabulary::key(const std::string& word) const { return lowercase_ ? ascii_lowercase(word) : word; }
 
 int32_t Vocabulary::id(const std::string& word) const {
   const auto it = ids_.find(key(word));

@@ -49,6 +49,10 @@ std::vector<SentimentTree> parse_trees(const std::string& text, const std::strin
 // Reads a file of trees (refuses files over 1 GiB and anything that is not a regular file).
 std::vector<SentimentTree> read_trees(const std::string& path, int64_t max_children = 2);
 
+// `word` with its ASCII letters lowercased; bytes of multi-byte UTF-8 characters (all
+// >= 0x80) stay as they are.
+std::string ascii_lowercase(std::string word);
+
 // How words become vocabulary entries: a word gets its own id when it occurs at least
 // `min_count` times in the training trees; with `lowercase`, words that differ only in the
 // case of ASCII letters are one word ("The" and "the"; the authors' code lowercases too).

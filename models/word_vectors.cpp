@@ -32,17 +32,11 @@ std::string plain_text_word(const std::string& word) {
 
 namespace {
 
-std::string ascii_lowercase(std::string word) {
-  for (char& c : word) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return word;
-}
-
 // The forms a vocabulary word is looked up by, best first: as held, plain text, lowercased.
 std::vector<std::string> lookup_forms(const std::string& word) {
   std::vector<std::string> forms{word};
-  for (std::string form : {plain_text_word(word), ascii_lowercase(plain_text_word(word))}) {
+  const std::string plain = plain_text_word(word);
+  for (std::string form : {plain, ascii_lowercase(plain)}) {
     if (std::find(forms.begin(), forms.end(), form) == forms.end()) forms.push_back(std::move(form));
   }
   return forms;
