@@ -39,8 +39,9 @@ bool is_leaf_node(const Node& n) { return is_input(n) || is_param(n) || is_const
 
 }  // namespace
 
-TreeTape::TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>& params, double loss_scale)
-    : params_(params), loss_scale_(loss_scale), words_port_(ports.words) {
+TreeTape::TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>& params, double loss_scale,
+                   bool forward_only)
+    : params_(params), loss_scale_(loss_scale), forward_only_(forward_only), words_port_(ports.words) {
   // A perturbed cell does not verify as a whole (its child's node vectors may be a
   // subspace, narrower than the ports declare): its parts are verified one by one, the
   // ports' inputs as wide as the leaves turn out.
@@ -211,10 +212,15 @@ void TreeTape::defer_weight_gradients(Port& port) {
 }
 
 Tape<float>& TreeTape::port_tape(Port& port, int64_t rows, size_t use) {
+  // Without a backward pass no level's values are read again: its tape serves the next.
+  if (forward_only_) use = 0;
   std::vector<std::unique_ptr<Tape<float>>>& tapes = port.tapes[rows];
   while (tapes.size() <= use) {
-    std::vector<std::string> grads = port.inputs;
-    grads.insert(grads.end(), port.shared.begin(), port.shared.end());
+    std::vector<std::string> grads;
+    if (!forward_only_) {
+      grads = port.inputs;
+      grads.insert(grads.end(), port.shared.begin(), port.shared.end());
+    }
     std::vector<std::string> external;
     for (const std::string& name : shared_names_) {
       if (port.graph.find(name)) external.push_back(name);
@@ -224,7 +230,11 @@ Tape<float>& TreeTape::port_tape(Port& port, int64_t rows, size_t use) {
     }
     auto tape = std::make_unique<Tape<float>>(
         port.graph, params_,
-        CompileOptions{.batch = rows, .grad_inputs_named = grads, .stack = false, .external_inputs = external});
+        CompileOptions{.batch = rows,
+                       .grad_inputs_named = grads,
+                       .param_grads = !forward_only_,
+                       .stack = false,
+                       .external_inputs = external});
     // The shared values are read where the shared tape keeps them, and their gradients
     // summed over every port tape.
     for (size_t k = 0; k < shared_names_.size(); ++k) {
@@ -350,6 +360,7 @@ void TreeTape::forward() {
 }
 
 void TreeTape::backward(std::span<const float> score_grads) {
+  if (forward_only_) fail("TreeTape: backward() on a forward-only tape (evaluation)");
   if (!loss_ && score_grads.empty()) return;  // no label: no gradient
   if (!scores_tape_) fail("TreeTape: backward() before forward()");
   if (!score_grads.empty() && score_grads.size() != scores_.size()) {

@@ -39,8 +39,11 @@ class TreeTape {
  public:
   // `cell`: a tree cell (graph/tree.h), perturbed or not, checked against `ports`.
   // loss_scale multiplies the summed cross-entropy of the labeled nodes. The store must
-  // outlive the TreeTape.
-  TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>& params, double loss_scale);
+  // outlive the TreeTape. A forward_only tape (evaluation) keeps no gradient memory and
+  // one compose tape per level width, however often a tree meets the width: backward()
+  // refuses.
+  TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>& params, double loss_scale,
+           bool forward_only = false);
   TreeTape(const TreeTape&) = delete;
   TreeTape& operator=(const TreeTape&) = delete;
   ~TreeTape();
@@ -78,6 +81,7 @@ class TreeTape {
 
   ParamStore<float>& params_;
   double loss_scale_;
+  bool forward_only_;
   std::string words_port_;
   int64_t dim_ = 0, classes_ = 0;
   std::unique_ptr<Tape<float>> shared_;  // null when nothing depends on parameters alone

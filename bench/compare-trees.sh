@@ -14,7 +14,11 @@
 # their own processes, alternating, --reps times, and prints one JSON line per side with
 # the median figures, and one per model and thread count with pens' ratios: against the
 # level peer (its noise per step; pens' per tree) and against the recursive peer (the same
-# protocol).
+# protocol), and the ceilings over the level peer: the ratios pens would reach if all its
+# useful work (build/bench/trees' flop counts) ran at its bilinear kernel's best
+# one-thread rate on every thread. pens' evaluation figure is its second pass over the
+# trees, which finds the TreeTapes of their level widths compiled (as a run's evaluations
+# after its first); the first pass's is in its line as eval_first_nodes_per_s.
 #
 #   bench/compare-trees.sh [--reps N] [--steps S] [--threads "1 2"] [--models "ctn ..."]
 #                          [--data DIR]
@@ -29,7 +33,7 @@ while [[ $# -gt 0 ]]; do
     --threads) threads="$2"; shift 2 ;;
     --models) models="$2"; shift 2 ;;
     --data) data="$2"; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare-trees: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -69,6 +73,19 @@ for model, threads in cells:
         runs = [r for r in rows if r["model"] == model and r["threads"] == threads and r["peer"] == side]
         median[side] = {k: statistics.median(r[k] for r in runs) for k in keys}
         print(json.dumps({"model": model, "threads": threads, "side": side, **median[side], "runs": len(runs)}))
-    print(json.dumps({"model": model, "threads": threads, "ratios": {
-        f"{k}_over_{side}": round(median["pens"][k] / median[side][k], 2) for k in keys for side in ("level", "recursive")}}))
+    ratios = {f"{k}_over_{side}": round(median["pens"][k] / median[side][k], 2)
+              for k in keys for side in ("level", "recursive")}
+    # The ratio over the level peer that pens would reach if all its useful work ran at
+    # its bilinear kernel's best one-thread rate on every thread: what no schedule of
+    # pens' products can pass (training: the full-width models alone, whose products
+    # are all at n).
+    runs = [r for r in rows if r["model"] == model and r["threads"] == threads and r["peer"] == "pens"]
+    rate = statistics.median(r["bilinear_gflops"] for r in runs) * 1e9 * threads
+    ceilings = {"eval_ceiling_over_level": round(
+        rate / statistics.median(r["eval_flop_per_node"] for r in runs) / median["level"]["eval_nodes_per_s"], 2)}
+    if "+s" not in model:
+        ceilings["train_ceiling_over_level"] = round(
+            rate / statistics.median(r["train_flop_per_node"] for r in runs) / median["level"]["train_nodes_per_s"], 2)
+    print(json.dumps({"model": model, "threads": threads, "ratios": ratios,
+                      "bilinear_gflops": round(rate / 1e9 / threads, 1), **ceilings}))
 PY

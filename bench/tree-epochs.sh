@@ -6,14 +6,15 @@
 # peak resident memory.
 #
 #   bench/tree-epochs.sh [--epochs 3] [--threads 2] [--eval-samples 5] [--models "ctn ..."]
-#                        [--data DIR]
+#                        [--data DIR] [--pens BINARY]
 #
 # --eval-samples: subspace draws averaged at each epoch's evaluation (table2.sh's option;
 # the paper tests with 50, which a run may leave to its best epoch's model at the end).
+# --pens: the binary that trains (default build/pens), e.g. an earlier commit's, to compare.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-epochs=3 threads=2 samples=5 models="ctn ctn+f ctn+s ctn+f+s" data=../shared/data/sst
+epochs=3 threads=2 samples=5 models="ctn ctn+f ctn+s ctn+f+s" data=../shared/data/sst pens=build/pens
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --epochs) epochs="$2"; shift 2 ;;
@@ -21,7 +22,8 @@ while [[ $# -gt 0 ]]; do
     --eval-samples) samples="$2"; shift 2 ;;
     --models) models="$2"; shift 2 ;;
     --data) data="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --pens) pens="$2"; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "tree-epochs: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -49,7 +51,7 @@ JSON
   python3 -c 'import resource, subprocess, sys
 status = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1] + ".log", "w"), stderr=subprocess.STDOUT).returncode
 open(sys.argv[1] + ".rss", "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
-sys.exit(status)' "$work/$m" build/pens train "$work/$m.json" --out "$work/run-$m" || { cat "$work/$m.log" >&2; exit 1; }
+sys.exit(status)' "$work/$m" "$pens" train "$work/$m.json" --out "$work/run-$m" || { cat "$work/$m.log" >&2; exit 1; }
   python3 - "$work/run-$m/metrics.jsonl" "$m" "$threads" "$samples" "$(cat "$work/$m.rss")" <<'PY'
 import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]

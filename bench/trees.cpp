@@ -1,14 +1,20 @@
 // Tree throughput: the compact tensor network on SST training trees, one step of
 // `batch` trees at a time in `groups` groups on the threads (graphs built, perturbed and
-// compiled each step, AdaGrad with the paper's ℓ2), and evaluation (the clean parent's forward pass per tree). Prints one
-// JSON object: {"side": "pens", "model", "dim", "threads", "train_nodes_per_s",
-// "eval_nodes_per_s", "steps", "nodes"}. With --dump DIR, also writes the parameters
+// compiled each step, AdaGrad with the paper's ℓ2), and evaluation (the clean parent's forward pass per tree, on
+// forests of `eval-forest` trees). Prints one JSON object: {"side": "pens", "model", "dim", "threads",
+// "train_nodes_per_s", "eval_nodes_per_s" (an evaluation that finds its tapes compiled, as a run's after its
+// first), "eval_first_nodes_per_s" (the first, compiling them), "eval_flop_per_node" (the clean forward pass's
+// useful work per evaluated node), "train_flop_per_node" (three times the forward pass's per trained node: each
+// product runs forward, for the input gradients and for the weight gradients; the sliced products of the
+// subspace models counted at full width), "eval_gflops" (that work's rate), "bilinear_gflops" (the bilinear op's forward
+// alone on one thread, the faster of 64 and 256 rows: the most a level's products reach), "groups",
+// "eval_forest", "steps", "nodes"}. With --dump DIR, also writes the parameters
 // (one float32 file each), the first step's trees (their lines in train.txt) with their
 // leaves' vocabulary ids, and pens' objective on them, for bench/torch_trees.py to check
 // that it computes the same function.
 //
 //   build/bench/trees --data ../shared/data/sst [--model ctn|ctn+s|ctn+f|ctn+f+s] [--dim 70]
-//                     [--steps 20] [--batch 27] [--groups 4] [--threads 1] [--dump DIR]
+//                     [--steps 20] [--batch 27] [--groups 4] [--eval-forest 64] [--threads 1] [--dump DIR]
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -34,6 +40,35 @@ const std::map<std::string, double> kL2 = {{"T", 4e-3}, {"Ml", 4e-3}, {"Mr", 4e-
 
 double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Useful floating-point work of the CTN's clean forward pass over a tree: per internal
+// node the bilinear form (2n³) and M's two blocks (4n²), per node the scores (2n·classes).
+// Training does each product three times (forward, input gradients, weight gradients).
+double forward_flop(const SentimentTree& t, int64_t n, int64_t classes) {
+  const int64_t internal = t.size() - (t.size() + 1) / 2;
+  return static_cast<double>(internal) * (2.0 * n * n * n + 4.0 * n * n) + static_cast<double>(t.size()) * 2.0 * n * classes;
+}
+
+// The bilinear op's forward rate (GFLOP/s, on the calling thread) at `rows` rows: the
+// kernel a wide level runs, measured alone.
+double bilinear_gflops(int64_t n, int64_t rows) {
+  Graph g;
+  const NodeId v1 = g.input("v1", {rows, n});
+  const NodeId v2 = g.input("v2", {rows, n});
+  g.set_flag(g.add("bilinear", {v1, g.param("T", {n, n, n}), v2}, {}, "y"), kOutput);
+  ParamStore<float> params(g);
+  params.initialize(g, 1);
+  Tape<float> tape(g, params);
+  for (const char* name : {"v1", "v2"}) {
+    const TensorView<float> v = tape.input(name);
+    for (int64_t i = 0; i < v.size(); ++i) v.data[i] = static_cast<float>((i % 13) - 6) / 13.0f;
+  }
+  tape.forward();  // warm
+  int64_t reps = 0;
+  const Clock::time_point t0 = Clock::now();
+  while (reps < 5 || seconds(t0) < 0.5) tape.forward(), ++reps;
+  return 2.0 * static_cast<double>(n * n * n * rows * reps) / seconds(t0) / 1e9;
+}
+
 void write_floats(const std::filesystem::path& path, TensorView<const float> t) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(t.data), static_cast<std::streamsize>(t.size() * 4));
 }
@@ -43,7 +78,7 @@ void write_floats(const std::filesystem::path& path, TensorView<const float> t) 
 int main(int argc, char** argv) {
   try {
     std::string data = "../shared/data/sst", kind = "ctn", dump_dir;
-    int64_t dim = 70, steps = 20, batch = 27, groups = 4;
+    int64_t dim = 70, steps = 20, batch = 27, groups = 4, eval_forest = 64;
     int threads = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string key = argv[i], value = argv[i + 1];
@@ -54,8 +89,9 @@ int main(int argc, char** argv) {
       else if (key == "--batch") batch = std::stoll(value);
       else if (key == "--groups") groups = std::stoll(value);
       else if (key == "--threads") threads = std::stoi(value);
+      else if (key == "--eval-forest") eval_forest = std::stoll(value);
       else if (key == "--dump") dump_dir = value;
-      else fail("unknown option ", key, " (--data --model --dim --steps --batch --groups --threads --dump)");
+      else fail("unknown option ", key, " (--data --model --dim --steps --batch --groups --eval-forest --threads --dump)");
     }
     set_threads(threads);
     const TreeData d = load_tree_data("sst", data, {}, {});
@@ -109,7 +145,7 @@ int main(int argc, char** argv) {
     std::vector<const SentimentTree*> members;
     std::vector<uint64_t> examples;
     int64_t train_nodes = 0;
-    double train_seconds = 0;
+    double train_seconds = 0, train_flop = 0;
     for (int64_t s = -2; s < steps; ++s) {  // two warm-up steps
       const Clock::time_point t0 = Clock::now();
       members.clear(), examples.clear();
@@ -124,20 +160,36 @@ int main(int argc, char** argv) {
       if (s >= 0) {
         train_seconds += seconds(t0);
         train_nodes += nodes;
+        for (const SentimentTree* t : members) train_flop += 3 * forward_flop(*t, dim, 5);
       }
     }
-    // Evaluation: the clean parent, one forward pass per tree, over as many trees.
+    // Evaluation: the clean parent, one forward pass per tree, over as many trees, twice:
+    // the first pass compiles the TreeTapes of the set's level widths, which the second
+    // (as every evaluation of a run after its first) finds compiled.
     std::vector<SentimentTree> eval_trees;
     for (int64_t i = 0; i < steps * batch; ++i) eval_trees.push_back(tree_at(i / batch + steps + 2, i % batch));
     int64_t eval_nodes = 0;
     for (const SentimentTree& t : eval_trees) eval_nodes += t.size();
-    const Clock::time_point e0 = Clock::now();
-    tm.evaluate(params, eval_trees, 0, 1);
-    const double eval_seconds = seconds(e0);
+    double eval_flop = 0;
+    for (const SentimentTree& t : eval_trees) eval_flop += forward_flop(t, dim, 5);
+    double eval_seconds[2];
+    for (double& pass : eval_seconds) {
+      const Clock::time_point e0 = Clock::now();
+      tm.evaluate(params, eval_trees, 0, 1, static_cast<size_t>(eval_forest));
+      pass = seconds(e0);
+    }
+    double product = 0;  // on one thread: the pool's other threads idle
+    for (const int64_t rows : {64, 256}) product = std::max(product, bilinear_gflops(dim, rows));
     std::printf("{\"side\": \"pens\", \"model\": \"%s\", \"dim\": %lld, \"threads\": %d, \"train_nodes_per_s\": %.0f, "
-                "\"eval_nodes_per_s\": %.0f, \"groups\": %lld, \"steps\": %lld, \"nodes\": %lld}\n",
+                "\"eval_nodes_per_s\": %.0f, \"eval_first_nodes_per_s\": %.0f, \"train_flop_per_node\": %.0f, "
+                "\"eval_flop_per_node\": %.0f, "
+                "\"eval_gflops\": %.1f, \"bilinear_gflops\": %.1f, \"groups\": %lld, \"eval_forest\": %lld, "
+                "\"steps\": %lld, \"nodes\": %lld}\n",
                 kind.c_str(), static_cast<long long>(dim), threads, static_cast<double>(train_nodes) / train_seconds,
-                static_cast<double>(eval_nodes) / eval_seconds, static_cast<long long>(groups), static_cast<long long>(steps),
+                static_cast<double>(eval_nodes) / eval_seconds[1], static_cast<double>(eval_nodes) / eval_seconds[0],
+                train_flop / static_cast<double>(train_nodes), eval_flop / static_cast<double>(eval_nodes),
+                eval_flop / eval_seconds[1] / 1e9, product,
+                static_cast<long long>(groups), static_cast<long long>(eval_forest), static_cast<long long>(steps),
                 static_cast<long long>(train_nodes));
     return 0;
   } catch (const std::exception& e) {

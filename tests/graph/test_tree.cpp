@@ -298,16 +298,38 @@ TEST_CASE("evaluation averages sampled subspaces alone: no fuzz and no activatio
   CHECK(noisy.confusion == subspaces.confusion);
 }
 
-TEST_CASE("a fine-grained model on the binary task predicts positive where P(3) + P(4) > P(0) + P(1)") {
-  const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5});
+namespace {
+// 40 trees of 5 nodes over words of the kVocab-word table, roots labeled 0..4 in turn.
+std::vector<SentimentTree> forty_trees() {
   std::vector<SentimentTree> trees;
-  for (int i = 0; i < 40; ++i) {  // roots labeled 0..4 in turn: a fifth neutral, not evaluated
-    const std::string root = std::to_string(i % 5);
-    SentimentTree t = parse_trees("(" + root + " (1 a) (4 (3 b) (0 c)))", "test")[0];
+  for (int i = 0; i < 40; ++i) {
+    SentimentTree t = parse_trees("(" + std::to_string(i % 5) + " (1 a) (4 (3 b) (0 c)))", "test")[0];
     const int vocab = static_cast<int>(kVocab);
     t.word_id = {i % vocab, (i / 2) % vocab, (i / 3 + 1) % vocab, -1, -1};
     trees.push_back(t);
   }
+  return trees;
+}
+
+// The values of `from` copied into the parameters of `to` that have the same name.
+void copy_values(ParamStore<float>& to, ParamStore<float>& from) {
+  for (const ParamEntry& e : from.entries()) {
+    const TensorView<float> a = from.value(e);
+    if (to.find(e.name)) std::copy_n(a.data, a.size(), to.value(e.name).data);
+  }
+}
+
+void check_same(const TreeEvaluation& a, const TreeEvaluation& b) {
+  CHECK(a.roots == b.roots);
+  CHECK(a.nodes == b.nodes);
+  CHECK(a.nodes_right == b.nodes_right);
+  CHECK(a.confusion == b.confusion);
+}
+}  // namespace
+
+TEST_CASE("a fine-grained model on the binary task predicts positive where P(3) + P(4) > P(0) + P(1)") {
+  const Model model = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5});
+  const std::vector<SentimentTree> trees = forty_trees();  // a fifth neutral at the root, not evaluated
   int64_t predicted[2] = {0, 0};
   for (const uint64_t seed : {1, 2, 3, 4, 5, 6}) {
     CAPTURE(seed);
@@ -459,6 +481,49 @@ TEST_CASE("a tree cell is checked against its ports") {
   for (int i = 0; i < 3; ++i) wide.add({});
   wide.add({0, 1, 2});
   CHECK_ERROR_MENTIONS(unroll_tree(model.graph, *model.tree, wide), "node 3 has 3 children but the cell has 2 child ports");
+}
+
+TEST_CASE("the clean parent's evaluation ignores noise, reads averages at inference, and keeps its tapes per store") {
+  const std::vector<SentimentTree> trees = forty_trees();
+  const Model clean = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5});
+  ParamStore<float> clean_params(clean.graph);
+  clean_params.initialize(clean.graph, 3);
+  const TreeModel clean_tm(clean, SentimentTask::Fine);
+  const TreeEvaluation expected = clean_tm.evaluate(clean_params, trees, 0, 1, 7);
+  REQUIRE(expected.nodes == 5 * 40);
+  // Some nodes right and some wrong: the comparisons below can tell evaluations apart.
+  REQUIRE(expected.nodes_right > 0);
+  REQUIRE(expected.nodes_right < expected.nodes);
+
+  SUBCASE("the cell's noise is a training noise") {
+    const Model noisy = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .fuzz = 2.0, .activation_noise = 2.0});
+    ParamStore<float> noisy_params(noisy.graph);
+    copy_values(noisy_params, clean_params);
+    check_same(TreeModel(noisy, SentimentTask::Fine).evaluate(noisy_params, trees, 0, 1, 7), expected);
+  }
+  SUBCASE("an average marked at_inference is read in place of its source") {
+    Model averaged = clean;
+    Graph& g = averaged.graph;
+    g.set_flag(g.param("T_average", clean_params.at("T").shape), kFrozen);
+    g.add_average({.param = "T_average", .source = "T"});
+    ParamStore<float> params(g);
+    copy_values(params, clean_params);
+    // T itself is zeroed; the average holds the clean model's T.
+    std::copy_n(clean_params.value("T").data, clean_params.value("T").size(), params.value("T_average").data);
+    std::fill_n(params.value("T").data, params.value("T").size(), 0.0f);
+    check_same(TreeModel(averaged, SentimentTask::Fine).evaluate(params, trees, 0, 1, 7), expected);
+  }
+  SUBCASE("kept tapes read the store's current values, and another store gets tapes of its own") {
+    ParamStore<float> other(clean.graph);
+    other.initialize(clean.graph, 4);
+    const TreeEvaluation other_expected = TreeModel(clean, SentimentTask::Fine).evaluate(other, trees, 0, 1, 7);
+    // A different function on these trees, or the comparisons could not fail.
+    REQUIRE(other_expected.confusion != expected.confusion);
+    check_same(clean_tm.evaluate(other, trees, 0, 1, 7), other_expected);
+    check_same(clean_tm.evaluate(clean_params, trees, 0, 1, 7), expected);
+    copy_values(clean_params, other);  // the first store's values change in place
+    check_same(clean_tm.evaluate(clean_params, trees, 0, 1, 7), other_expected);
+  }
 }
 
 TEST_CASE("a forest of trees computes each tree's scores and the sum of their losses") {

@@ -198,6 +198,8 @@ TEST_CASE("sampled evaluation on TreeTapes gives the probabilities of each tree'
       }
     }
     CHECK(draws_differ);
+    // An evaluation's tape keeps no gradients.
+    CHECK_THROWS_WITH_AS(tape->backward(), doctest::Contains("forward-only"), Error);
     for (const int threads : {1, 2}) {
       set_threads(threads);
       const TreeEvaluation e = tm.evaluate(params, bank, kDraws, kSeed);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -88,6 +89,13 @@ TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
       ensemble_ports_.push_back(child_ports(child));
     }
   }
+  // The clean parent at test time: noise ignored, moving averages marked at_inference
+  // read in place of their sources. The ports are its outputs, so that what only they
+  // read is kept; they keep the cell's names.
+  Graph ports_out = cell;
+  for (NodeId v : ports_out.nodes()) ports_out.node(v).flags &= ~static_cast<uint32_t>(kOutput | kLoss);
+  for (const std::string& port : {p.leaf, p.compose, p.scores}) ports_out.set_flag(ports_out.at(port), kOutput);
+  inference_cell_ = build_inference(ports_out);
   // The test-time ensemble is over subspaces alone: the paper averages 50 sampled
   // subspaces and does not fuzz at test time; activation noise is a training noise too.
   if (subspace_) {
@@ -98,6 +106,64 @@ TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
     }
     sampling_ports_ = child_ports(perturb_cell(subspaces, {p.leaf, p.compose, p.scores}, &sampling_cell_.emplace())[0]);
   }
+}
+
+// The TreeTapes of TreeModel's evaluations over one parameter store: a piece of work
+// leases one (made when none is free) and gives it back when done, so that each thread's
+// tapes are compiled once per level width and kept for the next call: a run evaluates the
+// same sets every epoch.
+class TreeModel::TapePool {
+ public:
+  TapePool(const ParamStore<float>& params, std::function<std::unique_ptr<TreeTape>()> make)
+      : params_(&params), values_(params.values().data()), make_(std::move(make)) {}
+  // Whether the tapes read this store (the same object, its values where they were).
+  bool reads(const ParamStore<float>& params) const {
+    return params_ == &params && values_ == params.values().data();
+  }
+  class Lease {
+   public:
+    Lease(TapePool& pool, std::unique_ptr<TreeTape> tape) : pool_(pool), tape_(std::move(tape)) {}
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() {
+      const std::lock_guard<std::mutex> lock(pool_.mutex_);
+      pool_.free_.push_back(std::move(tape_));
+    }
+    TreeTape& operator*() const { return *tape_; }
+
+   private:
+    TapePool& pool_;
+    std::unique_ptr<TreeTape> tape_;
+  };
+  Lease lease() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_.empty()) {
+        std::unique_ptr<TreeTape> tape = std::move(free_.back());
+        free_.pop_back();
+        return {*this, std::move(tape)};
+      }
+    }
+    return {*this, make_()};
+  }
+
+ private:
+  const ParamStore<float>* params_;
+  const float* values_;
+  std::function<std::unique_ptr<TreeTape>()> make_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<TreeTape>> free_;
+};
+
+TreeModel::~TreeModel() = default;
+
+TreeModel::TapePool& TreeModel::tapes(std::unique_ptr<TapePool>& pool, ParamStore<float>& params,
+                                      std::unique_ptr<TreeTape> (TreeModel::*make)(ParamStore<float>&) const) const {
+  const std::lock_guard<std::mutex> lock(*pools_mutex_);
+  if (!pool || !pool->reads(params)) {
+    pool = std::make_unique<TapePool>(params, [this, &params, make] { return (this->*make)(params); });
+  }
+  return *pool;
 }
 
 TreeLoss TreeModel::loss_of(const SentimentTree& tree) const {
@@ -259,30 +325,32 @@ void TreeModel::tally(const SentimentTree& tree, std::span<const double> scores,
   }
 }
 
-void TreeModel::evaluate_forest(ParamStore<float>& params, const std::vector<const SentimentTree*>& members,
+void TreeModel::evaluate_forest(TreeTape& tape, const std::vector<const SentimentTree*>& members,
                                 bool fold_to_binary, TreeEvaluation& e) const {
   const Forest f = make_forest(members);
-  UnrolledTree unrolled = unroll(f.nodes);
-  unrolled.graph = build_inference(unrolled.graph);
-  Tape<float> tape(unrolled.graph, params);
-  feed(tape, unrolled, f.nodes, false);
+  std::vector<int32_t> labels;
+  set_tree_of(tape, f.nodes, labels, /*labeled=*/false);
   tape.forward();
-  const TensorView<const float> v = tape.value(unrolled.scores);
+  const std::span<const float> v = tape.scores();
   std::vector<double> scores;
   for (size_t t = 0; t < members.size(); ++t) {
     const SentimentTree& tree = *members[t];
     scores.resize(static_cast<size_t>(tree.size() * classes_));
     for (int64_t i = 0; i < tree.size(); ++i) {
-      const int64_t r = unrolled.row_of[static_cast<size_t>(f.offsets[t] + i)];
-      std::copy_n(v.data + r * classes_, classes_, scores.begin() + i * classes_);
+      const int64_t r = tape.row_of()[static_cast<size_t>(f.offsets[t] + i)];
+      std::copy_n(v.begin() + r * classes_, classes_, scores.begin() + i * classes_);
     }
     tally(tree, scores, false, fold_to_binary, e);
   }
 }
 
+std::unique_ptr<TreeTape> TreeModel::inference_tape(ParamStore<float>& params) const {
+  return std::make_unique<TreeTape>(inference_cell_, *model_.tree, params, 1.0, /*forward_only=*/true);
+}
+
 std::unique_ptr<TreeTape> TreeModel::sampling_tape(ParamStore<float>& params) const {
   if (!sampling_cell_) fail("the model samples no subspaces: it has no sampling cell");
-  return std::make_unique<TreeTape>(*sampling_cell_, sampling_ports_, params, 1.0);
+  return std::make_unique<TreeTape>(*sampling_cell_, sampling_ports_, params, 1.0, /*forward_only=*/true);
 }
 
 void TreeModel::sampled_probabilities(TreeTape& tape, const SentimentTree& tree, int64_t samples, uint64_t seed,
@@ -315,26 +383,16 @@ void TreeModel::sampled_probabilities(TreeTape& tape, const SentimentTree& tree,
 
 void TreeModel::evaluate_sampled(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples,
                                  uint64_t seed, bool fold_to_binary, size_t first_key, TreeEvaluation& e) const {
-  // Runs of consecutive trees; a run takes a TreeTape from the call's pool (or makes one
-  // when none is free), so each thread's tapes are compiled once per call, whatever the
-  // number of runs.
+  // Runs of consecutive trees, each on a TreeTape leased from the model's pool.
   constexpr size_t kRun = 16;
-  std::mutex pool_mutex;
-  std::vector<std::unique_ptr<TreeTape>> pool;
+  TapePool& pool = tapes(sampling_tapes_, params, &TreeModel::sampling_tape);
   count_in_chunks((trees.size() + kRun - 1) / kRun, e, [&](size_t c, TreeEvaluation& tally) {
-    std::unique_ptr<TreeTape> tape;
-    {
-      const std::lock_guard<std::mutex> lock(pool_mutex);
-      if (!pool.empty()) tape = std::move(pool.back()), pool.pop_back();
-    }
-    if (!tape) tape = sampling_tape(params);
+    TapePool::Lease tape = pool.lease();
     std::vector<double> probs;
     for (size_t i = c * kRun; i < std::min(trees.size(), (c + 1) * kRun); ++i) {
       sampled_probabilities(*tape, trees[i], samples, seed, first_key + i + 1, probs);
       this->tally(trees[i], probs, true, fold_to_binary, tally);
     }
-    const std::lock_guard<std::mutex> lock(pool_mutex);
-    pool.push_back(std::move(tape));
   });
 }
 
@@ -351,12 +409,16 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, std::span<const Se
     evaluate_sampled(params, trees, samples, seed, fold_to_binary, first_key, e);
     return e;
   }
-  // The clean parent runs on forests, side by side on the pool's threads.
+  // The clean parent runs on forests, side by side on the pool's threads, each on a
+  // TreeTape of the inference cell leased from the model's pool: its port tapes are
+  // compiled once per level width, not once per forest.
   const size_t chunk = std::max<size_t>(1, forest);
+  TapePool& pool = tapes(inference_tapes_, params, &TreeModel::inference_tape);
   count_in_chunks((trees.size() + chunk - 1) / chunk, e, [&](size_t c, TreeEvaluation& tally) {
     std::vector<const SentimentTree*> members;
     for (size_t i = c * chunk; i < std::min(trees.size(), (c + 1) * chunk); ++i) members.push_back(&trees[i]);
-    evaluate_forest(params, members, fold_to_binary, tally);
+    TapePool::Lease tape = pool.lease();
+    evaluate_forest(*tape, members, fold_to_binary, tally);
   });
   return e;
 }

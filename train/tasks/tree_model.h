@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -41,6 +42,7 @@ class TreeModel {
   // are read here (the perturbed cell is built once), so changes to them afterwards need
   // a new TreeModel.
   TreeModel(const Model& model, SentimentTask task, double loss_scale = 1.0);
+  ~TreeModel();
 
   SentimentTask task() const { return task_; }
   // Whether the model samples subspaces (then evaluation averages over draws).
@@ -105,7 +107,7 @@ class TreeModel {
   // probabilities ("tree/probabilities"); what a TreeTape of sampling_tape() computes
   // for the tree under the same key, built per tree (tests and inspection compare them).
   UnrolledTree sampling_tree(const SentimentTree& tree) const;
-  // A TreeTape of the sampling cell (the cell with its subspace noise alone).
+  // A forward-only TreeTape of the sampling cell (the cell with its subspace noise alone).
   std::unique_ptr<TreeTape> sampling_tape(ParamStore<float>& params) const;
   // The mean over draws 0 .. samples-1 (keys {seed, draw, example}) of a tree's class
   // probabilities on a sampling_tape(), into `probs` [nodes, classes] by node.
@@ -124,15 +126,25 @@ class TreeModel {
   TreePorts training_ports_;            // the child's ports in it
   std::optional<Graph> ensemble_cell_;  // the cell and all its children, when runs_tree_ensembles()
   std::vector<TreePorts> ensemble_ports_;  // child k's ports in it at [k - 1]
+  Graph inference_cell_;                // the clean parent: build_inference of the cell
   std::optional<Graph> sampling_cell_;  // the cell and a child with its subspace noise alone
   TreePorts sampling_ports_;
+  // The TreeTapes evaluate() runs on, kept between calls on the same store.
+  class TapePool;
+  mutable std::unique_ptr<TapePool> inference_tapes_, sampling_tapes_;
+  std::unique_ptr<std::mutex> pools_mutex_ = std::make_unique<std::mutex>();
+  TapePool& tapes(std::unique_ptr<TapePool>& pool, ParamStore<float>& params,
+                  std::unique_ptr<TreeTape> (TreeModel::*make)(ParamStore<float>&) const) const;
 
   TreeLoss loss_of(const SentimentTree& tree) const;
   // A tree's classes for the task by node (-1 for all without `labeled`); checks its words have ids.
   void labels_of(const SentimentTree& tree, std::vector<int32_t>& labels, bool labeled) const;
-  // evaluate()'s work on one forest of the clean parent, counted into `e`.
-  void evaluate_forest(ParamStore<float>& params, const std::vector<const SentimentTree*>& members,
-                       bool fold_to_binary, TreeEvaluation& e) const;
+  // A forward-only TreeTape of the inference cell (the clean parent).
+  std::unique_ptr<TreeTape> inference_tape(ParamStore<float>& params) const;
+  // evaluate()'s work on one forest of the clean parent, on `tape` (an inference_tape()),
+  // counted into `e`.
+  void evaluate_forest(TreeTape& tape, const std::vector<const SentimentTree*>& members, bool fold_to_binary,
+                       TreeEvaluation& e) const;
   // evaluate()'s work with sampled subspaces: trees[i] keyed by first_key + i + 1.
   void evaluate_sampled(ParamStore<float>& params, std::span<const SentimentTree> trees, int64_t samples,
                         uint64_t seed, bool fold_to_binary, size_t first_key, TreeEvaluation& e) const;
