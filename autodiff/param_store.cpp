@@ -91,6 +91,18 @@ void ParamStore<T>::start_averages_at_sources(const Graph& g, std::span<const st
   }
 }
 
+template <typename T>
+void ParamStore<T>::update_averages(const Graph& g) {
+  for (const MovingAverage& a : g.averages()) {
+    const ParamEntry* source = find(a.source);
+    if (!source) fail("moving average '", a.param, "' follows '", a.source, "', a computed value, not a parameter");
+    const T* from = value(*source).data;
+    T* to = value(a.param).data;
+    const auto decay = static_cast<T>(a.decay);
+    for (int64_t i = 0; i < source->shape.numel(); ++i) to[i] = decay * to[i] + (T(1) - decay) * from[i];
+  }
+}
+
 bool all_finite(std::span<const float> values) {
   return std::all_of(values.begin(), values.end(), [](float x) { return std::isfinite(x); });
 }

@@ -58,6 +58,11 @@ class ParamStore {
   // Sets every moving average of a parameter to its source's value, except the averages
   // named in `kept` (values loaded from a file that had them).
   void start_averages_at_sources(const Graph& g, std::span<const std::string> kept = {});
+  // One update of every moving average of g whose source is a parameter:
+  // param = decay · param + (1 − decay) · source, as Tape::update_averages computes it. For
+  // steps whose graphs keep no averages of their own (a tree step on TreeTapes); an
+  // average of a computed value (a batch statistic) is refused.
+  void update_averages(const Graph& g);
 
  private:
   using Buffer = std::vector<T, Eigen::aligned_allocator<T>>;

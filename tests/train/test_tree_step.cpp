@@ -113,6 +113,49 @@ TEST_CASE("a grouped tree step's gradient is the sum of its trees', whatever the
   set_threads(1);
 }
 
+// A moving average (a weight average read at evaluation, a teacher's weights) moves once
+// per step, as the model declares it, in one group or several. Before, no tree step moved
+// them: TreeTapes keep none, and a tree's own graph did not carry them.
+TEST_CASE("a tree step moves the model's moving averages once, whatever its trees, graphs and groups") {
+  constexpr int64_t kVocab = 30;
+  constexpr double kDecay = 0.5;
+  const std::vector<SentimentTree> bank = random_id_trees(7, kVocab, 5);
+  for (const std::string kind : {"ctn", "ctn+f"}) {
+    CAPTURE(kind);
+    Model model = build_ctn(spec_of(kind, kVocab));
+    Graph& g = model.graph;
+    const Shape t_shape = ParamStore<float>(g).at("T").shape;
+    g.set_flag(g.param("T_average", t_shape), kFrozen);
+    g.add_average({.param = "T_average", .source = "T", .decay = kDecay});
+    for (const size_t groups : {1, 3}) {
+      CAPTURE(groups);
+      ParamStore<float> params(g);
+      params.initialize(g, 3);
+      const TreeModel tm(model, SentimentTask::Fine, 1.0 / 7);
+      // Averages do not take a noisy model off TreeTapes: training does not read them.
+      CHECK(tm.runs_tree_tapes());
+      // The average starts away from T (initialize starts it at T), so that one update shows.
+      const TensorView<float> start = params.value("T_average");
+      for (int64_t i = 0; i < start.size(); ++i) start.data[i] = 0.25f * static_cast<float>(i % 5);
+      const std::vector<float> before(start.data, start.data + start.size());
+      auto sgd = make_optimizer("sgd", params, {});
+      Step step(params, *sgd, {}, 11);
+      TreeStepGraphs graphs;
+      const StepTrees step_of = step_trees(bank, 0, 7);
+      graphs.assign(tm, params, step_of.trees, step_of.examples, 1.0, groups);
+      REQUIRE(graphs.run(step, {.step = 0, .learning_rate = 0.1, .momentum = 0}).finite);
+      const TensorView<float> t = params.value("T"), average = params.value("T_average");
+      int64_t moved = 0;
+      for (int64_t i = 0; i < t.size(); ++i) {
+        const auto expected = static_cast<float>(kDecay * before[static_cast<size_t>(i)] + (1 - kDecay) * t.data[i]);
+        moved += average.data[i] != before[static_cast<size_t>(i)];
+        REQUIRE(average.data[i] == doctest::Approx(expected).epsilon(1e-6));
+      }
+      CHECK(moved > t.size() / 2);
+    }
+  }
+}
+
 // A cell written as a model file alone (examples/sst/tree-lstm.model.json: a state of
 // two parts sliced apart, five gates, dropout on the word vectors and before the
 // classifier) trains on TreeTapes with the gradient of its graphs. Its parameters are not

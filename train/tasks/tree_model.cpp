@@ -45,6 +45,13 @@ TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
   }
   const std::vector<ValueInfo> info = verify(cell);
   classes_ = info[cell.at(model.tree->scores)].shape[1];
+  // A step moves the averages from the store (TreeStepGraphs::update_averages).
+  for (const MovingAverage& a : cell.averages()) {
+    if (!is_param(cell[cell.at(a.source)])) {
+      fail("moving average '", a.param, "' follows '", a.source,
+           "', a computed value: a tree model keeps moving averages of parameters only");
+    }
+  }
   const NodeId words = cell.at(model.tree->words);
   for (NodeId v : cell.nodes()) {
     if (!is_param(cell[v])) continue;
@@ -76,7 +83,7 @@ TreeModel::TreeModel(const Model& model, SentimentTask task, double loss_scale)
   // Penalties between the networks' scores (the paper's PEA on every node of a tree)
   // need a tree's networks side by side, not its graph: they run on TreeTapes of the cell
   // perturbed into all its children, tied by a head over their scores (tree_ensemble.h).
-  const bool cell_perturbed = spec && spec->teacher == 0 && cell.averages().empty() && !needs_objective;
+  const bool cell_perturbed = spec && spec->teacher == 0 && !needs_objective;
   const bool penalties_on_scores =
       cell_perturbed && cell[cell.at(p.scores)].noise.empty() &&
       std::all_of(spec->penalties.begin(), spec->penalties.end(),
@@ -540,10 +547,8 @@ std::string TreeStepGraphs::describe(size_t g, size_t i) const {
   return group.trees ? group.trees->describe() : describe_objective(*group.tapes.at(i));
 }
 
-void TreeStepGraphs::update_averages() {
-  for (Group& group : groups_) {
-    for (const auto& tape : group.tapes) tape->update_averages();
-  }
-}
+// Once per step, from the store: a step's trees run on TreeTapes, which keep no
+// averages, or on a graph each, whose tapes would each move them once.
+void TreeStepGraphs::update_averages() { params_->update_averages(model_->cell()); }
 
 }  // namespace pens

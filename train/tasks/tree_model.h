@@ -45,6 +45,8 @@ class TreeModel {
   ~TreeModel();
 
   SentimentTask task() const { return task_; }
+  // The model's tree cell (its parameters, noise annotations and moving averages).
+  const Graph& cell() const { return model_.graph; }
   // Whether the model samples subspaces (then evaluation averages over draws).
   bool samples_subspaces() const { return subspace_; }
   // Whether a child's parameters differ from tree to tree (fuzzing, subspace sampling):
