@@ -21,7 +21,10 @@
 #                       with +pea after it (ctn+s+pea, ctn+f+s+pea): the paper's PEA on
 #                       trees, a KL penalty on every node's scores between two children,
 #                       its lambda of 1 ramped as the MNIST recipes ramp theirs (scale 0,
-#                       0.5, 0.75, 1 over epochs 1-2, 3-6, 7-10, 11-16, then 1.5)
+#                       0.5, 0.75, 1 over epochs 1-2, 3-6, 7-10, 11-16, then 1.5); and
+#                       a method with +ema after it (tree-lstm-glove+ema): the same
+#                       training, evaluated with a moving average (decay 0.999) of every
+#                       trained parameter (scripts/add-weight-averages.py)
 #   --epochs E          epochs per run (default 400, the paper's)
 #   --budget-minutes M  wall-clock budget per run (default: none)
 #   --patience P        end a run once its best dev epoch is P epochs old (run.patience_epochs;
@@ -104,10 +107,11 @@ if [[ $report_only == 0 ]]; then
   for task in ${tasks//,/ }; do
     if [[ $task == fine ]]; then classes=5 lr=0.01 l2w=4e-3; else classes=2 lr=0.005 l2w=2e-3; fi
     for method in ${methods//,/ }; do
+      base=${method%+ema}  # the method whose training +ema evaluates with averaged weights
       options=()  # pens new ctn's
       [[ $model_cell == authors ]] && options+=(--leaf-tanh --init authors)
       words_lowercase=$lowercase vectors=""
-      [[ $method == tree-lstm-glove ]] && words_lowercase=true  # GloVe's words are lowercase
+      [[ $base == tree-lstm-glove ]] && words_lowercase=true  # GloVe's words are lowercase
       [[ $words_lowercase == true ]] && options+=(--lowercase)
       [[ $method == *+f* ]] && options+=(--fuzz 0.02)
       [[ $method == *+s* ]] && options+=(--subspace 35 --activation-noise 0.05)
@@ -121,10 +125,10 @@ if [[ $report_only == 0 ]]; then
       "$pens" new ctn --sst "$data" --classes "$classes" "${options[@]}" --output "$cell/model.json" 2>/dev/null
       batch=27 rate=$lr
       l2='"T": '$l2w', "Ml": '$l2w', "Mr": '$l2w', "m": '$l2w', "C": 2e-4, "c": 2e-4, "E": 2e-4'
-      if [[ $method == tree-lstm* ]]; then
+      if [[ $base == tree-lstm* ]]; then
         # The shipped model file, its word table and classifier sized as the CTN's for this
         # task and vocabulary; Tai et al.'s settings: AdaGrad 0.05, 25 trees, l2 1e-4.
-        python3 - "$cell/model.json" "examples/sst/$method.model.json" <<'PY'
+        python3 - "$cell/model.json" "examples/sst/$base.model.json" <<'PY'
 import json, sys
 ctn = {p["name"]: p["shape"] for p in json.load(open(sys.argv[1]))["parameters"]}
 model = json.load(open(sys.argv[2]))
@@ -139,12 +143,15 @@ json.dump(model, open(sys.argv[1], "w"), indent=1)
 PY
         batch=25 rate=0.05 l2='"Wx": 1e-4, "Ul": 1e-4, "Ur": 1e-4, "C": 1e-4, "E": 1e-4'
       fi
-      if [[ $method == tree-lstm-glove ]]; then
+      if [[ $base == tree-lstm-glove ]]; then
         # Tuned as Tai et al. tune theirs, without l2: under AdaGrad with its defaults an l2
         # on every row moves each vector its words do not reach by a whole step.
         scripts/fetch-glove.sh > /dev/null
         l2='"Wx": 1e-4, "Ul": 1e-4, "Ur": 1e-4, "C": 1e-4'
         vectors=$'\n  "word_vectors": "'"$PWD"'/data/glove/glove-6b-100d.txt",'
+      fi
+      if [[ $method == *+ema ]]; then
+        python3 scripts/add-weight-averages.py "$cell/model.json" "$cell/model.json" --decay 0.999 > /dev/null
       fi
       cat > "$cell/config.json" <<JSON
 {

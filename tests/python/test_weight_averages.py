@@ -1,0 +1,47 @@
+"""scripts/add-weight-averages.py: a moving average of each trained parameter, read at
+inference, in a model file pens accepts; a second pass, or a decay outside (0, 1), is
+refused."""
+import json
+import subprocess
+import sys
+
+from conftest import ROOT, run_pens
+
+SCRIPT = ROOT / "scripts" / "add-weight-averages.py"
+MODEL = ROOT / "examples" / "sst" / "tree-lstm-glove.model.json"
+
+
+def add(source, output, *options):
+    return subprocess.run([sys.executable, str(SCRIPT), str(source), str(output), *options], capture_output=True,
+                          text=True)
+
+
+def test_each_trained_parameter_gets_an_average_read_at_inference(tmp_path, pens_binary):
+    out = tmp_path / "averaged.model.json"
+    done = add(MODEL, out, "--decay", "0.999")
+    assert done.returncode == 0, done.stderr
+    before = json.loads(MODEL.read_text())
+    after = json.loads(out.read_text())
+    trained = [p for p in before["parameters"] if "frozen" not in p.get("flags", [])]
+    assert trained
+    params = {p["name"]: p for p in after["parameters"]}
+    averages = {a["source"]: a for a in after["moving_averages"]}
+    assert sorted(averages) == sorted(p["name"] for p in trained)
+    for p in trained:
+        a = averages[p["name"]]
+        assert a == {"at_inference": True, "decay": 0.999, "param": "average/" + p["name"], "source": p["name"]}
+        assert params[a["param"]]["shape"] == p["shape"]
+        assert params[a["param"]]["flags"] == ["frozen"]
+    assert after["nodes"] == before["nodes"]
+    assert "moving average (decay 0.999)" in after["metadata"]["description"]
+    run_pens(pens_binary, "fmt", out)  # a model file pens reads
+
+
+def test_a_second_pass_and_a_decay_out_of_range_are_refused(tmp_path):
+    out = tmp_path / "averaged.model.json"
+    assert add(MODEL, out, "--decay", "0.99").returncode == 0
+    again = add(out, tmp_path / "twice.model.json", "--decay", "0.99")
+    assert again.returncode != 0 and "already has a parameter 'average/" in again.stderr
+    assert not (tmp_path / "twice.model.json").exists()
+    wrong = add(MODEL, tmp_path / "wrong.model.json", "--decay", "1")
+    assert wrong.returncode != 0 and "--decay must lie strictly between 0 and 1" in wrong.stderr
