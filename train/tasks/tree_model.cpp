@@ -162,15 +162,14 @@ class TreeModel::TapePool {
   std::vector<std::unique_ptr<TreeTape>> free_;
 };
 
-TreeModel::~TreeModel() = default;
-
-TreeModel::TapePool& TreeModel::tapes(std::unique_ptr<TapePool>& pool, ParamStore<float>& params,
-                                      std::unique_ptr<TreeTape> (TreeModel::*make)(ParamStore<float>&) const) const {
+std::shared_ptr<TreeModel::TapePool> TreeModel::tapes(std::shared_ptr<TapePool>& pool, ParamStore<float>& params,
+                                                      std::unique_ptr<TreeTape> (TreeModel::*make)(ParamStore<float>&)
+                                                          const) const {
   const std::lock_guard<std::mutex> lock(*pools_mutex_);
   if (!pool || !pool->reads(params)) {
-    pool = std::make_unique<TapePool>(params, [this, &params, make] { return (this->*make)(params); });
+    pool = std::make_shared<TapePool>(params, [this, &params, make] { return (this->*make)(params); });
   }
-  return *pool;
+  return pool;  // an evaluation on another store may replace it while this one runs
 }
 
 TreeLoss TreeModel::loss_of(const SentimentTree& tree) const {
@@ -392,9 +391,9 @@ void TreeModel::evaluate_sampled(ParamStore<float>& params, std::span<const Sent
                                  uint64_t seed, bool fold_to_binary, size_t first_key, TreeEvaluation& e) const {
   // Runs of consecutive trees, each on a TreeTape leased from the model's pool.
   constexpr size_t kRun = 16;
-  TapePool& pool = tapes(sampling_tapes_, params, &TreeModel::sampling_tape);
+  const std::shared_ptr<TapePool> pool = tapes(sampling_tapes_, params, &TreeModel::sampling_tape);
   count_in_chunks((trees.size() + kRun - 1) / kRun, e, [&](size_t c, TreeEvaluation& tally) {
-    TapePool::Lease tape = pool.lease();
+    TapePool::Lease tape = pool->lease();
     std::vector<double> probs;
     for (size_t i = c * kRun; i < std::min(trees.size(), (c + 1) * kRun); ++i) {
       sampled_probabilities(*tape, trees[i], samples, seed, first_key + i + 1, probs);
@@ -420,11 +419,11 @@ TreeEvaluation TreeModel::evaluate(ParamStore<float>& params, std::span<const Se
   // TreeTape of the inference cell leased from the model's pool: its port tapes are
   // compiled once per level width, not once per forest.
   const size_t chunk = std::max<size_t>(1, forest);
-  TapePool& pool = tapes(inference_tapes_, params, &TreeModel::inference_tape);
+  const std::shared_ptr<TapePool> pool = tapes(inference_tapes_, params, &TreeModel::inference_tape);
   count_in_chunks((trees.size() + chunk - 1) / chunk, e, [&](size_t c, TreeEvaluation& tally) {
     std::vector<const SentimentTree*> members;
     for (size_t i = c * chunk; i < std::min(trees.size(), (c + 1) * chunk); ++i) members.push_back(&trees[i]);
-    TapePool::Lease tape = pool.lease();
+    TapePool::Lease tape = pool->lease();
     evaluate_forest(*tape, members, fold_to_binary, tally);
   });
   return e;

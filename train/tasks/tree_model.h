@@ -42,7 +42,6 @@ class TreeModel {
   // are read here (the perturbed cell is built once), so changes to them afterwards need
   // a new TreeModel.
   TreeModel(const Model& model, SentimentTask task, double loss_scale = 1.0);
-  ~TreeModel();
 
   SentimentTask task() const { return task_; }
   // The model's tree cell (its parameters, noise annotations and moving averages).
@@ -133,10 +132,11 @@ class TreeModel {
   TreePorts sampling_ports_;
   // The TreeTapes evaluate() runs on, kept between calls on the same store.
   class TapePool;
-  mutable std::unique_ptr<TapePool> inference_tapes_, sampling_tapes_;
+  mutable std::shared_ptr<TapePool> inference_tapes_, sampling_tapes_;
   std::unique_ptr<std::mutex> pools_mutex_ = std::make_unique<std::mutex>();
-  TapePool& tapes(std::unique_ptr<TapePool>& pool, ParamStore<float>& params,
-                  std::unique_ptr<TreeTape> (TreeModel::*make)(ParamStore<float>&) const) const;
+  // The pool of `params`' tapes (`pool`, or a new one in its place for another store).
+  std::shared_ptr<TapePool> tapes(std::shared_ptr<TapePool>& pool, ParamStore<float>& params,
+                                  std::unique_ptr<TreeTape> (TreeModel::*make)(ParamStore<float>&) const) const;
 
   TreeLoss loss_of(const SentimentTree& tree) const;
   // A tree's classes for the task by node (-1 for all without `labeled`); checks its words have ids.
