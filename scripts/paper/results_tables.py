@@ -89,7 +89,8 @@ HEADLINE = [
     ("ladder network, MNIST, 100 labels", "successors", "ladder network", 100),
     ("CTN+F+S, SST fine-grained (accuracy)", "table2", "CTN+F+S", ("fine", "")),
     ("CTN+F+S, SST binary (accuracy)", "table2", "CTN+F+S", ("binary", "")),
-    ("Tree-LSTM, GloVe 6B vectors (published: 840B), SST fine-grained (accuracy)", "table2", "Tree-LSTM, GloVe", ("fine", "")),
+    ("Tree-LSTM, GloVe 6B vectors, averaged weights (published: 840B vectors), SST fine-grained (accuracy)", "table2",
+     "Tree-LSTM, GloVe, averaged weights", ("fine", "")),
 ]
 
 
