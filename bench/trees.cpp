@@ -1,20 +1,23 @@
 // Tree throughput: the compact tensor network on SST training trees, one step of
-// `batch` trees at a time in `groups` groups on the threads (graphs built, perturbed and
-// compiled each step, AdaGrad with the paper's ℓ2), and evaluation (the clean parent's forward pass per tree, on
-// forests of `eval-forest` trees). Prints one JSON object: {"side": "pens", "model", "dim", "threads",
-// "train_nodes_per_s", "eval_nodes_per_s" (an evaluation that finds its tapes compiled, as a run's after its
-// first), "eval_first_nodes_per_s" (the first, compiling them), "eval_flop_per_node" (the clean forward pass's
-// useful work per evaluated node), "train_flop_per_node" (three times the forward pass's per trained node: each
-// product runs forward, for the input gradients and for the weight gradients; the sliced products of the
-// subspace models counted at full width), "eval_gflops" (that work's rate), "bilinear_gflops" (the bilinear op's forward
-// alone on one thread, the faster of 64 and 256 rows: the most a level's products reach), "groups",
-// "eval_forest", "steps", "nodes"}. With --dump DIR, also writes the parameters
-// (one float32 file each), the first step's trees (their lines in train.txt) with their
-// leaves' vocabulary ids, and pens' objective on them, for bench/torch_trees.py to check
-// that it computes the same function.
+// `batch` trees at a time in `groups` groups on the threads, as the trainer runs them
+// (TreeStepGraphs; AdaGrad with the paper's ℓ2), and evaluation (the clean parent's
+// forward pass, on forests of `eval-forest` trees). Prints one JSON object:
+//   "train_nodes_per_s", "eval_nodes_per_s" (an evaluation that finds its tapes compiled,
+//   as a run's after its first), "eval_first_nodes_per_s" (the first, compiling them);
+//   "eval_flop_per_node": the clean forward pass's useful work per evaluated node;
+//   "train_flop_per_node": three times the forward pass's per trained node (each product
+//   runs forward, for the input gradients and for the weight gradients; it counts every
+//   product at full width, so it holds for CTN and CTN+F, not for the sliced models);
+//   "eval_gflops": that work's rate; "bilinear_gflops": the bilinear op's forward alone
+//   on one thread, the faster of 64 and 256 rows, the most a level's products reach;
+//   and "side", "model", "dim", "threads", "groups", "eval_forest", "steps", "nodes".
+// With --dump DIR, also writes the parameters (one float32 file each), the first step's
+// trees (their lines in train.txt) with their leaves' vocabulary ids, and pens' objective
+// on them, for bench/torch_trees.py to check that it computes the same function.
 //
 //   build/bench/trees --data ../shared/data/sst [--model ctn|ctn+s|ctn+f|ctn+f+s] [--dim 70]
-//                     [--steps 20] [--batch 27] [--groups 4] [--eval-forest 64] [--threads 1] [--dump DIR]
+//                     [--steps 20] [--batch 27] [--groups 4] [--eval-forest 64] [--threads 1]
+//                     [--dump DIR]
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
