@@ -8,7 +8,11 @@
 // float32-onednn or bfloat16 times the products as such a tape runs them (ops/precision.h:
 // oneDNN).
 //
+// --shape M,K,N times that one product instead (",T" after N: B held transposed, as a
+// row-major N × K), e.g. a tree level's bilinear product 32,4900,70,T.
+//
 //   build/bench/gemm [--threads T] [--batch B] [--reps N] [--precision float32|float32-onednn|bfloat16]
+//                    [--shape M,K,N[,T]]
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
@@ -59,7 +63,9 @@ int main(int argc, char** argv) {
   int threads = 1, reps = 30;
   int64_t batch = 100;
   pens::Precision precision = pens::Precision::Float32;
+  std::string shape;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--shape") == 0) shape = argv[i + 1];
     if (std::strcmp(argv[i], "--threads") == 0) threads = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--batch") == 0) batch = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(1, std::atoi(argv[i + 1]));
@@ -67,7 +73,7 @@ int main(int argc, char** argv) {
   }
   pens::require_precision(precision, "--precision");
   pens::set_threads(threads);
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {"forward x·W1", batch, 784, 800, false, false},
       {"forward h1·W2", batch, 800, 800, false, false},
       {"forward h2·W3", batch, 800, 10, false, false},
@@ -78,6 +84,16 @@ int main(int argc, char** argv) {
       {"backward dh2 = g·W3ᵀ", batch, 10, 800, false, true},
       {"square 1024", 1024, 1024, 1024, false, false},
   };
+  if (!shape.empty()) {
+    long long m = 0, k = 0, n = 0;
+    char transposed = 0;
+    const int read = std::sscanf(shape.c_str(), "%lld,%lld,%lld,%c", &m, &k, &n, &transposed);
+    if (read < 3 || m < 1 || k < 1 || n < 1 || (read == 4 && transposed != 'T')) {
+      std::fprintf(stderr, "gemm: --shape takes M,K,N or M,K,N,T with positive sizes, got '%s'\n", shape.c_str());
+      return 2;
+    }
+    cases = {{"shape " + shape, m, k, n, false, read == 4}};
+  }
   for (const Case& c : cases) {
     std::printf("{\"side\": \"pens\", \"case\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"threads\": %d, "
                 "\"precision\": \"%s\", \"gflops\": %.1f}\n",
