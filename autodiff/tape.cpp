@@ -234,8 +234,12 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
 }
 
 template <class T>
-void Tape<T>::update_averages() {
+void Tape<T>::update_averages(std::vector<const T*>* moved) {
   for (const Average& a : averages_) {
+    if (moved) {
+      if (std::find(moved->begin(), moved->end(), a.param) != moved->end()) continue;
+      moved->push_back(a.param);
+    }
     for (int64_t i = 0; i < a.size; ++i) a.param[i] = a.decay * a.param[i] + (T(1) - a.decay) * a.source[i];
   }
 }

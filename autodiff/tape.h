@@ -131,8 +131,10 @@ class Tape {
   // Moves each moving average of the graph (graph/graph.h, MovingAverage) toward its
   // source: param = decay · param + (1 − decay) · source, the source as the last forward()
   // left it (a batch statistic) or as the store holds it now (a parameter, after the
-  // optimizer's update). The Step calls it after every update.
-  void update_averages();
+  // optimizer's update). The Step calls it after every update. With `moved`, an average
+  // whose parameter is listed there is left alone and each one moved is added to it, so
+  // that the tapes of one step, sharing a store, move each average once.
+  void update_averages(std::vector<const T*>* moved = nullptr);
   // Whether a moving average follows a value computed from the batch (a batch statistic).
   bool averages_batch_values() const {
     return std::any_of(averages_.begin(), averages_.end(), [](const Average& a) { return a.of_batch; });

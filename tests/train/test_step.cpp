@@ -553,6 +553,28 @@ TEST_CASE("a step of several graphs adds their gradients and keys each graph's n
   CHECK(replay.value("drop").arr().matrix() == b_tape.value("drop").arr().matrix());
 }
 
+TEST_CASE("a step of several graphs moves each moving average once") {
+  Graph g;
+  const NodeId x = g.input("x", {kBatch, 3});
+  const NodeId y = g.input("y", {kBatch}, DType::Index);
+  const NodeId w = g.param("W", {3, 2}, {{"init", std::string("normal")}, {"std", 0.5}});
+  const NodeId logits = g.add("matmul", {x, w}, {}, "logits");
+  g.set_flag(logits, kOutput);
+  g.set_flag(g.add("mean", {g.add("softmax_xent", {logits, y})}, {}, "loss"), kLoss);
+  g.set_flag(g.param("W_average", {3, 2}), kFrozen);
+  g.add_average({.param = "W_average", .source = "W", .decay = 0.5});
+  ParamStore<float> params(g);
+  params.initialize(g, 3);
+  std::fill_n(params.value("W_average").data, 6, 0.0f);
+  const auto sgd = make_optimizer("sgd", params);
+  Step step(params, *sgd, {}, 9);
+  Tape<float> a(g, params, {.batch = 64}), b(g, params, {.batch = 64});
+  const StepGraph graphs[] = {{&a, 0}, {&b, 1}};
+  REQUIRE(step.run({.step = 0, .learning_rate = 0.0}, graphs, feed_regression).finite);
+  // W did not move (rate 0): one update takes the average halfway to it, two 3/4 of the way.
+  for (int64_t i = 0; i < 6; ++i) CHECK(params.value("W_average")[i] == 0.5f * params.value("W")[i]);
+}
+
 TEST_CASE("a sharded step adds its shards' gradients pairwise, in one fixed order, and averages them") {
   // Enough parameters (a 8-16-4 network) that adding in another order changes some bits.
   const Graph g = build_mlp({.layers = {8, 16, 4}});

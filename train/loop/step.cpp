@@ -51,7 +51,10 @@ void Step::apply_update(const OptimizerStep& update, std::span<const StepGraph> 
   }
   for (const ParamEntry* p : held_) std::fill_n(params_.grads().data() + p->offset, p->shape.numel(), 0.0f);
   update_and_constrain(optimizer_, update, constraints_, held_);
-  for (const StepGraph& graph : graphs) graph.tape->update_averages();
+  // Once each: the graphs share the store (a batch statistic's average follows the first
+  // graph that computes it).
+  moved_averages_.clear();
+  for (const StepGraph& graph : graphs) graph.tape->update_averages(&moved_averages_);
 }
 
 void Step::refuse_batch_averages(const Tape<float>& tape, const char* step) {

@@ -148,6 +148,7 @@ class Step {
   GradientTransforms transforms_;
   Communicator* communicator_ = nullptr;
   std::vector<const ParamEntry*> held_;  // by the transforms, at the current update
+  std::vector<const float*> moved_averages_;  // apply_update's, kept for its capacity
   std::vector<double> totals_;  // what the processes sum after the forward pass (agree)
   // The pairwise sum of run_shards: partial sums by level, and the processes' partial sums.
   std::vector<std::vector<float>> levels_;
