@@ -96,10 +96,7 @@ void ParamStore<T>::update_averages(const Graph& g) {
   for (const MovingAverage& a : g.averages()) {
     const ParamEntry* source = find(a.source);
     if (!source) fail("moving average '", a.param, "' follows '", a.source, "', a computed value, not a parameter");
-    const T* from = value(*source).data;
-    T* to = value(a.param).data;
-    const auto decay = static_cast<T>(a.decay);
-    for (int64_t i = 0; i < source->shape.numel(); ++i) to[i] = decay * to[i] + (T(1) - decay) * from[i];
+    move_average(value(a.param).data, value(*source).data, source->shape.numel(), static_cast<T>(a.decay));
   }
 }
 

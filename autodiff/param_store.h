@@ -58,10 +58,10 @@ class ParamStore {
   // Sets every moving average of a parameter to its source's value, except the averages
   // named in `kept` (values loaded from a file that had them).
   void start_averages_at_sources(const Graph& g, std::span<const std::string> kept = {});
-  // One update of every moving average of g whose source is a parameter:
-  // param = decay · param + (1 − decay) · source, as Tape::update_averages computes it. For
-  // steps whose graphs keep no averages of their own (a tree step on TreeTapes); an
-  // average of a computed value (a batch statistic) is refused.
+  // One update of every moving average of g whose source is a parameter (move_average),
+  // as Tape::update_averages makes it. For steps whose graphs keep no averages of their
+  // own (a tree step on TreeTapes); an average of a computed value (a batch statistic) is
+  // refused.
   void update_averages(const Graph& g);
 
  private:
@@ -75,6 +75,13 @@ class ParamStore {
 };
 
 // Whether every value is finite (no NaN, no infinity): what a checkpoint must hold.
+// One step of a moving average: average = decay · average + (1 − decay) · source, element
+// by element (every path that moves averages computes it here, so they agree to the bit).
+template <class T>
+void move_average(T* average, const T* source, int64_t size, T decay) {
+  for (int64_t i = 0; i < size; ++i) average[i] = decay * average[i] + (T(1) - decay) * source[i];
+}
+
 bool all_finite(std::span<const float> values);
 
 // Copies into `to` the values of every parameter that `from` holds under the same name

@@ -240,7 +240,7 @@ void Tape<T>::update_averages(std::vector<const T*>* moved) {
       if (std::find(moved->begin(), moved->end(), a.param) != moved->end()) continue;
       moved->push_back(a.param);
     }
-    for (int64_t i = 0; i < a.size; ++i) a.param[i] = a.decay * a.param[i] + (T(1) - a.decay) * a.source[i];
+    move_average(a.param, a.source, a.size, a.decay);
   }
 }
 

@@ -165,7 +165,7 @@ class TreeModel::TapePool {
 std::shared_ptr<TreeModel::TapePool> TreeModel::tapes(std::shared_ptr<TapePool>& pool, ParamStore<float>& params,
                                                       std::unique_ptr<TreeTape> (TreeModel::*make)(ParamStore<float>&)
                                                           const) const {
-  const std::lock_guard<std::mutex> lock(*pools_mutex_);
+  const std::lock_guard<std::mutex> lock(pools_mutex_);
   if (!pool || !pool->reads(params)) {
     pool = std::make_shared<TapePool>(params, [this, &params, make] { return (this->*make)(params); });
   }

@@ -133,7 +133,7 @@ class TreeModel {
   // The TreeTapes evaluate() runs on, kept between calls on the same store.
   class TapePool;
   mutable std::shared_ptr<TapePool> inference_tapes_, sampling_tapes_;
-  std::unique_ptr<std::mutex> pools_mutex_ = std::make_unique<std::mutex>();
+  mutable std::mutex pools_mutex_;
   // The pool of `params`' tapes (`pool`, or a new one in its place for another store).
   std::shared_ptr<TapePool> tapes(std::shared_ptr<TapePool>& pool, ParamStore<float>& params,
                                   std::unique_ptr<TreeTape> (TreeModel::*make)(ParamStore<float>&) const) const;
