@@ -79,13 +79,13 @@ for model, threads in cells:
     # its bilinear kernel's best one-thread rate on every thread: what no schedule of
     # pens' products can pass (training: the full-width models alone, whose products
     # are all at n).
-    runs = [r for r in rows if r["model"] == model and r["threads"] == threads and r["peer"] == "pens"]
-    rate = statistics.median(r["bilinear_gflops"] for r in runs) * 1e9 * threads
+    pens = [r for r in rows if r["model"] == model and r["threads"] == threads and r["peer"] == "pens"]
+    rate = statistics.median(r["bilinear_gflops"] for r in pens) * 1e9 * threads
     ceilings = {"eval_ceiling_over_level": round(
-        rate / statistics.median(r["eval_flop_per_node"] for r in runs) / median["level"]["eval_nodes_per_s"], 2)}
+        rate / statistics.median(r["eval_flop_per_node"] for r in pens) / median["level"]["eval_nodes_per_s"], 2)}
     if "+s" not in model:
         ceilings["train_ceiling_over_level"] = round(
-            rate / statistics.median(r["train_flop_per_node"] for r in runs) / median["level"]["train_nodes_per_s"], 2)
+            rate / statistics.median(r["train_flop_per_node"] for r in pens) / median["level"]["train_nodes_per_s"], 2)
     print(json.dumps({"model": model, "threads": threads, "ratios": ratios,
                       "bilinear_gflops": round(rate / 1e9 / threads, 1), **ceilings}))
 PY

@@ -311,14 +311,6 @@ std::vector<SentimentTree> forty_trees() {
   return trees;
 }
 
-// The values of `from` copied into the parameters of `to` that have the same name.
-void copy_values(ParamStore<float>& to, ParamStore<float>& from) {
-  for (const ParamEntry& e : from.entries()) {
-    const TensorView<float> a = from.value(e);
-    if (to.find(e.name)) std::copy_n(a.data, a.size(), to.value(e.name).data);
-  }
-}
-
 void check_same(const TreeEvaluation& a, const TreeEvaluation& b) {
   CHECK(a.roots == b.roots);
   CHECK(a.nodes == b.nodes);
@@ -498,7 +490,7 @@ TEST_CASE("the clean parent's evaluation ignores noise, reads averages at infere
   SUBCASE("the cell's noise is a training noise") {
     const Model noisy = build_ctn({.vocabulary = kVocab, .dim = kDim, .classes = 5, .fuzz = 2.0, .activation_noise = 2.0});
     ParamStore<float> noisy_params(noisy.graph);
-    copy_values(noisy_params, clean_params);
+    copy_shared_values(noisy_params, clean_params, "the clean model");
     check_same(TreeModel(noisy, SentimentTask::Fine).evaluate(noisy_params, trees, 0, 1, 7), expected);
   }
   SUBCASE("an average marked at_inference is read in place of its source") {
@@ -507,7 +499,7 @@ TEST_CASE("the clean parent's evaluation ignores noise, reads averages at infere
     g.set_flag(g.param("T_average", clean_params.at("T").shape), kFrozen);
     g.add_average({.param = "T_average", .source = "T"});
     ParamStore<float> params(g);
-    copy_values(params, clean_params);
+    copy_shared_values(params, clean_params, "the clean model");
     // T itself is zeroed; the average holds the clean model's T.
     std::copy_n(clean_params.value("T").data, clean_params.value("T").size(), params.value("T_average").data);
     std::fill_n(params.value("T").data, params.value("T").size(), 0.0f);
@@ -521,7 +513,7 @@ TEST_CASE("the clean parent's evaluation ignores noise, reads averages at infere
     REQUIRE(other_expected.confusion != expected.confusion);
     check_same(clean_tm.evaluate(other, trees, 0, 1, 7), other_expected);
     check_same(clean_tm.evaluate(clean_params, trees, 0, 1, 7), expected);
-    copy_values(clean_params, other);  // the first store's values change in place
+    copy_shared_values(clean_params, other, "the other store");  // the first store's values change in place
     check_same(clean_tm.evaluate(clean_params, trees, 0, 1, 7), other_expected);
   }
 }
