@@ -40,8 +40,12 @@ bool is_leaf_node(const Node& n) { return is_input(n) || is_param(n) || is_const
 }  // namespace
 
 TreeTape::TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>& params, double loss_scale,
-                   bool forward_only)
-    : params_(params), loss_scale_(loss_scale), forward_only_(forward_only), words_port_(ports.words) {
+                   bool forward_only, Precision precision)
+    : params_(params),
+      loss_scale_(loss_scale),
+      forward_only_(forward_only),
+      precision_(precision),
+      words_port_(ports.words) {
   // A perturbed cell does not verify as a whole (its child's node vectors may be a
   // subspace, narrower than the ports declare): its parts are verified one by one, the
   // ports' inputs as wide as the leaves turn out.
@@ -234,7 +238,8 @@ Tape<float>& TreeTape::port_tape(Port& port, int64_t rows, size_t use) {
                        .grad_inputs_named = grads,
                        .param_grads = !forward_only_,
                        .stack = false,
-                       .external_inputs = external});
+                       .external_inputs = external,
+                       .precision = precision_});
     // The shared values are read where the shared tape keeps them, and their gradients
     // summed over every port tape.
     for (size_t k = 0; k < shared_names_.size(); ++k) {

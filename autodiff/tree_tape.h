@@ -41,9 +41,9 @@ class TreeTape {
   // loss_scale multiplies the summed cross-entropy of the labeled nodes. The store must
   // outlive the TreeTape. A forward_only tape (evaluation) keeps no gradient memory and
   // one compose tape per level width, however often a tree meets the width: backward()
-  // refuses.
+  // refuses. `precision` is the port tapes' products' (ops/precision.h).
   TreeTape(const Graph& cell, const TreePorts& ports, ParamStore<float>& params, double loss_scale,
-           bool forward_only = false);
+           bool forward_only = false, Precision precision = Precision::Float32);
   TreeTape(const TreeTape&) = delete;
   TreeTape& operator=(const TreeTape&) = delete;
   ~TreeTape();
@@ -82,6 +82,7 @@ class TreeTape {
   ParamStore<float>& params_;
   double loss_scale_;
   bool forward_only_;
+  Precision precision_;
   std::string words_port_;
   int64_t dim_ = 0, classes_ = 0;
   std::unique_ptr<Tape<float>> shared_;  // null when nothing depends on parameters alone

@@ -20,20 +20,23 @@
 # trees, which finds the TreeTapes of their level widths compiled (as a run's evaluations
 # after its first); the first pass's is in its line as eval_first_nodes_per_s.
 #
+# --precision float32-onednn runs pens' tree products on oneDNN's float kernel (ops/precision.h).
+#
 #   bench/compare-trees.sh [--reps N] [--steps S] [--threads "1 2"] [--models "ctn ..."]
-#                          [--data DIR]
+#                          [--precision float32|float32-onednn] [--data DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-reps=3 steps=20 threads="1 2" models="ctn ctn+f ctn+s ctn+f+s" data=../shared/data/sst
+reps=3 steps=20 threads="1 2" models="ctn ctn+f ctn+s ctn+f+s" precision=float32 data=../shared/data/sst
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --reps) reps="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --models) models="$2"; shift 2 ;;
+    --precision) precision="$2"; shift 2 ;;
     --data) data="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare-trees: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,7 +57,8 @@ for t in $threads; do
         --threads "$t" --data "$data")
   for m in $models; do
     for ((r = 0; r < reps; ++r)); do
-      OMP_NUM_THREADS="$t" build/bench/trees --data "$data" --model "$m" --steps "$steps" --threads "$t" >> "$out"
+      OMP_NUM_THREADS="$t" build/bench/trees --data "$data" --model "$m" --steps "$steps" --threads "$t" \
+        --precision "$precision" >> "$out"
       "${peer[@]}" --peer level --model "$m" >> "$out"
       "${peer[@]}" --peer recursive --model "$m" >> "$out"
     done

@@ -10,14 +10,15 @@
 //   product at full width, so it holds for CTN and CTN+F, not for the sliced models);
 //   "eval_gflops": that work's rate; "bilinear_gflops": the bilinear op's forward alone
 //   on one thread, the faster of 64 and 256 rows, the most a level's products reach;
-//   and "side", "model", "dim", "threads", "groups", "eval_forest", "steps", "nodes".
+//   and "side", "model", "dim", "threads", "groups", "eval_forest", "precision" (of the
+//   products: --precision float32-onednn runs them on oneDNN), "steps", "nodes".
 // With --dump DIR, also writes the parameters (one float32 file each), the first step's
 // trees (their lines in train.txt) with their leaves' vocabulary ids, and pens' objective
 // on them, for bench/torch_trees.py to check that it computes the same function.
 //
 //   build/bench/trees --data ../shared/data/sst [--model ctn|ctn+s|ctn+f|ctn+f+s] [--dim 70]
 //                     [--steps 20] [--batch 27] [--groups 4] [--eval-forest 64] [--threads 1]
-//                     [--dump DIR]
+//                     [--precision float32|float32-onednn] [--dump DIR]
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -53,14 +54,14 @@ double forward_flop(const SentimentTree& t, int64_t n, int64_t classes) {
 
 // The bilinear op's forward rate (GFLOP/s, on the calling thread) at `rows` rows: the
 // kernel a wide level runs, measured alone.
-double bilinear_gflops(int64_t n, int64_t rows) {
+double bilinear_gflops(int64_t n, int64_t rows, Precision precision) {
   Graph g;
   const NodeId v1 = g.input("v1", {rows, n});
   const NodeId v2 = g.input("v2", {rows, n});
   g.set_flag(g.add("bilinear", {v1, g.param("T", {n, n, n}), v2}, {}, "y"), kOutput);
   ParamStore<float> params(g);
   params.initialize(g, 1);
-  Tape<float> tape(g, params);
+  Tape<float> tape(g, params, CompileOptions{.precision = precision});
   for (const char* name : {"v1", "v2"}) {
     const TensorView<float> v = tape.input(name);
     for (int64_t i = 0; i < v.size(); ++i) v.data[i] = static_cast<float>((i % 13) - 6) / 13.0f;
@@ -83,6 +84,7 @@ int main(int argc, char** argv) {
     std::string data = "../shared/data/sst", kind = "ctn", dump_dir;
     int64_t dim = 70, steps = 20, batch = 27, groups = 4, eval_forest = 64;
     int threads = 1;
+    Precision precision = Precision::Float32;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string key = argv[i], value = argv[i + 1];
       if (key == "--data") data = value;
@@ -94,7 +96,9 @@ int main(int argc, char** argv) {
       else if (key == "--threads") threads = std::stoi(value);
       else if (key == "--eval-forest") eval_forest = std::stoll(value);
       else if (key == "--dump") dump_dir = value;
-      else fail("unknown option ", key, " (--data --model --dim --steps --batch --groups --eval-forest --threads --dump)");
+      else if (key == "--precision") precision = parse_precision(value, "--precision");
+      else fail("unknown option ", key,
+                " (--data --model --dim --steps --batch --groups --eval-forest --threads --precision --dump)");
     }
     set_threads(threads);
     const TreeData d = load_tree_data("sst", data, {}, {});
@@ -104,7 +108,8 @@ int main(int argc, char** argv) {
     model.values = std::make_shared<ParamStore<float>>(model.graph);
     model.values->initialize(model.graph, 1);
     ParamStore<float>& params = *model.values;
-    const TreeModel tm(model, SentimentTask::Fine, 1.0 / static_cast<double>(batch));
+    TreeModel tm(model, SentimentTask::Fine, 1.0 / static_cast<double>(batch));
+    tm.set_precision(precision);
     const std::vector<int64_t> order = permutation(static_cast<int64_t>(d.bank.train.size()), 1, 1000);
     const auto tree_at = [&](int64_t step, int64_t i) -> const SentimentTree& {
       return d.bank.train[static_cast<size_t>(order[static_cast<size_t>((step * batch + i) % static_cast<int64_t>(order.size()))])];
@@ -182,17 +187,18 @@ int main(int argc, char** argv) {
       pass = seconds(e0);
     }
     double product = 0;  // on one thread: the pool's other threads idle
-    for (const int64_t rows : {64, 256}) product = std::max(product, bilinear_gflops(dim, rows));
+    for (const int64_t rows : {64, 256}) product = std::max(product, bilinear_gflops(dim, rows, precision));
     std::printf("{\"side\": \"pens\", \"model\": \"%s\", \"dim\": %lld, \"threads\": %d, \"train_nodes_per_s\": %.0f, "
                 "\"eval_nodes_per_s\": %.0f, \"eval_first_nodes_per_s\": %.0f, \"train_flop_per_node\": %.0f, "
                 "\"eval_flop_per_node\": %.0f, "
                 "\"eval_gflops\": %.1f, \"bilinear_gflops\": %.1f, \"groups\": %lld, \"eval_forest\": %lld, "
-                "\"steps\": %lld, \"nodes\": %lld}\n",
+                "\"precision\": \"%s\", \"steps\": %lld, \"nodes\": %lld}\n",
                 kind.c_str(), static_cast<long long>(dim), threads, static_cast<double>(train_nodes) / train_seconds,
                 static_cast<double>(eval_nodes) / eval_seconds[1], static_cast<double>(eval_nodes) / eval_seconds[0],
                 train_flop / static_cast<double>(train_nodes), eval_flop / static_cast<double>(eval_nodes),
                 eval_flop / eval_seconds[1] / 1e9, product,
-                static_cast<long long>(groups), static_cast<long long>(eval_forest), static_cast<long long>(steps),
+                static_cast<long long>(groups), static_cast<long long>(eval_forest), precision_name(precision),
+                static_cast<long long>(steps),
                 static_cast<long long>(train_nodes));
     return 0;
   } catch (const std::exception& e) {

@@ -32,6 +32,7 @@ struct Bilinear {
   static constexpr const char* kSummary = "t_k = v1ᵀ T_k v2 per row, T of shape [k, n, m]";
   static constexpr int64_t kOuterRows = 32;
   static constexpr int64_t kStreamRows = 8;
+  static constexpr int64_t kChunkRows = 64;
   static std::vector<InputSlot> inputs() { return {{"v1"}, {"T"}, {"v2"}}; }
   static ValueInfo infer(const InferCtx& ctx) {
     infer::expect(ctx, 0, 2);
@@ -49,7 +50,8 @@ struct Bilinear {
   static int64_t scratch(const InferCtx& ctx, const ValueInfo&) {
     const int64_t rows = ctx.in[0].shape[0];
     const Shape& t = ctx.in[1].shape;
-    return rows <= kOuterRows ? 2 * rows * t[1] * t[2] : rows * std::max(t[1], t[2]);
+    return rows <= kOuterRows ? 2 * rows * t[1] * t[2]
+                              : std::max(rows * std::max(t[1], t[2]), std::min(rows, kChunkRows) * t[1] * t[2]);
   }
   template <class T>
   using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -78,7 +80,17 @@ struct Bilinear {
       if (rows <= kStreamRows) {
         for (int64_t k = 0; k < t.rows(); ++k) y.col(k).noalias() = x * t.row(k).transpose();
       } else {
-        gemm(y, x, t.transpose(), false);
+        gemm(y, x, t.transpose(), false, args.precision);
+      }
+      return;
+    }
+    if (args.precision != Precision::Float32) {
+      const auto t = args.in[1].mat(args.in[1].shape[0], n * m);
+      for (int64_t r = 0; r < rows; r += kChunkRows) {
+        const int64_t c = std::min(kChunkRows, rows - r);
+        auto x = args.scratch.mat(c, n * m);
+        outer_products(v1.middleRows(r, c), v2.middleRows(r, c), x);
+        gemm(y.middleRows(r, c), x, t.transpose(), false, args.precision);
       }
       return;
     }

@@ -15,6 +15,7 @@
 #include "pens/graph/tree.h"
 #include "pens/models/ctn.h"
 #include "pens/models/sst.h"
+#include "pens/ops/gemm.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/tasks/tree_model.h"
 #include "tests/support/eval.h"
@@ -515,6 +516,18 @@ TEST_CASE("the clean parent's evaluation ignores noise, reads averages at infere
     check_same(clean_tm.evaluate(clean_params, trees, 0, 1, 7), expected);
     copy_shared_values(clean_params, other, "the other store");  // the first store's values change in place
     check_same(clean_tm.evaluate(clean_params, trees, 0, 1, 7), other_expected);
+  }
+  SUBCASE("products on oneDNN make the same predictions") {
+    if (const std::string why = onednn_unavailable(); !why.empty()) {
+      MESSAGE("oneDNN skipped: " << why);
+      return;
+    }
+    TreeModel onednn(clean, SentimentTask::Fine);
+    onednn.set_precision(Precision::Float32OneDnn);
+    // One forest of the 40 trees: levels of 40 rows, past the bilinear op's packed form.
+    const int64_t made = onednn_primitives_made();
+    check_same(onednn.evaluate(clean_params, trees, 0, 1, 40), expected);
+    CHECK(onednn_primitives_made() > made);
   }
 }
 

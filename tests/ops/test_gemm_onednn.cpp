@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <thread>
 #include <vector>
@@ -223,6 +224,60 @@ TEST_CASE("a tape with float32 products on oneDNN computes the float32 tape's lo
     largest = std::max(largest, double(std::abs(eigen.second[i])));
   }
   CHECK(worst <= 1e-5 * largest);
+}
+
+namespace {
+
+// The bilinear op's output and input gradients at `rows` rows, its products in `precision`.
+std::vector<float> bilinear_values_and_gradients(int64_t rows, Precision precision) {
+  const int64_t n = 6;
+  Graph g;
+  const NodeId v1 = g.input("v1", {rows, n});
+  const NodeId v2 = g.input("v2", {rows, n});
+  const NodeId y = g.add("bilinear", {v1, g.param("T", {5, n, n}), v2}, {}, "y");
+  g.set_flag(g.add("sum", {y}, {}, "loss"), kLoss);
+  ParamStore<float> params(g);
+  const auto t = params.value("T");
+  for (int64_t i = 0; i < t.size(); ++i) t[i] = std::cos(0.29f * static_cast<float>(i));
+  Tape<float> tape(g, params, {.grad_inputs = true, .precision = precision});
+  for (const char* name : {"v1", "v2"}) {
+    auto v = tape.input(name);
+    for (int64_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.41f * static_cast<float>(i) + (name[1] == '1' ? 0.f : 1.f));
+  }
+  params.zero_grad();
+  tape.forward();
+  tape.backward();
+  std::vector<float> out(tape.value("y").data, tape.value("y").data + tape.value("y").size());
+  for (const char* name : {"v1", "v2"}) {
+    const auto gv = tape.grad(name);
+    out.insert(out.end(), gv.data, gv.data + gv.size());
+  }
+  const auto gt = params.grad("T");
+  out.insert(out.end(), gt.data, gt.data + gt.size());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the bilinear op on oneDNN computes the float32 op's values and gradients at every row count") {
+  if (onednn_skipped()) return;
+  // 5: products output by output; 20: one product over the outer products; 100: the
+  // outer products in chunks of 64 rows (forward), a product per slice (backward).
+  for (const int64_t rows : {5, 20, 100}) {
+    CAPTURE(rows);
+    const std::vector<float> eigen = bilinear_values_and_gradients(rows, Precision::Float32);
+    const int64_t made = onednn_primitives_made();
+    const std::vector<float> onednn = bilinear_values_and_gradients(rows, Precision::Float32OneDnn);
+    CHECK((rows <= 8 || onednn_primitives_made() > made));  // up to 8 rows, no packed product
+    REQUIRE(eigen.size() == onednn.size());
+    double worst = 0, largest = 0;
+    for (size_t i = 0; i < eigen.size(); ++i) {
+      worst = std::max(worst, double(std::abs(eigen[i] - onednn[i])));
+      largest = std::max(largest, double(std::abs(eigen[i])));
+    }
+    CHECK(worst <= 1e-5 * largest);
+    CHECK(std::count(eigen.begin(), eigen.end(), 0.0f) == 0);  // every value and gradient checked
+  }
 }
 
 TEST_CASE("a tape in bfloat16 computes the float32 tape's loss and gradients to bfloat16's precision") {

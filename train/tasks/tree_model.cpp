@@ -240,8 +240,10 @@ std::unique_ptr<TreeEnsembleTape> TreeModel::ensemble_tape(ParamStore<float>& pa
 
 std::unique_ptr<TreeTape> TreeModel::tree_tape(ParamStore<float>& params) const {
   if (!runs_tree_tapes() || ensemble_cell_) fail("the model's pseudo-ensemble needs a graph per tree: it has no TreeTape");
-  if (training_cell_) return std::make_unique<TreeTape>(*training_cell_, training_ports_, params, loss_scale_);
-  return std::make_unique<TreeTape>(model_.graph, *model_.tree, params, loss_scale_);
+  if (training_cell_) {
+    return std::make_unique<TreeTape>(*training_cell_, training_ports_, params, loss_scale_, false, precision_);
+  }
+  return std::make_unique<TreeTape>(model_.graph, *model_.tree, params, loss_scale_, false, precision_);
 }
 
 void TreeModel::labels_of(const SentimentTree& tree, std::vector<int32_t>& labels, bool labeled) const {
@@ -351,12 +353,12 @@ void TreeModel::evaluate_forest(TreeTape& tape, const std::vector<const Sentimen
 }
 
 std::unique_ptr<TreeTape> TreeModel::inference_tape(ParamStore<float>& params) const {
-  return std::make_unique<TreeTape>(inference_cell_, *model_.tree, params, 1.0, /*forward_only=*/true);
+  return std::make_unique<TreeTape>(inference_cell_, *model_.tree, params, 1.0, /*forward_only=*/true, precision_);
 }
 
 std::unique_ptr<TreeTape> TreeModel::sampling_tape(ParamStore<float>& params) const {
   if (!sampling_cell_) fail("the model samples no subspaces: it has no sampling cell");
-  return std::make_unique<TreeTape>(*sampling_cell_, sampling_ports_, params, 1.0, /*forward_only=*/true);
+  return std::make_unique<TreeTape>(*sampling_cell_, sampling_ports_, params, 1.0, /*forward_only=*/true, precision_);
 }
 
 void TreeModel::sampled_probabilities(TreeTape& tape, const SentimentTree& tree, int64_t samples, uint64_t seed,

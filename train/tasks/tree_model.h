@@ -44,6 +44,9 @@ class TreeModel {
   TreeModel(const Model& model, SentimentTask task, double loss_scale = 1.0);
 
   SentimentTask task() const { return task_; }
+  // The precision of the products of the TreeTapes made after this (ops/precision.h).
+  void set_precision(Precision precision) { precision_ = precision; }
+  Precision precision() const { return precision_; }
   // The model's tree cell (its parameters, noise annotations and moving averages).
   const Graph& cell() const { return model_.graph; }
   // Whether the model samples subspaces (then evaluation averages over draws).
@@ -119,6 +122,7 @@ class TreeModel {
   const Model& model_;
   SentimentTask task_;
   double loss_scale_;
+  Precision precision_ = Precision::Float32;
   bool subspace_ = false;
   bool per_tree_parameters_ = false;
   int64_t classes_ = 0;
