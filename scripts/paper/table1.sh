@@ -5,6 +5,7 @@
 #
 #   scripts/paper/table1.sh [--splits N] [--labels LIST] [--methods LIST] [--budget-minutes M]
 #                     [--supervised] [--supervised-methods LIST] [--supervised-epochs E]
+#                     [--supervised-splits N]
 #                     [--runs DIR] [--report-only]
 #                     [--configs DIR] [--data-dir DIR] [--pens BINARY] [--report DIR] [--jobs J]
 #
@@ -43,6 +44,8 @@
 #   --supervised-methods LIST  which of them (comma-separated; default raw,sde,pea; also
 #                       ladder: the ladder network on every label, ladder-supervised.json)
 #   --supervised-epochs E  their length (default: the configs', the paper's 1000 epochs)
+#   --supervised-splits N  runs per supervised cell (default 1), run S holding out the
+#                       validation images of split seed S
 #   --runs DIR          where runs live (default runs/table1)
 #   --report-only       run nothing; rebuild the report from the runs that exist
 #   --configs DIR       the configs' folder (default examples/mnist; same file names)
@@ -65,7 +68,7 @@ set -euo pipefail
 {
 cd "$(dirname "$0")/../.."
 
-splits=3 labels=100,600,1000,3000 methods=sde,pea budget="" supervised=0 supervised_methods=raw,sde,pea supervised_epochs="" runs=runs/table1
+splits=3 labels=100,600,1000,3000 methods=sde,pea budget="" supervised=0 supervised_methods=raw,sde,pea supervised_epochs="" supervised_splits=1 runs=runs/table1
 report_only=0 configs=examples/mnist data_dir="" pens="" report=docs jobs=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -76,6 +79,7 @@ while [[ $# -gt 0 ]]; do
     --supervised) supervised=1; shift ;;
     --supervised-methods) supervised_methods="$2"; shift 2 ;;
     --supervised-epochs) supervised_epochs="$2"; shift 2 ;;
+    --supervised-splits) supervised_splits="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
     --configs) configs="$2"; shift 2 ;;
@@ -184,8 +188,10 @@ if [[ $report_only == 0 ]]; then
         raw|sde|pea|ladder) ;;
         *) echo "table1: unknown supervised method $method (raw, sde, pea or ladder)" >&2; exit 2 ;;
       esac
-      plan "$method-supervised/split1" "$configs/$method-supervised.json" "" \
-        ${supervised_epochs:+--epochs "$supervised_epochs"}
+      for s in $(seq 1 "$supervised_splits"); do
+        plan "$method-supervised/split$s" "$configs/$method-supervised.json" "" --split-seed "$s" \
+          ${supervised_epochs:+--epochs "$supervised_epochs"}
+      done
     done
   fi
 fi

@@ -197,3 +197,37 @@ def test_records_measured_run_by_run_are_rows_of_their_own_table(tmp_path):
                    check=True)
     assert json.loads(record.read_text()) == [vat]
     assert "| vat | averaged weights | 100 | 2 | 1.84 ± 0.08 | 1.36 | +0.48 | 18.4 |" in md.read_text()
+
+
+def test_a_supervised_cell_runs_one_split_per_validation_seed(tmp_path, small_mnist, pens_binary):
+    """--supervised-splits N: the fully supervised cell's runs hold out the validation
+    images of split seeds 1..N, and its record has N splits."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    small_model().save(str(configs / "small.model.json"))
+    (configs / "sde-supervised.json").write_text(json.dumps({
+        "model": "small.model.json",
+        "data": {"labeled": 0, "validation": 100, "split_seed": 1},
+        "batch": {"labeled": 16, "unlabeled": 16},
+        "optimizer": {"learning_rate": 0.1},
+        "run": {"epochs": 2, "steps_per_epoch": 5, "seed": 3, "threads": 1},
+        "eval": {"every_epochs": 1},
+    }))
+    command = [str(ROOT / "scripts" / "paper" / "table1.sh"), "--labels", "", "--supervised",
+               "--supervised-methods", "sde", "--supervised-splits", "2", "--configs", str(configs),
+               "--data-dir", str(small_mnist), "--pens", pens_binary, "--runs", str(tmp_path / "runs"),
+               "--report", str(tmp_path / "report")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "remaining: sde-supervised/split1 sde-supervised/split2" in done.stdout
+    validation_sets = []
+    for split in (1, 2):
+        run = tmp_path / "runs" / "sde-supervised" / f"split{split}"
+        assert f"--split-seed {split}" in (run / "command.txt").read_text()
+        assert json.loads((run / "summary.json").read_text())["status"] == "finished"
+        validation_sets.append(next(line for line in (run / "train.log").read_text().splitlines()
+                                    if line.startswith("split ")))
+    # Each a split of its own: the log's line names the seed.
+    assert validation_sets[0].startswith("split 1:") and validation_sets[1].startswith("split 2:")
+    [cell] = [r for r in json.loads((tmp_path / "report" / "results.json").read_text()) if r.get("method") == "sde"]
+    assert cell["splits"] == 2
