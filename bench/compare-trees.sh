@@ -18,7 +18,9 @@
 # useful work (build/bench/trees' flop counts) ran at its bilinear kernel's best
 # one-thread rate on every thread. pens' evaluation figure is its second pass over the
 # trees, which finds the TreeTapes of their level widths compiled (as a run's evaluations
-# after its first); the first pass's is in its line as eval_first_nodes_per_s.
+# after its first); the first pass's is in its line as eval_first_nodes_per_s. Its training
+# figure is its first pass over the steps' trees, compiling the TreeTapes of level widths as
+# it meets them; its line's train_again_nodes_per_s runs the same steps again, compiled.
 #
 # --precision float32-onednn runs pens' tree products on oneDNN's float kernel (ops/precision.h).
 #
@@ -76,7 +78,11 @@ for model, threads in cells:
     for side in ("pens", "level", "recursive"):
         runs = [r for r in rows if r["model"] == model and r["threads"] == threads and r["peer"] == side]
         median[side] = {k: statistics.median(r[k] for r in runs) for k in keys}
-        print(json.dumps({"model": model, "threads": threads, "side": side, **median[side], "runs": len(runs)}))
+        # pens' steps run again over the same trees, their TreeTapes compiled (bench/trees.cpp).
+        again = {"train_again_nodes_per_s": statistics.median(r["train_again_nodes_per_s"] for r in runs)} \
+            if side == "pens" else {}
+        print(json.dumps({"model": model, "threads": threads, "side": side, **median[side], **again,
+                          "runs": len(runs)}))
     ratios = {f"{k}_over_{side}": round(median["pens"][k] / median[side][k], 2)
               for k in keys for side in ("level", "recursive")}
     # The ratio over the level peer that pens would reach if all its useful work ran at

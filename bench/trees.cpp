@@ -2,8 +2,11 @@
 // `batch` trees at a time in `groups` groups on the threads, as the trainer runs them
 // (TreeStepGraphs; AdaGrad with the paper's ℓ2), and evaluation (the clean parent's
 // forward pass, on forests of `eval-forest` trees). Prints one JSON object:
-//   "train_nodes_per_s", "eval_nodes_per_s" (an evaluation that finds its tapes compiled,
-//   as a run's after its first), "eval_first_nodes_per_s" (the first, compiling them);
+//   "train_nodes_per_s" (the steps, compiling the TreeTapes of level widths as they meet
+//   them), "train_again_nodes_per_s" (the same steps again, their tapes compiled, as a
+//   run's steps after its first epoch mostly find them), "eval_nodes_per_s" (an
+//   evaluation that finds its tapes compiled, as a run's after its first),
+//   "eval_first_nodes_per_s" (the first, compiling them);
 //   "eval_flop_per_node": the clean forward pass's useful work per evaluated node;
 //   "train_flop_per_node": three times the forward pass's per trained node (each product
 //   runs forward, for the input gradients and for the weight gradients; it counts every
@@ -153,20 +156,25 @@ int main(int argc, char** argv) {
     std::vector<const SentimentTree*> members;
     std::vector<uint64_t> examples;
     int64_t train_nodes = 0;
-    double train_seconds = 0, train_flop = 0;
-    for (int64_t s = -2; s < steps; ++s) {  // two warm-up steps
-      const Clock::time_point t0 = Clock::now();
-      members.clear(), examples.clear();
-      int64_t nodes = 0;
-      for (int64_t i = 0; i < batch; ++i) {
-        members.push_back(&tree_at(s + 2, i));
-        examples.push_back(static_cast<uint64_t>(i + 1));
-        nodes += members.back()->size();
-      }
-      step_graphs.assign(tm, params, members, examples, 1.0, static_cast<size_t>(groups));
-      step_graphs.run(step, {.step = s + 2, .learning_rate = 0.01, .momentum = 0});
-      if (s >= 0) {
-        train_seconds += seconds(t0);
+    double train_seconds[2] = {0, 0}, train_flop = 0;
+    // Two passes over the same steps' trees, as over two epochs: the first compiles the
+    // TreeTapes of level widths it meets for the first time (after two warm-up steps), the
+    // second finds them compiled, as a run's steps mostly do after its first epoch.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int64_t s = pass == 0 ? -2 : 0; s < steps; ++s) {
+        const Clock::time_point t0 = Clock::now();
+        members.clear(), examples.clear();
+        int64_t nodes = 0;
+        for (int64_t i = 0; i < batch; ++i) {
+          members.push_back(&tree_at(s + 2, i));
+          examples.push_back(static_cast<uint64_t>(i + 1));
+          nodes += members.back()->size();
+        }
+        step_graphs.assign(tm, params, members, examples, 1.0, static_cast<size_t>(groups));
+        step_graphs.run(step, {.step = pass * (steps + 2) + s + 2, .learning_rate = 0.01, .momentum = 0});
+        if (s < 0) continue;
+        train_seconds[pass] += seconds(t0);
+        if (pass == 1) continue;
         train_nodes += nodes;
         for (const SentimentTree* t : members) train_flop += 3 * forward_flop(*t, dim, 5);
       }
@@ -189,11 +197,13 @@ int main(int argc, char** argv) {
     double product = 0;  // on one thread: the pool's other threads idle
     for (const int64_t rows : {64, 256}) product = std::max(product, bilinear_gflops(dim, rows, precision));
     std::printf("{\"side\": \"pens\", \"model\": \"%s\", \"dim\": %lld, \"threads\": %d, \"train_nodes_per_s\": %.0f, "
-                "\"eval_nodes_per_s\": %.0f, \"eval_first_nodes_per_s\": %.0f, \"train_flop_per_node\": %.0f, "
+                "\"train_again_nodes_per_s\": %.0f, \"eval_nodes_per_s\": %.0f, \"eval_first_nodes_per_s\": %.0f, "
+                "\"train_flop_per_node\": %.0f, "
                 "\"eval_flop_per_node\": %.0f, "
                 "\"eval_gflops\": %.1f, \"bilinear_gflops\": %.1f, \"groups\": %lld, \"eval_forest\": %lld, "
                 "\"precision\": \"%s\", \"steps\": %lld, \"nodes\": %lld}\n",
-                kind.c_str(), static_cast<long long>(dim), threads, static_cast<double>(train_nodes) / train_seconds,
+                kind.c_str(), static_cast<long long>(dim), threads, static_cast<double>(train_nodes) / train_seconds[0],
+                static_cast<double>(train_nodes) / train_seconds[1],
                 static_cast<double>(eval_nodes) / eval_seconds[1], static_cast<double>(eval_nodes) / eval_seconds[0],
                 train_flop / static_cast<double>(train_nodes), eval_flop / static_cast<double>(eval_nodes),
                 eval_flop / eval_seconds[1] / 1e9, product,
