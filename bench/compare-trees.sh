@@ -38,7 +38,7 @@ while [[ $# -gt 0 ]]; do
     --models) models="$2"; shift 2 ;;
     --precision) precision="$2"; shift 2 ;;
     --data) data="$2"; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare-trees: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
