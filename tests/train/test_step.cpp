@@ -18,6 +18,7 @@
 #include "pens/ops/random.h"
 #include "pens/train/loop/step.h"
 #include "pens/train/optim/constraints.h"
+#include "pens/train/optim/groups.h"
 #include "pens/train/optim/optimizer.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/helpers.h"
@@ -129,6 +130,64 @@ TEST_CASE("AdaGrad: G += g^2, theta -= eta g / (sqrt(G) + epsilon), by hand") {
   fresh.grad("b")[0] = 4.0f;
   plain->step({.step = 0, .learning_rate = 0.1});
   CHECK(fresh.value("b")[0] == doctest::Approx(0.9).epsilon(1e-6));
+}
+
+TEST_CASE("optimizer groups: a group's parameters take its kind, rate and momentum; the rest the run's") {
+  Graph g = two_params();
+  g.param("E", {40000}, {{"init", std::string("constant")}, {"value", 1.0}});  // past one thread's range
+  ParamStore<float> grouped(g), plain(g), alone(g);
+  for (ParamStore<float>* p : {&grouped, &plain, &alone}) {
+    p->initialize(g, 0);
+    for (size_t i = 0; i < p->grads().size(); ++i) p->grads()[i] = std::sin(0.37f * static_cast<float>(i));
+  }
+  // AdaGrad at 0.05 for W and b, plain SGD at 0.1 for E (Tai et al.'s Tree-LSTM).
+  const auto optimizer = make_optimizer_with_groups("adagrad", {}, 0.05,
+                                                    {{.params = {"E"}, .kind = "sgd", .learning_rate = 0.1}}, grouped);
+  CHECK(optimizer->kind() == "adagrad+groups");
+  CHECK(describe_groups({{.params = {"E"}, .kind = "sgd", .learning_rate = 0.1}}) == " (E on sgd at 0.1)");
+  CHECK(describe_groups({}).empty());
+  const auto adagrad = make_optimizer("adagrad", plain);
+  const auto sgd = make_optimizer("sgd", alone);
+  const int saved_threads = threads();
+  set_threads(2);
+  for (int64_t t = 0; t < 3; ++t) {
+    // The schedule at half its base rate, with momentum: the group's rate halves too, its momentum stays 0.
+    optimizer->step({.step = t, .learning_rate = 0.025, .momentum = 0.9});
+    adagrad->step({.step = t, .learning_rate = 0.025, .momentum = 0.9});
+    sgd->step({.step = t, .learning_rate = 0.05, .momentum = 0});
+  }
+  set_threads(saved_threads);
+  for (const char* name : {"W", "b"}) {
+    const auto got = grouped.value(name), want = plain.value(name);
+    for (int64_t i = 0; i < got.size(); ++i) CHECK(got[i] == want[i]);
+  }
+  const auto got = grouped.value("E"), want = alone.value("E");
+  int64_t differ = 0;
+  for (int64_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+  CHECK(differ == 0);
+  CHECK(got[1] != 1.0f);  // E moved
+  // The state: the run optimizer's buffers as they are, the group's under its number.
+  std::vector<std::string> names;
+  for (const StateBuffer& b : optimizer->state()) names.push_back(b.name);
+  CHECK(names == std::vector<std::string>{"sum_squares", "group1/velocity"});
+  // Ranges cut anywhere give the same bits (a constraint updates block by block).
+  CHECK(optimizer->elementwise());
+
+  SUBCASE("bad groups are errors that name them") {
+    const auto error_of = [&](std::vector<OptimizerGroup> groups) {
+      try {
+        make_optimizer_with_groups("adagrad", {}, 0.05, groups, grouped);
+      } catch (const Error& e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    };
+    CHECK(error_of({{.params = {"F"}}}).find("optimizer.groups[0].params: the model has no parameter 'F'") !=
+          std::string::npos);
+    CHECK(error_of({{.params = {"E"}}, {.params = {"W", "E"}}}).find("'E' is already in optimizer.groups[0]") !=
+          std::string::npos);
+    CHECK(error_of({{.params = {"E"}, .kind = "lion"}}).find("optimizer.groups[0]") != std::string::npos);
+  }
 }
 
 TEST_CASE("Adam: bias-corrected moments, by hand; the state saved by name") {

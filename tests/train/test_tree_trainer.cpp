@@ -220,6 +220,44 @@ TEST_CASE("the optimizer restarts at the configured epochs; a run resumed at a r
   CHECK(again.restart_before_epoch == 250);
 }
 
+TEST_CASE("a tree config's optimizer groups: the word vectors on SGD of their own, checkpointed, resumed") {
+  TempDir dir;
+  const TreeData data = make_treebank(dir, 40, 10, 10, 9);
+  save_model(build_ctn({.vocabulary = data.vocabulary.size(), .dim = 5, .classes = 5}), dir / "ctn.model.json");
+  const TreeConfig config = parse_tree_config(nlohmann::json::parse(cat(R"({"model": ")", dir / "ctn.model.json",
+      R"(", "task": "fine", "data": {"dir": ")", dir.path(), R"("}, "batch": {"trees": 8}, "run": {"epochs": 3},
+      "eval": {"samples": 1}, "optimizer": {"kind": "adagrad", "learning_rate": 0.05,
+        "groups": [{"params": ["E"], "kind": "sgd", "learning_rate": 0.1}]}})")), "cfg.json");
+  REQUIRE(config.optimizer_groups.size() == 1);
+  CHECK(config.optimizer_groups[0].params == std::vector<std::string>{"E"});
+  CHECK(parse_tree_config(to_json(config), "again").optimizer_groups == config.optimizer_groups);
+  TrainObserver quiet;
+  const auto final_values = [&](const std::string& run) {
+    const Model m = load_model(dir / (run + "/model.json"));
+    return std::vector<float>(m.values->values().begin(), m.values->values().end());
+  };
+  train_trees(config, data, dir / "grouped", quiet);
+  TreeConfig all_adagrad = config;
+  all_adagrad.optimizer_groups.clear();
+  train_trees(all_adagrad, data, dir / "plain", quiet);
+  CHECK(final_values("grouped") != final_values("plain"));
+  // Resumed from its checkpoint after epoch 2 (the group's velocity restored by name).
+  TreeConfig two = config;
+  two.epochs = 2;
+  train_trees(two, data, dir / "resumed", quiet);
+  train_trees(config, data, dir / "resumed", quiet, true);
+  CHECK(final_values("resumed") == final_values("grouped"));
+  // A group naming no parameter of the model stops the run before it trains.
+  TreeConfig wrong = config;
+  wrong.optimizer_groups[0].params = {"words"};
+  CHECK_THROWS_WITH_AS(train_trees(wrong, data, dir / "wrong", quiet),
+                       doctest::Contains("optimizer.groups[0].params: the model has no parameter 'words'"), Error);
+  CHECK_THROWS_WITH_AS(parse_tree_config(nlohmann::json::parse(
+                           R"({"model": "m.json", "task": "fine", "optimizer": {"groups": [{"params": ["E"]}]}})"),
+                           "cfg.json"),
+                       doctest::Contains("optimizer.groups[0].kind"), Error);
+}
+
 TEST_CASE("a tree config's data section sets the vocabulary policy, and a wrong type is named") {
   const auto parse = [](const std::string& data) {
     return parse_tree_config(nlohmann::json::parse(R"({"model": "m.json", "task": "fine", "data": )" + data + "}"),

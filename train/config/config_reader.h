@@ -22,6 +22,7 @@
 #include "pens/ops/ir/suggest.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/optim/constraints.h"
+#include "pens/train/optim/groups.h"
 #include "pens/train/optim/optimizer.h"
 #include "pens/train/optim/schedule.h"
 #include "pens/train/optim/transform.h"
@@ -300,6 +301,44 @@ inline nlohmann::json transforms_json(const std::vector<TransformSpec>& specs) {
   return out;
 }
 
+// optimizer.groups: parameters updated by optimizers of their own (train/optim/groups.h).
+inline void read_optimizer_groups(ConfigSection& optimizer, std::vector<OptimizerGroup>& out, const std::string& source) {
+  const nlohmann::json* list = optimizer.child("groups");
+  if (!list) return;
+  if (!list->is_array()) {
+    fail(source, ": optimizer.groups must be an array of {\"params\": [...], \"kind\": ..., \"learning_rate\": ...}");
+  }
+  out.clear();
+  for (size_t i = 0; i < list->size(); ++i) {
+    ConfigSection g((*list)[i], cat("optimizer.groups[", i, "]"), source);
+    OptimizerGroup& group = out.emplace_back();
+    const nlohmann::json* params = g.child("params");
+    if (!params || !params->is_array() || params->empty() ||
+        !std::all_of(params->begin(), params->end(), [](const nlohmann::json& p) { return p.is_string(); })) {
+      fail(source, ": ", g.where("params"), " must be a non-empty array of parameter names");
+    }
+    group.params = params->get<std::vector<std::string>>();
+    group.kind.clear();  // required here
+    g.required_string("kind", group.kind, "group's optimizer kind");
+    const OptimizerKind& kind = configured_optimizer(group.kind, source);
+    group.learning_rate = -1;
+    g.number("learning_rate", group.learning_rate, 0, 1e3);
+    if (group.learning_rate < 0) fail(source, ": ", g.where("learning_rate"), " is required");
+    g.number("momentum", group.momentum, 0, 1);
+    group.settings = g.settings(kind.settings, cat("optimizer.groups[", i, "] ", kind.name));
+  }
+}
+
+inline nlohmann::json optimizer_groups_json(const std::vector<OptimizerGroup>& groups) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const OptimizerGroup& g : groups) {
+    nlohmann::json j = attributes_json(g.settings);
+    j.update({{"params", g.params}, {"kind", g.kind}, {"learning_rate", g.learning_rate}, {"momentum", g.momentum}});
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 // The optimizer section's schedule (train/optim/schedule.h: learning rate, warm-up, decay,
 // momentum ramp) and max-norm rule (train/optim/constraints.h), as pens train and pens
 // pretrain configs both spell them.
@@ -352,6 +391,7 @@ void read_optimizer_section(ConfigSection& top, Config& c, const std::string& so
   read_schedule(s, c.schedule, c.max_norm_rule, source);
   read_fields(s, c, extra);
   read_transforms(s, c.transforms, source);
+  read_optimizer_groups(s, c.optimizer_groups, source);
   c.optimizer_settings = s.settings(kind.settings, "optimizer " + kind.name);
 }
 
@@ -362,6 +402,7 @@ nlohmann::json optimizer_section_json(const Config& c, std::span<const ConfigFie
   write_fields(o, c, extra);
   o["kind"] = c.optimizer;
   o["transforms"] = transforms_json(c.transforms);
+  if (!c.optimizer_groups.empty()) o["groups"] = optimizer_groups_json(c.optimizer_groups);
   return o;
 }
 

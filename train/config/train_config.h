@@ -13,6 +13,7 @@
 #include "pens/ops/ir/attributes.h"
 #include "pens/ops/precision.h"
 #include "pens/serialization/model.h"
+#include "pens/train/optim/groups.h"
 #include "pens/train/optim/schedule.h"
 #include "pens/train/optim/transform.h"
 
@@ -54,6 +55,8 @@ struct TrainConfig {
   // The optimizer: a registered kind (train/optim/optimizer.h) and its own settings.
   std::string optimizer = "sgd";
   Attributes optimizer_settings;
+  // Parameters updated by optimizers of their own (optimizer.groups, train/optim/groups.h).
+  std::vector<OptimizerGroup> optimizer_groups;
   // Gradient transforms before the optimizer (optimizer.transforms: ℓ2, holds).
   std::vector<TransformSpec> transforms;
   // Learning rate and momentum; the λ stages come from the model unless set below.

@@ -13,6 +13,7 @@
 #include "pens/graph/pseudo_ensemble.h"
 #include "pens/models/sst.h"
 #include "pens/ops/ir/attributes.h"
+#include "pens/train/optim/groups.h"
 #include "pens/train/optim/schedule.h"
 #include "pens/train/optim/transform.h"
 
@@ -37,6 +38,8 @@ struct TreeConfig {
   int64_t batch_groups = 4;
   std::string optimizer = "adagrad";
   Attributes optimizer_settings;
+  // Parameters updated by optimizers of their own (optimizer.groups, train/optim/groups.h).
+  std::vector<OptimizerGroup> optimizer_groups;
   // Gradient transforms after the l2 and word freezing below (optimizer.transforms).
   std::vector<TransformSpec> transforms;
   // The learning rate (0.01), its warm-up, decay and annealing, and the momentum, as a

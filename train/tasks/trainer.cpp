@@ -18,6 +18,7 @@
 #include "pens/train/loop/run.h"
 #include "pens/train/loop/run_loop.h"
 #include "pens/train/loop/step.h"
+#include "pens/train/optim/groups.h"
 #include "pens/train/optim/schedule.h"
 #include "pens/train/tasks/batch_plan.h"
 #include "pens/train/tasks/evaluation.h"
@@ -202,7 +203,8 @@ void ClassifierTask::load_model_and_graphs() {
 
 void ClassifierTask::make_optimizer_and_step() {
   ParamStore<float>& params = *model_.values;
-  optimizer_ = make_optimizer(config_.optimizer, params, config_.optimizer_settings);
+  optimizer_ = make_optimizer_with_groups(config_.optimizer, config_.optimizer_settings, config_.schedule.learning_rate,
+                                          config_.optimizer_groups, params);
   step_ = std::make_unique<Step>(params, *optimizer_,
                                  model_constraints(model_.graph, params, parse_max_norm_rule(config_.max_norm_rule)),
                                  config_.seed);
@@ -253,7 +255,7 @@ void ClassifierTask::split_data() {
                            split.unlabeled.size(), " unlabeled, ", split.validation.size(), " validation, ",
                            data_.test.size, " test; ", model_.values->numel(), " parameters; batch ",
                            config_.batch_labeled, " labeled + ", config_.batch_unlabeled, " unlabeled; optimizer ",
-                           config_.optimizer, sharing()));
+                           config_.optimizer, describe_groups(config_.optimizer_groups), sharing()));
 }
 
 // How the batch is shared out, for the run's first lines: "" for one process at once.

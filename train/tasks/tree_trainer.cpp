@@ -15,6 +15,7 @@
 #include "pens/train/loop/run.h"
 #include "pens/train/loop/run_loop.h"
 #include "pens/train/loop/step.h"
+#include "pens/train/optim/groups.h"
 #include "pens/train/tasks/trainer.h"
 #include "pens/train/tasks/tree_model.h"
 
@@ -152,7 +153,8 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
     fail(config.source.empty() ? "" : config.source + ": ", "freeze_words_epochs: ", config.model,
          " has no word table (a parameter its cell looks up by the words port) to freeze");
   }
-  optimizer_ = make_optimizer(config.optimizer, params, config.optimizer_settings);
+  optimizer_ = make_optimizer_with_groups(config.optimizer, config.optimizer_settings, config.schedule.learning_rate,
+                                          config.optimizer_groups, params);
   step_ = std::make_unique<Step>(params, *optimizer_,
                                  model_constraints(model_.graph, params, parse_max_norm_rule(config.max_norm_rule)),
                                  config.seed);
@@ -176,7 +178,7 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
   observer.on_message(cat(config.task, " task: ", train_rows_.size(), " training trees, ", data.bank.dev.size(), " dev, ",
                           data.bank.test.size(), " test; vocabulary ", data.vocabulary.size(), " words; ",
                           params.numel(), " parameters; ", config.batch_trees, " trees per step, ", steps_per_epoch_,
-                          " steps per epoch; optimizer ", config.optimizer,
+                          " steps per epoch; optimizer ", config.optimizer, describe_groups(config.optimizer_groups),
                           trees_->samples_subspaces() ? cat("; evaluation averages ", config.eval_samples, " subspace draws")
                                                       : std::string("; evaluation by the clean parent"),
                           processes_ > 1 ? cat("; ", processes_, " processes, each computing its share of every "
