@@ -33,6 +33,7 @@ PAPER = {("fine", "ctn"): 43.1, ("fine", "ctn+f"): 46.1, ("fine", "ctn+s"): 47.5
          ("fine", "tree-lstm"): 51.0, ("binary", "tree-lstm"): 88.0,
          ("fine", "tree-lstm-glove"): 51.0, ("binary", "tree-lstm-glove"): 88.0,
          ("fine", "tree-lstm-glove+ema"): 51.0, ("binary", "tree-lstm-glove+ema"): 88.0,
+         ("fine", "tree-lstm-glove+sgd-words+ema"): 51.0, ("binary", "tree-lstm-glove+sgd-words+ema"): 88.0,
          ("fine", "ctn+s+pea"): None, ("binary", "ctn+s+pea"): None,
          ("fine", "ctn+f+s+pea"): None, ("binary", "ctn+f+s+pea"): None}
 # A fine-grained model read as binary: its cell's runs, evaluated on the binary task.
@@ -40,7 +41,7 @@ FOLDED = "-fine-folded"
 PAPER.update({("binary", method + FOLDED): PAPER[("binary", method)]
               for task, method in list(PAPER) if task == "fine"})
 METHODS = ["ctn", "ctn+f", "ctn+s", "ctn+f+s", "ctn+s+pea", "ctn+f+s+pea", "tree-lstm", "tree-lstm-glove",
-           "tree-lstm-glove+ema"]
+           "tree-lstm-glove+ema", "tree-lstm-glove+sgd-words+ema"]
 METHODS += [method + FOLDED for method in METHODS]
 BEGIN, END = "<!-- table2: written by scripts/paper/table2.sh -->", "<!-- /table2 -->"
 
@@ -261,7 +262,7 @@ def draw_curves(cell_curves, image):
         print(f"results_trees: gnuplot not found, {image.name} not drawn ({data.name} written)", file=sys.stderr)
         return
     colors = {"ctn": "#1b9e77", "ctn+f": "#d95f02", "ctn+s": "#7570b3", "ctn+f+s": "#e7298a", "tree-lstm": "#666666", "tree-lstm-glove": "#000000",
-              "tree-lstm-glove+ema": "#a6761d",
+              "tree-lstm-glove+ema": "#a6761d", "tree-lstm-glove+sgd-words+ema": "#1f78b4",
               "ctn+s+pea": "#66a61e", "ctn+f+s+pea": "#e6ab02"}
     script = ["set terminal pngcairo size 1200,560 noenhanced", f"set output '{image}'",
               "set datafile missing '?'", "set multiplot layout 1,2", "set grid", "set xlabel 'epoch'",

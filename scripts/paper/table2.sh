@@ -24,7 +24,10 @@
 #                       0.5, 0.75, 1 over epochs 1-2, 3-6, 7-10, 11-16, then 1.5); and
 #                       a method with +ema after it (tree-lstm-glove+ema): the same
 #                       training, evaluated with a moving average (decay 0.999) of every
-#                       trained parameter (scripts/add-weight-averages.py)
+#                       trained parameter (scripts/add-weight-averages.py); and +sgd-words
+#                       before it or alone (tree-lstm-glove+sgd-words+ema): the word vectors
+#                       updated by plain SGD at 0.1 beside AdaGrad for the rest, as Tai et
+#                       al.'s code trains them (optimizer.groups)
 #   --epochs E          epochs per run (default 400, the paper's)
 #   --budget-minutes M  wall-clock budget per run (default: none)
 #   --patience P        end a run once its best dev epoch is P epochs old (run.patience_epochs;
@@ -108,6 +111,11 @@ if [[ $report_only == 0 ]]; then
     if [[ $task == fine ]]; then classes=5 lr=0.01 l2w=4e-3; else classes=2 lr=0.005 l2w=2e-3; fi
     for method in ${methods//,/ }; do
       base=${method%+ema}  # the method whose training +ema evaluates with averaged weights
+      groups=""
+      if [[ $base == *+sgd-words ]]; then
+        base=${base%+sgd-words}
+        groups=', "groups": [{"params": ["E"], "kind": "sgd", "learning_rate": 0.1}]'
+      fi
       options=()  # pens new ctn's
       [[ $model_cell == authors ]] && options+=(--leaf-tanh --init authors)
       words_lowercase=$lowercase vectors=""
@@ -160,7 +168,7 @@ PY
   "task": "$task",
   "data": {"dir": "$data", "min_count": 1, "lowercase": $words_lowercase},
   "batch": {"trees": $batch},
-  "optimizer": {"kind": "adagrad", "learning_rate": $rate$adagrad},
+  "optimizer": {"kind": "adagrad", "learning_rate": $rate$adagrad$groups},
   "l2": {$l2},$lambdas
   "run": {"epochs": $epochs, "budget_minutes": $budget, "patience_epochs": $patience, "threads": $threads},
   "eval": {"samples": $samples, "train_trees": 500}
