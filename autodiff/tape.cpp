@@ -99,7 +99,7 @@ Tape<T>::Tape(const Graph& g, ParamStore<T>& params, CompileOptions options)
     if (n.op->scratch) {
       in_infos.clear();
       for (NodeId u : g.inputs(v)) in_infos.push_back(values[u]);
-      scratch_len[v] = n.op->scratch(InferCtx(n, in_infos), values[v]);
+      scratch_len[v] = n.op->scratch(InferCtx(n, in_infos, options.precision), values[v]);
       scratch_at[v] = plan.take(scratch_len[v]);
     }
   }

@@ -56,13 +56,16 @@ struct InputSlot {
   bool differentiable = true;
 };
 
-// What shape inference sees: the node and the values of its inputs.
+// What shape inference sees: the node and the values of its inputs; and, for an op's
+// scratch size, the precision its products will run in.
 class InferCtx {
  public:
-  InferCtx(const Node& node, std::span<const ValueInfo> in) : node(node), in(in) {}
+  InferCtx(const Node& node, std::span<const ValueInfo> in, Precision precision = Precision::Float32)
+      : node(node), in(in), precision(precision) {}
 
   const Node& node;
   std::span<const ValueInfo> in;
+  Precision precision;
   const Attributes& attrs() const { return node.attrs; }
 
   [[noreturn]] void fail(const std::string& message) const;

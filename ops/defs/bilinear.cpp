@@ -27,6 +27,11 @@ namespace pens {
 // dv1 += diag(dy[:,k]) v2 T_kᵀ, dv2 += diag(dy[:,k]) v1 T_k, dT_k += v1ᵀ diag(dy[:,k]) v2.
 // The scratch holds one [B, max(n, m)] product at a time: a forest of 64 trees has
 // levels of hundreds of rows, whose X would be megabytes per level.
+//
+// On oneDNN (a tape whose products run in float32-onednn) the forward pass above
+// kOuterRows is the outer-product form again, kChunkRows rows at a time, one oneDNN
+// product per chunk: its kernel runs that shape faster than Eigen's runs the slices
+// (docs/performance.md); the scratch then also holds one chunk's X.
 struct Bilinear {
   static constexpr const char* kName = "bilinear";
   static constexpr const char* kSummary = "t_k = v1ᵀ T_k v2 per row, T of shape [k, n, m]";
@@ -50,8 +55,10 @@ struct Bilinear {
   static int64_t scratch(const InferCtx& ctx, const ValueInfo&) {
     const int64_t rows = ctx.in[0].shape[0];
     const Shape& t = ctx.in[1].shape;
-    return rows <= kOuterRows ? 2 * rows * t[1] * t[2]
-                              : std::max(rows * std::max(t[1], t[2]), std::min(rows, kChunkRows) * t[1] * t[2]);
+    if (rows <= kOuterRows) return 2 * rows * t[1] * t[2];
+    // On oneDNN, the forward pass's outer products of a chunk of rows; backward's slices.
+    const int64_t slices = rows * std::max(t[1], t[2]);
+    return ctx.precision == Precision::Float32 ? slices : std::max(slices, std::min(rows, kChunkRows) * t[1] * t[2]);
   }
   template <class T>
   using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;

@@ -46,7 +46,6 @@ class TreeModel {
   SentimentTask task() const { return task_; }
   // The precision of the products of the TreeTapes made after this (ops/precision.h).
   void set_precision(Precision precision) { precision_ = precision; }
-  Precision precision() const { return precision_; }
   // The model's tree cell (its parameters, noise annotations and moving averages).
   const Graph& cell() const { return model_.graph; }
   // Whether the model samples subspaces (then evaluation averages over draws).
