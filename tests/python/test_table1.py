@@ -11,22 +11,29 @@ import time
 from conftest import ROOT, small_model
 
 
+def small_configs(tmp_path, name, labeled, epochs, steps_per_epoch, **extra):
+    """A configs folder holding the small model and one config `name` for it on the small
+    data set (16 + 16 rows a step, 1 thread); `extra` adds top-level sections."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    small_model().save(str(configs / "small.model.json"))
+    (configs / name).write_text(json.dumps({
+        "model": "small.model.json",
+        "data": {"labeled": labeled, "validation": 100, "split_seed": 1},
+        "batch": {"labeled": 16, "unlabeled": 16},
+        "optimizer": {"learning_rate": 0.1},
+        "run": {"epochs": epochs, "steps_per_epoch": steps_per_epoch, "seed": 3, "threads": 1},
+        "eval": {"every_epochs": 1},
+        **extra,
+    }))
+    return configs
+
+
 def campaign(tmp_path, small_mnist, pens_binary):
     """The table1.sh command of a 3-split PEA cell at 20 labels on the small data set,
     with its configs folder: long enough (200 epochs of 10 steps, a checkpoint each
     epoch) to be interrupted between checkpoints."""
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    small_model().save(str(configs / "small.model.json"))
-    (configs / "pea-20.json").write_text(json.dumps({
-        "model": "small.model.json",
-        "data": {"labeled": 100, "validation": 100, "split_seed": 1},
-        "batch": {"labeled": 16, "unlabeled": 16},
-        "optimizer": {"learning_rate": 0.1},
-        "run": {"epochs": 200, "steps_per_epoch": 10, "seed": 3, "threads": 1},
-        "eval": {"every_epochs": 1},
-        "checkpoint": {"every_epochs": 1},
-    }))
+    configs = small_configs(tmp_path, "pea-20.json", 100, 200, 10, checkpoint={"every_epochs": 1})
     return [str(ROOT / "scripts" / "paper" / "table1.sh"), "--methods", "pea", "--labels", "20", "--splits", "3",
             "--configs", str(configs), "--data-dir", str(small_mnist), "--pens", pens_binary,
             "--runs", str(tmp_path / "runs"), "--report", str(tmp_path / "report")]
@@ -202,17 +209,7 @@ def test_records_measured_run_by_run_are_rows_of_their_own_table(tmp_path):
 def test_a_supervised_cell_runs_one_split_per_validation_seed(tmp_path, small_mnist, pens_binary):
     """--supervised-splits N: the fully supervised cell's runs hold out the validation
     images of split seeds 1..N, and its record has N splits."""
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    small_model().save(str(configs / "small.model.json"))
-    (configs / "sde-supervised.json").write_text(json.dumps({
-        "model": "small.model.json",
-        "data": {"labeled": 0, "validation": 100, "split_seed": 1},
-        "batch": {"labeled": 16, "unlabeled": 16},
-        "optimizer": {"learning_rate": 0.1},
-        "run": {"epochs": 2, "steps_per_epoch": 5, "seed": 3, "threads": 1},
-        "eval": {"every_epochs": 1},
-    }))
+    configs = small_configs(tmp_path, "sde-supervised.json", 0, 2, 5)
     command = [str(ROOT / "scripts" / "paper" / "table1.sh"), "--labels", "", "--supervised",
                "--supervised-methods", "sde", "--supervised-splits", "2", "--configs", str(configs),
                "--data-dir", str(small_mnist), "--pens", pens_binary, "--runs", str(tmp_path / "runs"),
