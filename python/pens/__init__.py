@@ -376,12 +376,21 @@ class TrainingPlan:
     recalibrate_statistics = property(lambda self: self._core.recalibrate_statistics,
                                       doc="the config's eval.recalibrate_statistics (0: none)")
     max_norm_rule = property(lambda self: self._core.max_norm_rule)
+    optimizer_groups = property(lambda self: self._core.optimizer_groups,
+                                doc="the config's optimizer.groups, as pens.optim.Optimizer takes them")
+    base_learning_rate = property(lambda self: self._core.base_learning_rate,
+                                  doc="the config's optimizer.learning_rate: the groups' rates are relative to it")
 
     def optimizer(self, program):
-        """The config's optimizer (kind, settings, max-norm rule) over a program."""
+        """The config's optimizer (kind, settings, max-norm rule, groups) over a program,
+        set to step 0's learning rate and momentum."""
+        # Made at the schedule's base rate, which the groups' rates are relative to.
+        opt = optim.Optimizer(program, self._core.optimizer, self.base_learning_rate, 0.0,
+                              self.max_norm_rule, groups=self.optimizer_groups,
+                              **self._core.optimizer_settings)
         first = self.at(0)
-        return optim.Optimizer(program, self._core.optimizer, first["learning_rate"], first["momentum"],
-                               self._core.max_norm_rule, **self._core.optimizer_settings)
+        opt.lr, opt.momentum = first["learning_rate"], first["momentum"]
+        return opt
 
     def batch(self, step):
         return self._core.batch(_count(step, "step", 0))

@@ -27,6 +27,7 @@
 #include "pens/train/config/train_config.h"
 #include "pens/train/loop/run.h"
 #include "pens/train/optim/constraints.h"
+#include "pens/train/optim/groups.h"
 #include "pens/train/optim/optimizer.h"
 #include "pens/train/tasks/batch_plan.h"
 #include "pens/train/tasks/evaluation.h"
@@ -421,29 +422,86 @@ std::unique_ptr<Compiled> compile_tree(const Model& model, const std::string& te
   return program;
 }
 
+// A Python dict of an optimizer kind's settings (numbers and strings) as Attributes;
+// `where` names the dict in errors.
+Attributes optimizer_settings(const py::dict& settings, const std::string& where) {
+  Attributes attrs;
+  for (const auto& [key, value] : settings) {
+    const std::string name = py::cast<std::string>(key);
+    if (py::isinstance<py::bool_>(value)) fail(where, "setting '", name, "' takes a number, got a bool");
+    if (py::isinstance<py::int_>(value)) {
+      attrs.set(name, value.cast<int64_t>());
+    } else if (py::isinstance<py::float_>(value)) {
+      attrs.set(name, value.cast<double>());
+    } else if (py::isinstance<py::str>(value)) {
+      attrs.set(name, value.cast<std::string>());
+    } else {
+      fail(where, "setting '", name, "' takes a number or a string, got ",
+           py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+    }
+  }
+  return attrs;
+}
+
+// pens.optim's groups: dicts {"params": [names], "kind": K, "lr": rate, "momentum": m,
+// ...K's settings} as train/optim/groups.h's OptimizerGroup.
+std::vector<OptimizerGroup> optimizer_groups(const py::list& groups) {
+  std::vector<OptimizerGroup> out;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const std::string where = cat("groups[", i, "]");
+    if (!py::isinstance<py::dict>(groups[i])) {
+      fail(where, " must be a dict {'params': [...], 'kind': ..., 'lr': ...}, got ",
+           py::str(py::type::of(groups[i]).attr("__name__")).cast<std::string>());
+    }
+    py::dict rest = py::dict(groups[i]);  // a copy: what is left after the named keys is the kind's settings
+    const auto take = [&](const char* key, bool required) -> py::object {
+      if (!rest.contains(key)) {
+        if (required) fail(where, " has no '", key, "'");
+        return py::none();
+      }
+      py::object value = rest[key];
+      PyDict_DelItemString(rest.ptr(), key);
+      return value;
+    };
+    OptimizerGroup& group = out.emplace_back();
+    const py::object params = take("params", true);
+    if (py::isinstance<py::str>(params) || !py::isinstance<py::sequence>(params) || py::len(params) == 0) {
+      fail(where, "['params'] must be a non-empty list of parameter names");
+    }
+    for (const py::handle name : params) {
+      if (!py::isinstance<py::str>(name)) fail(where, "['params'] must be a non-empty list of parameter names");
+      group.params.push_back(name.cast<std::string>());
+    }
+    const py::object kind = take("kind", true);
+    if (!py::isinstance<py::str>(kind)) fail(where, "['kind'] must be an optimizer's name");
+    group.kind = kind.cast<std::string>();
+    const py::object lr = take("lr", true);
+    if (py::isinstance<py::bool_>(lr) || !(py::isinstance<py::int_>(lr) || py::isinstance<py::float_>(lr))) {
+      fail(where, "['lr'] must be a number");
+    }
+    group.learning_rate = lr.cast<double>();
+    if (const py::object momentum = take("momentum", false); !momentum.is_none()) {
+      if (py::isinstance<py::bool_>(momentum) ||
+          !(py::isinstance<py::int_>(momentum) || py::isinstance<py::float_>(momentum))) {
+        fail(where, "['momentum'] must be a number");
+      }
+      group.momentum = momentum.cast<double>();
+    }
+    group.settings = optimizer_settings(rest, where + " ");
+  }
+  return out;
+}
+
 // An optimizer of a registered kind over a float32 program's parameters, with the
-// model's max-norm constraints after each update.
+// model's max-norm constraints after each update; `groups` put parameters on optimizers
+// of their own, their rates relative to `learning_rate` as given here.
 class PythonOptimizer {
  public:
   PythonOptimizer(Compiled& program, const std::string& kind, double learning_rate, double momentum,
-                  const std::string& max_norm_rule, const py::dict& settings)
+                  const std::string& max_norm_rule, const py::dict& settings, const py::list& groups)
       : learning_rate(learning_rate), momentum(momentum), program_(program) {
-    Attributes attrs;
-    for (const auto& [key, value] : settings) {
-      const std::string name = py::cast<std::string>(key);
-      if (py::isinstance<py::bool_>(value)) fail("optimizer setting '", name, "' takes a number, got a bool");
-      if (py::isinstance<py::int_>(value)) {
-        attrs.set(name, value.cast<int64_t>());
-      } else if (py::isinstance<py::float_>(value)) {
-        attrs.set(name, value.cast<double>());
-      } else if (py::isinstance<py::str>(value)) {
-        attrs.set(name, value.cast<std::string>());
-      } else {
-        fail("optimizer setting '", name, "' takes a number or a string, got ",
-             py::str(py::type::of(value).attr("__name__")).cast<std::string>());
-      }
-    }
-    optimizer_ = make_optimizer(kind, program.float_params(), std::move(attrs));
+    optimizer_ = make_optimizer_with_groups(kind, optimizer_settings(settings, "optimizer "), learning_rate,
+                                            optimizer_groups(groups), program.float_params());
     constraints_ = model_constraints(program.graph(), program.float_params(), parse_max_norm_rule(max_norm_rule));
   }
   void step() {
@@ -715,9 +773,10 @@ PYBIND11_MODULE(_pens, m) {
       .def("grads", [](py::object self) { return self.cast<Compiled&>().parameters(self, true); });
 
   py::class_<PythonOptimizer>(m, "Optimizer")
-      .def(py::init<Compiled&, const std::string&, double, double, const std::string&, const py::dict&>(),
+      .def(py::init<Compiled&, const std::string&, double, double, const std::string&, const py::dict&,
+                    const py::list&>(),
            "program"_a, "kind"_a, "learning_rate"_a, "momentum"_a, "max_norm_rule"_a, "settings"_a,
-           py::keep_alive<1, 2>())
+           "groups"_a = py::list(), py::keep_alive<1, 2>())
       .def("step", &PythonOptimizer::step)
       .def("restart", &PythonOptimizer::restart)
       .def_property_readonly("kind", &PythonOptimizer::kind)
@@ -844,6 +903,19 @@ PYBIND11_MODULE(_pens, m) {
       .def_property_readonly("optimizer_settings", [](const PythonPlan& p) {
              return to_python(attributes_json(p.config().optimizer_settings));
            })
+      .def_property_readonly("optimizer_groups", [](const PythonPlan& p) {
+             py::list out;
+             for (const OptimizerGroup& g : p.config().optimizer_groups) {
+               py::dict group = to_python(attributes_json(g.settings));
+               group["params"] = g.params;
+               group["kind"] = g.kind;
+               group["lr"] = g.learning_rate;
+               group["momentum"] = g.momentum;
+               out.append(group);
+             }
+             return out;
+           })
+      .def_property_readonly("base_learning_rate", [](const PythonPlan& p) { return p.config().schedule.learning_rate; })
       .def_property_readonly("max_norm_rule", [](const PythonPlan& p) { return p.config().max_norm_rule; })
       .def_property_readonly("inputs", [](const PythonPlan& p) { return py::make_tuple(p.io().x, p.io().y); })
       .def("batch", &PythonPlan::batch, "step"_a)

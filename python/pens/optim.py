@@ -24,17 +24,30 @@ def kinds():
 class Optimizer:
     """An optimizer of a registered `kind` over a float32 program's parameters. lr and
     momentum may be changed between steps (a schedule is a loop that sets them); settings
-    are the kind's own (`pens optimizers` lists them), checked as a config's are."""
+    are the kind's own (`pens optimizers` lists them), checked as a config's are.
 
-    def __init__(self, program, kind, lr, momentum=0.0, max_norm_rule="unit-incoming", **settings):
+    groups put named parameters on optimizers of their own, as a config's
+    optimizer.groups does: a list of dicts {"params": [names], "kind": K, "lr": rate,
+    "momentum": m (default 0, constant), ...K's settings}. A group's lr is its rate while
+    the optimizer's lr is the one given here; setting opt.lr later scales every group's
+    rate alike, as a config's schedule does. Kinds that update the whole store at once
+    (Adam) take no groups, beside them or in them.
+
+        opt = pens.optim.AdaGrad(program, lr=0.05, groups=[{"params": ["E"], "kind": "sgd", "lr": 0.1}])
+    """
+
+    def __init__(self, program, kind, lr, momentum=0.0, max_norm_rule="unit-incoming", *, groups=(), **settings):
         from . import Program, _number
 
         if not isinstance(program, Program):
             raise Error(f"an optimizer takes a pens.Program (pens.compile), got {type(program).__name__}")
         if not isinstance(kind, str):
             raise Error(f"kind must be an optimizer's name ({', '.join(kinds())}), got {kind!r}")
+        if isinstance(groups, dict) or not isinstance(groups, (list, tuple)):
+            raise Error(f"groups must be a list of dicts {{'params': [...], 'kind': ..., 'lr': ...}}, "
+                        f"got {type(groups).__name__}")
         self._core = _pens.Optimizer(program._core, kind, _number(lr, "lr"), _number(momentum, "momentum"),
-                                     max_norm_rule, settings)
+                                     max_norm_rule, settings, list(groups))
 
     kind = property(lambda self: self._core.kind, doc="the registered kind")
     steps = property(lambda self: self._core.steps, doc="updates made so far")
@@ -58,12 +71,12 @@ class Optimizer:
         self._core.restart()
 
 
-def SGD(program, lr, momentum=0.0, **settings):
-    return Optimizer(program, "sgd", lr, momentum, **settings)
+def SGD(program, lr, momentum=0.0, *, groups=(), **settings):
+    return Optimizer(program, "sgd", lr, momentum, groups=groups, **settings)
 
 
-def AdaGrad(program, lr, **settings):
-    return Optimizer(program, "adagrad", lr, **settings)
+def AdaGrad(program, lr, *, groups=(), **settings):
+    return Optimizer(program, "adagrad", lr, groups=groups, **settings)
 
 
 def Adam(program, lr, **settings):

@@ -107,6 +107,38 @@ def test_an_sgd_step_from_python_is_the_update_rule():
     assert set(pens.optim.kinds()) >= {"sgd", "adagrad", "adam"}
 
 
+def test_a_group_s_parameters_take_its_optimizer_and_rate_and_follow_the_optimizer_s_lr():
+    net = pens.compile(small_model(), batch=8, graph="training")
+    opt = pens.optim.SGD(net, lr=0.1, groups=[{"params": ["W1", "b1"], "kind": "sgd", "lr": 0.4}])
+    assert opt.kind == "sgd+groups"
+    rng = np.random.default_rng(5)
+    for lr in (0.1, 0.05):  # halving the run's rate halves the group's
+        opt.lr = lr
+        net.set_noise_key(1, opt.steps)
+        net.forward(feed(rng, 8))
+        grads = net.backward()
+        before = {name: value.copy() for name, value in net.parameters().items()}
+        opt.step()
+        for name, value in net.parameters().items():
+            rate = 4 * lr if name in ("W1", "b1") else lr
+            np.testing.assert_allclose(value, before[name] - rate * grads[name], rtol=1e-6, atol=1e-7, err_msg=name)
+    cases = [
+        ([{"params": ["W3"], "kind": "sgd", "lr": 0.1}], "groups[0].params: the model has no parameter 'W3'"),
+        ([{"params": ["W1"], "kind": "sgd", "lr": 0.1}, {"params": ["W1"], "kind": "sgd", "lr": 0.2}],
+         "'W1' is already in optimizer.groups[0]"),
+        ([{"params": ["W1"], "kind": "adam", "lr": 0.1}], "has no update of a range of the store"),
+        ([{"params": ["W1"], "kind": "sgd"}], "groups[0] has no 'lr'"),
+        ([{"params": "W1", "kind": "sgd", "lr": 0.1}], "groups[0]['params'] must be a non-empty list"),
+        ([{"params": ["W1"], "kind": "sgd", "lr": 0.1, "nesterov": True}], "groups[0] setting 'nesterov' takes a number"),
+        ({"params": ["W1"]}, "groups must be a list of dicts"),
+    ]
+    for groups, message in cases:
+        with pytest.raises(pens.Error, match=re.escape(message)):
+            pens.optim.SGD(net, lr=0.1, groups=groups)
+    with pytest.raises(pens.Error, match="optimizer adam updates the whole store at once"):
+        pens.optim.Adam(net, lr=0.1, groups=[{"params": ["W1"], "kind": "sgd", "lr": 0.1}])
+
+
 def test_a_python_training_loop_lowers_the_objective_and_its_model_saves(tmp_path):
     model = small_model()
     rng = np.random.default_rng(6)
@@ -380,6 +412,29 @@ def test_a_loop_written_in_python_trains_exactly_as_pens_train(tmp_path, small_c
     batch = plan.batch(0)
     assert batch["x"].shape == (32, 16) and batch["y"].shape == (16,)
     assert len(plan.data("labeled")[1]) == 100 and len(plan.data("validation")[1]) == 100
+
+
+def test_a_loop_written_in_python_trains_a_config_s_optimizer_groups_exactly_as_pens_train(tmp_path, small_config):
+    # The groups' rates are relative to the schedule's base rate, which warm-up and decay
+    # move away from: the loop must scale them as pens train does.
+    config = json.loads(small_config.read_text())
+    config["optimizer"].update(kind="sgd", learning_rate=0.1, momentum_start=0.5, warmup_epochs=1, decay=0.9,
+                               groups=[{"params": ["W2", "b2"], "kind": "adagrad", "learning_rate": 0.03}])
+    small_config.write_text(json.dumps(config))
+    pens.train(small_config, out=tmp_path / "run")
+    plan = pens.TrainingPlan(small_config)
+    assert plan.optimizer_groups == [{"params": ["W2", "b2"], "kind": "adagrad", "lr": 0.03, "momentum": 0.0,
+                                      "epsilon": 1e-8, "initial_accumulator": 0.0}]
+    assert plan.at(0)["learning_rate"] < plan.base_learning_rate == 0.1
+    model = python_loop.train_by_plan(plan)
+    trained = pens.load(tmp_path / "run" / "model.json").parameters()
+    for name, value in model.parameters().items():
+        np.testing.assert_array_equal(value, trained[name], err_msg=name)
+    # Without the groups the same loop trains another model: the test can tell.
+    config["optimizer"].pop("groups")
+    (tmp_path / "plain.json").write_text(json.dumps(config))
+    plain = python_loop.train_by_plan(pens.TrainingPlan(tmp_path / "plain.json")).parameters()
+    assert not np.array_equal(plain["W2"], trained["W2"])
 
 
 def test_a_plan_is_of_batches_alone_so_recalibrated_evaluation_is_allowed_and_shards_are_not(tmp_path, small_config):
