@@ -43,7 +43,7 @@ class Optimizer:
             raise Error(f"an optimizer takes a pens.Program (pens.compile), got {type(program).__name__}")
         if not isinstance(kind, str):
             raise Error(f"kind must be an optimizer's name ({', '.join(kinds())}), got {kind!r}")
-        if isinstance(groups, dict) or not isinstance(groups, (list, tuple)):
+        if not isinstance(groups, (list, tuple)):
             raise Error(f"groups must be a list of dicts {{'params': [...], 'kind': ..., 'lr': ...}}, "
                         f"got {type(groups).__name__}")
         self._core = _pens.Optimizer(program._core, kind, _number(lr, "lr"), _number(momentum, "momentum"),
