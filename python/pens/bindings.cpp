@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <variant>
 
@@ -24,6 +25,7 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
+#include "pens/train/config/config_reader.h"
 #include "pens/train/config/train_config.h"
 #include "pens/train/loop/run.h"
 #include "pens/train/optim/constraints.h"
@@ -475,18 +477,16 @@ std::vector<OptimizerGroup> optimizer_groups(const py::list& groups) {
     const py::object kind = take("kind", true);
     if (!py::isinstance<py::str>(kind)) fail(where, "['kind'] must be an optimizer's name");
     group.kind = kind.cast<std::string>();
-    const py::object lr = take("lr", true);
-    if (py::isinstance<py::bool_>(lr) || !(py::isinstance<py::int_>(lr) || py::isinstance<py::float_>(lr))) {
-      fail(where, "['lr'] must be a number");
-    }
-    group.learning_rate = lr.cast<double>();
-    if (const py::object momentum = take("momentum", false); !momentum.is_none()) {
-      if (py::isinstance<py::bool_>(momentum) ||
-          !(py::isinstance<py::int_>(momentum) || py::isinstance<py::float_>(momentum))) {
-        fail(where, "['momentum'] must be a number");
+    const auto number = [&](const char* key, bool required) -> std::optional<double> {
+      const py::object value = take(key, required);
+      if (value.is_none()) return std::nullopt;
+      if (py::isinstance<py::bool_>(value) || !(py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))) {
+        fail(where, "['", key, "'] must be a number");
       }
-      group.momentum = momentum.cast<double>();
-    }
+      return value.cast<double>();
+    };
+    group.learning_rate = *number("lr", true);
+    group.momentum = number("momentum", false).value_or(group.momentum);
     group.settings = optimizer_settings(rest, where + " ");
   }
   return out;
@@ -904,16 +904,13 @@ PYBIND11_MODULE(_pens, m) {
              return to_python(attributes_json(p.config().optimizer_settings));
            })
       .def_property_readonly("optimizer_groups", [](const PythonPlan& p) {
-             py::list out;
-             for (const OptimizerGroup& g : p.config().optimizer_groups) {
-               py::dict group = to_python(attributes_json(g.settings));
-               group["params"] = g.params;
-               group["kind"] = g.kind;
-               group["lr"] = g.learning_rate;
-               group["momentum"] = g.momentum;
-               out.append(group);
+             // The config's spelling, with pens.optim's "lr" for "learning_rate".
+             json groups = optimizer_groups_json(p.config().optimizer_groups);
+             for (json& g : groups) {
+               g["lr"] = g["learning_rate"];
+               g.erase("learning_rate");
              }
-             return out;
+             return to_python(groups);
            })
       .def_property_readonly("base_learning_rate", [](const PythonPlan& p) { return p.config().schedule.learning_rate; })
       .def_property_readonly("max_norm_rule", [](const PythonPlan& p) { return p.config().max_norm_rule; })
