@@ -22,6 +22,7 @@ from pathlib import Path
 PAPER = {
     ("vat", 100): 1.36, ("vat", 1000): 1.27, ("vat-ema", 100): 1.36, ("vat-ema", 1000): 1.27,
     ("vat-ema-long", 100): 1.36, ("vat-ema-long", 1000): 1.27,
+    ("vat-ema-anneal", 100): 1.36, ("vat-ema-anneal", 1000): 1.27,
     ("pea", 100): 10.79, ("pea", 600): 2.44, ("pea", 1000): 2.23, ("pea", 3000): 1.91,
     ("pea-authors", 100): 10.79, ("pea-authors", 600): 2.44, ("pea-authors", 1000): 2.23, ("pea-authors", 3000): 1.91,
     ("pea+", 100): 5.21, ("pea+", 600): 2.87, ("pea+", 1000): 2.64, ("pea+", 3000): 2.30,
@@ -33,9 +34,9 @@ PAPER = {
 }
 METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+-authors": 5, "pea+-long": 6,
                 "supervised-bn": 7, "pi": 8, "mean-teacher": 9, "pseudo-label": 10, "vat": 11, "vat-ema": 12,
-                "vat-ema-long": 13, "ladder": 14, "ladder-clean": 15, "ladder-anneal": 16,
-                "ladder-anneal-long": 17, "ladder-anneal-16": 18, "ladder-anneal-24": 19,
-                "ladder-by-part": 20, "ladder-vat": 21, "ladder-pea": 22}
+                "vat-ema-long": 13, "vat-ema-anneal": 14, "ladder": 15, "ladder-clean": 16, "ladder-anneal": 17,
+                "ladder-anneal-long": 18, "ladder-anneal-16": 19, "ladder-anneal-24": 20,
+                "ladder-anneal-24-150": 21, "ladder-by-part": 22, "ladder-vat": 23, "ladder-pea": 24}
 
 
 # Every ladder config is measured against the published ladder network.

@@ -18,7 +18,8 @@
 #                       PEA+: pretrain-authors.json once, then pea-plus-authors.json),
 #                       pea+-long (the same, its last lambda stage 245 epochs long:
 #                       pea-plus-authors-300.json), and the consistency methods vat,
-#                       vat-ema, vat-ema-long, pi, mean-teacher, pseudo-label, ladder
+#                       vat-ema, vat-ema-long, vat-ema-anneal (the ladder's schedule:
+#                       vat-bn-ema-100-anneal.json), pi, mean-teacher, pseudo-label, ladder
 #                       (ladder-100-long.json), ladder-clean (the same with the estimates
 #                       normalised by the clean encoder's statistics, as the ladder paper
 #                       does: ladder-clean-100-long.json), ladder-anneal (the same with
@@ -28,7 +29,9 @@
 #                       ladder-anneal-16 (16 labeled + 144 unlabeled rows a step:
 #                       ladder-clean-100-anneal-16.json),
 #                       ladder-anneal-24 (24 labeled + 136 unlabeled rows a step:
-#                       ladder-clean-100-anneal-24.json),
+#                       ladder-clean-100-anneal-24.json), ladder-anneal-24-150 (the same
+#                       on the ladder paper's 150 epochs, the last 50 decaying:
+#                       ladder-clean-100-anneal-24-150.json),
 #                       ladder-by-part (the ladder
 #                       paper's batch: all 100 labels and 100 unlabeled rows a step,
 #                       the two normalised apart: ladder-by-part-100.json), the
@@ -157,6 +160,7 @@ if [[ $report_only == 0 ]]; then
         vat) config=vat-bn-100.json ;;
         vat-ema) config=vat-bn-ema-100.json ;;
         vat-ema-long) config=vat-bn-ema-100-long.json ;;
+        vat-ema-anneal) config=vat-bn-ema-100-anneal.json ;;
         supervised-bn) config=supervised-bn-100.json ;;
         pi) config=pi-100.json ;;
         mean-teacher) config=mean-teacher-100.json ;;
@@ -167,6 +171,7 @@ if [[ $report_only == 0 ]]; then
         ladder-anneal-long) config=ladder-clean-100-anneal-long.json ;;
         ladder-anneal-16) config=ladder-clean-100-anneal-16.json ;;
         ladder-anneal-24) config=ladder-clean-100-anneal-24.json ;;
+        ladder-anneal-24-150) config=ladder-clean-100-anneal-24-150.json ;;
         ladder-by-part) config=ladder-by-part-100.json ;;
         ladder-vat) config=ladder-vat-100.json ;;
         ladder-pea) config=ladder-pea-100.json ;;
