@@ -20,9 +20,6 @@ from pathlib import Path
 # methods after it, their own papers' figures (VAT: Miyato et al. 2018; ladder networks:
 # Rasmus et al. 2015).
 PAPER = {
-    ("vat", 100): 1.36, ("vat", 1000): 1.27, ("vat-ema", 100): 1.36, ("vat-ema", 1000): 1.27,
-    ("vat-ema-long", 100): 1.36, ("vat-ema-long", 1000): 1.27,
-    ("vat-ema-anneal", 100): 1.36, ("vat-ema-anneal", 1000): 1.27,
     ("pea", 100): 10.79, ("pea", 600): 2.44, ("pea", 1000): 2.23, ("pea", 3000): 1.91,
     ("pea-authors", 100): 10.79, ("pea-authors", 600): 2.44, ("pea-authors", 1000): 2.23, ("pea-authors", 3000): 1.91,
     ("pea+", 100): 5.21, ("pea+", 600): 2.87, ("pea+", 1000): 2.64, ("pea+", 3000): 2.30,
@@ -39,9 +36,11 @@ METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+
                 "ladder-anneal-24-150": 21, "ladder-by-part": 22, "ladder-vat": 23, "ladder-pea": 24}
 
 
-# Every ladder config is measured against the published ladder network.
-PAPER.update({(m, n): published for m in METHOD_ORDER if m.startswith("ladder")
-              for n, published in ((100, 1.06), (1000, 0.84), (60000, 0.57))})
+# Every VAT config is measured against the published VAT, every ladder config against the
+# published ladder network.
+SUCCESSOR_PAPERS = {"vat": {100: 1.36, 1000: 1.27}, "ladder": {100: 1.06, 1000: 0.84, 60000: 0.57}}
+PAPER.update({(m, n): published for family, figures in SUCCESSOR_PAPERS.items()
+              for m in METHOD_ORDER if m.startswith(family) for n, published in figures.items()})
 
 # A run folder's name is METHOD-LABELS (matched whole, so pea+-long is not read as pea+).
 CELL = re.compile("(" + "|".join(map(re.escape, METHOD_ORDER)) + r")-(\d+|supervised)")
