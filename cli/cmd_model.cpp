@@ -74,17 +74,44 @@ std::vector<int64_t> parse_layers(const std::string& text) {
   return out;
 }
 
-// NODE:KIND:LAMBDA[:ROWS[:FLAGS]], FLAGS a comma-separated list of fixed, unscheduled and
-// a pairing (child-child or parent-child) for this term alone
-PenaltyTerm parse_penalty(const std::string& text) {
+// "1+3": children numbered from 1, for a noise annotation or a penalty term that only
+// some children carry.
+std::vector<int64_t> parse_children(const std::string& text, const std::string& option) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, '+');) {
+    char* end = nullptr;
+    const long long k = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || k < 1) {
+      fail(option, ": '", item, "' in '", text, "' is not a child (children are numbered from 1: 1+2)");
+    }
+    out.push_back(k);
+  }
+  return out;
+}
+
+// TEXT@CHILDREN -> TEXT, and CHILDREN (parse_children) into *children; TEXT alone leaves it empty.
+std::string strip_children(const std::string& text, const std::string& option, std::vector<int64_t>* children) {
+  const size_t at = text.rfind('@');
+  if (at == std::string::npos) return text;
+  *children = parse_children(text.substr(at + 1), option + " '" + text + "'");
+  return text.substr(0, at);
+}
+
+// NODE:KIND:LAMBDA[:ROWS[:FLAGS]][@CHILDREN], FLAGS a comma-separated list of fixed,
+// unscheduled and a pairing (child-child or parent-child) for this term alone, CHILDREN
+// the children it taps (1+2; default every child)
+PenaltyTerm parse_penalty(const std::string& option_text) {
+  PenaltyTerm t;
+  const std::string text = strip_children(option_text, "--penalty", &t.children);
   std::vector<std::string> parts;
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ':')) parts.push_back(item);
   if (parts.size() < 3 || parts.size() > 5) {
-    fail("--penalty '", text, "': expected NODE:KIND:LAMBDA[:ROWS[:fixed,unscheduled,child-child|parent-child]]");
+    fail("--penalty '", text,
+         "': expected NODE:KIND:LAMBDA[:ROWS[:fixed,unscheduled,child-child|parent-child]][@CHILDREN]");
   }
-  PenaltyTerm t;
   t.node = parts[0];
   t.kind = parts[1];
   try {
@@ -121,10 +148,13 @@ void add_penalty_options(const Args& args, const Graph& g, PseudoEnsembleSpec& p
   }
 }
 
-// NODE:KIND[:NAME=VALUE,...]
-void add_noise_option(Graph& g, const std::string& text) {
+// NODE:KIND[:NAME=VALUE,...][@CHILDREN], CHILDREN the children that apply it (1+2;
+// default every child)
+void add_noise_option(Graph& g, const std::string& option_text) {
+  std::vector<int64_t> children;
+  const std::string text = strip_children(option_text, "--noise", &children);
   const size_t first = text.find(':');
-  if (first == std::string::npos) fail("--noise '", text, "': expected NODE:KIND[:NAME=VALUE,...]");
+  if (first == std::string::npos) fail("--noise '", text, "': expected NODE:KIND[:NAME=VALUE,...][@CHILDREN]");
   const size_t second = text.find(':', first + 1);
   const std::string node = text.substr(0, first);
   const std::string kind = text.substr(first + 1, second == std::string::npos ? std::string::npos : second - first - 1);
@@ -151,7 +181,7 @@ void add_noise_option(Graph& g, const std::string& text) {
       }
     }
   }
-  add_noise(g, *v, kind, params);
+  add_noise(g, *v, kind, params, children);
 }
 
 // pens new's output: the model file in canonical form, to --output (atomically) or stdout.
@@ -229,11 +259,20 @@ int new_ladder(const Args& args) {
   // Combinations: more noise (e.g. VAT's adversarial perturbation on the input), more
   // corrupted children, more penalties beside the denoising costs (e.g. PEA's agreement
   // between the children, pairing child-child).
+  // Children of two kinds: the ladder's corruption and denoising costs in some children
+  // only, so that the others can carry other noise (VAT's adversarial child).
+  if (auto listed = args.option("ladder-children")) {
+    const std::vector<int64_t> children = parse_children(*listed, "--ladder-children");
+    for (NodeId v : model.graph.nodes()) {
+      for (NoiseAnnotation& a : model.graph.node(v).noise) a.children = children;
+    }
+    for (PenaltyTerm& t : model.ensemble->penalties) t.children = children;
+  }
   for (const std::string& n : args.all("noise-on")) add_noise_option(model.graph, n);
   PseudoEnsembleSpec& pe = *model.ensemble;
   pe.children = args.option_int("children", pe.children, 1, kMaxChildren);
   pe.loss_on = args.option("loss-on").value_or(pe.loss_on);
-  pe.batch_statistics = args.option("batch-statistics").value_or(pe.batch_statistics);
+  if (auto b = args.option("batch-statistics")) pe.batch_statistics = comma_separated(*b);
   add_penalty_options(args, model.graph, pe);
   pe.validate();
   // Averaged weights for evaluation only: child 1 is the corrupted encoder, not a teacher.
@@ -257,7 +296,7 @@ int run_new(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv[0] == "ladder") {
     const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {"statistics-by-part"},
                     {"layers", "noise", "denoising", "batch-norm-decay", "estimate-statistics", "teacher", "noise-on",
-                     "children", "loss-on", "batch-statistics", "penalty", "description", "output"});
+                     "ladder-children", "children", "loss-on", "batch-statistics", "penalty", "description", "output"});
     if (!args.positional().empty()) fail("pens new ladder takes options only");
     return new_ladder(args);
   }

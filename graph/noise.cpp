@@ -1,5 +1,7 @@
 #include "pens/graph/noise.h"
 
+#include <set>
+
 #include "pens/ops/ir/error.h"
 #include "pens/ops/random.h"
 
@@ -143,10 +145,21 @@ void normalize_noise(const Node& node, NoiseAnnotation& annotation) {
   } catch (const Error& e) {
     throw Error(e.what(), node.name);
   }
+  // Whether each child exists is the perturb pass's to check: the annotation does not know K.
+  std::set<int64_t> seen;
+  for (int64_t child : annotation.children) {
+    if (child < 1 || !seen.insert(child).second) {
+      fail_at(node.name, "node '", node.name, "' (noise ", kind->name, "): children must list distinct children ",
+              "numbered from 1, got ", child, child < 1 ? "" : " twice");
+    }
+  }
 }
 
-void add_noise(Graph& g, NodeId v, std::string kind, Attributes params) {
-  NoiseAnnotation annotation{std::move(kind), std::move(params)};
+void add_noise(Graph& g, NodeId v, std::string kind, Attributes params, std::vector<int64_t> children) {
+  NoiseAnnotation annotation;
+  annotation.kind = std::move(kind);
+  annotation.params = std::move(params);
+  annotation.children = std::move(children);
   normalize_noise(g[v], annotation);
   g.node(v).noise.push_back(std::move(annotation));
 }

@@ -98,8 +98,9 @@ std::vector<NoiseKind> builtin_kinds<NoiseKind>();
 // Checks an annotation against its kind's schema (naming the node), fills defaults.
 void normalize_noise(const Node& node, NoiseAnnotation& annotation);
 
-// Attaches a checked annotation to a node; annotations apply in the order attached.
-void add_noise(Graph& g, NodeId v, std::string kind, Attributes params = {});
+// Attaches a checked annotation to a node; annotations apply in the order attached, in
+// every child or in the children listed (numbered from 1).
+void add_noise(Graph& g, NodeId v, std::string kind, Attributes params = {}, std::vector<int64_t> children = {});
 
 // The child prefix of node names: "c1/", "c2/", ...
 std::string child_prefix(int child);

@@ -18,6 +18,10 @@ std::string noise_str(const Node& n) {
   for (const NoiseAnnotation& a : n.noise) {
     if (!out.empty()) out += " ";
     out += a.kind + "(" + a.params.str() + ")";
+    if (!a.children.empty()) {
+      out += "@";
+      for (size_t i = 0; i < a.children.size(); ++i) out += cat(i ? "+" : "", a.children[i]);
+    }
   }
   return out;
 }

@@ -21,6 +21,13 @@ bool one_of(const std::string& s, std::initializer_list<const char*> options) {
 }
 }  // namespace
 
+std::vector<int64_t> PseudoEnsembleSpec::children_of(const PenaltyTerm& term) const {
+  if (!term.children.empty()) return term.children;
+  std::vector<int64_t> all;
+  for (int64_t k = 1; k <= children; ++k) all.push_back(k);
+  return all;
+}
+
 bool PseudoEnsembleSpec::splits_rows() const {
   return std::any_of(penalties.begin(), penalties.end(), [](const PenaltyTerm& t) { return t.rows != "all"; });
 }
@@ -36,11 +43,17 @@ void PseudoEnsembleSpec::validate() const {
   if (!(smoothing >= 0 && smoothing < 1)) {
     fail_spec("smoothing", "pseudo_ensemble.smoothing must be in [0, 1), got ", smoothing);
   }
-  if (!one_of(batch_statistics, {"own", "parent"})) {
-    fail_spec("batch_statistics", "pseudo_ensemble.batch_statistics must be 'own' or 'parent', got '",
-              batch_statistics, "'");
+  if (batch_statistics.size() != 1 && batch_statistics.size() != static_cast<size_t>(children)) {
+    fail_spec("batch_statistics", "pseudo_ensemble.batch_statistics must be one entry (every child's) or one per ",
+              "child (", children, "), got ", batch_statistics.size());
   }
-  if (statistics_by_part && batch_statistics != "own") {
+  for (const std::string& b : batch_statistics) {
+    if (!one_of(b, {"own", "parent"})) {
+      fail_spec("batch_statistics", "pseudo_ensemble.batch_statistics must be 'own' or 'parent', got '", b, "'");
+    }
+  }
+  if (statistics_by_part && std::any_of(batch_statistics.begin(), batch_statistics.end(),
+                                        [](const std::string& b) { return b != "own"; })) {
     fail_spec("statistics_by_part", "pseudo_ensemble.statistics_by_part needs batch_statistics 'own': children that ",
               "read the parent's statistics would mix its labeled rows' with their own unlabeled rows'");
   }
@@ -92,6 +105,16 @@ void PseudoEnsembleSpec::validate() const {
       if (p.pairing == "child-child" && children < 2) {
         fail_spec(field + "pairing", where, ".pairing 'child-child' needs at least 2 children, got ", children);
       }
+    }
+    std::set<int64_t> listed;
+    for (int64_t k : p.children) {
+      if (k < 1 || k > children || !listed.insert(k).second) {
+        fail_spec(field + "children", where, ".children must list distinct children in [1, ", children, "], got ", k);
+      }
+    }
+    if (pairing_of(p) == "child-child" && !p.children.empty() && p.children.size() < 2) {
+      fail_spec(field + "children", where, ".children: pairing 'child-child' needs at least 2 children, got ",
+                p.children.size());
     }
     if (!p.target.empty() && pairing_of(p) != "parent-child") {
       fail_spec(field + "target", where, ".target needs pairing 'parent-child': the target is the clean parent's "

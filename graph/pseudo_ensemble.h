@@ -49,6 +49,10 @@ struct PenaltyTerm {
   // so that one pseudo-ensemble holds terms of both: a ladder network's denoising costs
   // against the clean parent beside PEA's agreement between its corrupted children.
   std::string pairing = {};
+  // Non-empty: the children (1..K) this term taps, in place of all of them, so that
+  // children of different kinds (noise annotations' own `children`) each meet their own
+  // terms: a ladder's denoising costs on its Gaussian child, VAT's KL on its adversarial one.
+  std::vector<int64_t> children = {};
   bool operator==(const PenaltyTerm&) const = default;
 };
 
@@ -73,8 +77,9 @@ struct PseudoEnsembleSpec {
   // Where children take batch statistics from (the computed sources of moving averages:
   // batch normalisation's mean and variance): "own", each child's own perturbed batch;
   // "parent", the clean parent's, held constant, so that a child's noise changes each
-  // example's value and not the normalisation of the whole batch.
-  std::string batch_statistics = "own";
+  // example's value and not the normalisation of the whole batch. One entry: every
+  // child's; K entries: child k's at [k - 1].
+  std::vector<std::string> batch_statistics = {"own"};
   // true: the labeled and the unlabeled rows of a batch are normalised each with their own
   // batch statistics (SplitStatistics, graph/pass.h), in the parent and in every child;
   // the running statistics follow the labeled rows'. false: one set over the whole batch.
@@ -88,6 +93,12 @@ struct PseudoEnsembleSpec {
   const std::string& pairing_of(const PenaltyTerm& term) const {
     return term.pairing.empty() ? pairing : term.pairing;
   }
+  // Where child k (1..K) takes its batch statistics from.
+  const std::string& batch_statistics_of(int64_t k) const {
+    return batch_statistics.size() == 1 ? batch_statistics[0] : batch_statistics.at(static_cast<size_t>(k - 1));
+  }
+  // The children (1..K) a term taps: its own list, or every child.
+  std::vector<int64_t> children_of(const PenaltyTerm& term) const;
   // Whether a penalty covers only labeled or only unlabeled rows, so that a batch built
   // for it must say where its labeled rows end (EnsembleOptions::labeled_rows).
   bool splits_rows() const;

@@ -172,6 +172,15 @@ void read_flags(const Reader& r, const json& obj, const std::string& path, Node&
   }
 }
 
+// A `children` list (of a noise annotation or a penalty term): children numbered from 1.
+std::vector<int64_t> read_children(const Reader& r, const json& v, const std::string& path) {
+  r.array(v, path);
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < v.size(); ++i) out.push_back(r.integer(v[i], path + "/" + std::to_string(i)));
+  if (out.empty()) r.fail(path, "an empty list of children (leave the key out: every child)");
+  return out;
+}
+
 std::vector<NoiseAnnotation> read_noise_entries(const Reader& r, const json& list, const std::string& path,
                                                 const Node& node) {
   r.array(list, path);
@@ -182,7 +191,11 @@ std::vector<NoiseAnnotation> read_noise_entries(const Reader& r, const json& lis
     NoiseAnnotation a;
     a.kind = r.string(r.required(entry, p, "kind"), p + "/kind");
     for (const auto& [key, value] : entry.items()) {
-      if (key != "kind") a.params.set(key, r.attr_value(value, p + "/" + key));
+      if (key == "children") {
+        a.children = read_children(r, value, p + "/children");
+      } else if (key != "kind") {
+        a.params.set(key, r.attr_value(value, p + "/" + key));
+      }
     }
     r.at(p, [&] { normalize_noise(node, a); });
     out.push_back(std::move(a));
@@ -251,7 +264,16 @@ PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::stri
   if (const json* x = r.optional(v, "loss_on")) s.loss_on = r.string(*x, path + "/loss_on");
   if (const json* x = r.optional(v, "smoothing")) s.smoothing = r.number(*x, path + "/smoothing");
   if (const json* x = r.optional(v, "teacher")) s.teacher = r.integer(*x, path + "/teacher");
-  if (const json* x = r.optional(v, "batch_statistics")) s.batch_statistics = r.string(*x, path + "/batch_statistics");
+  if (const json* x = r.optional(v, "batch_statistics")) {
+    // A string (every child's) or a list of one per child.
+    const std::string p = path + "/batch_statistics";
+    if (x->is_array()) {
+      s.batch_statistics.clear();
+      for (size_t i = 0; i < x->size(); ++i) s.batch_statistics.push_back(r.string((*x)[i], p + "/" + std::to_string(i)));
+    } else {
+      s.batch_statistics = {r.string(*x, p)};
+    }
+  }
   if (const json* x = r.optional(v, "statistics_by_part")) {
     s.statistics_by_part = r.boolean(*x, path + "/statistics_by_part");
   }
@@ -260,7 +282,8 @@ PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::stri
     for (size_t i = 0; i < x->size(); ++i) {
       const std::string p = path + "/penalties/" + std::to_string(i);
       const json& e = r.object((*x)[i], p);
-      r.only(e, p, {"node", "target", "kind", "lambda", "rows", "fixed_target", "scheduled", "pairing", "params"});
+      r.only(e, p,
+             {"node", "target", "kind", "lambda", "rows", "fixed_target", "scheduled", "pairing", "children", "params"});
       PenaltyTerm t;
       t.node = r.name(r.required(e, p, "node"), p + "/node");
       if (!g.find(t.node)) r.fail(p + "/node", g.no_node_named(t.node));
@@ -274,6 +297,7 @@ PseudoEnsembleSpec read_ensemble(const Reader& r, const json& v, const std::stri
       if (const json* f = r.optional(e, "fixed_target")) t.fixed_target = r.boolean(*f, p + "/fixed_target");
       if (const json* f = r.optional(e, "scheduled")) t.scheduled = r.boolean(*f, p + "/scheduled");
       if (const json* f = r.optional(e, "pairing")) t.pairing = r.string(*f, p + "/pairing");
+      if (const json* f = r.optional(e, "children")) t.children = read_children(r, *f, p + "/children");
       if (const json* ps = r.optional(e, "params")) {
         for (const auto& [name, value] : r.object(*ps, p + "/params").items()) {
           t.params[name] = r.number(value, p + "/params/" + name);
@@ -599,12 +623,17 @@ json ensemble_json(const PseudoEnsembleSpec& s) {
     if (t.fixed_target) pen.back()["fixed_target"] = true;  // likewise
     if (!t.scheduled) pen.back()["scheduled"] = false;      // likewise
     if (!t.pairing.empty()) pen.back()["pairing"] = t.pairing;  // likewise
+    if (!t.children.empty()) pen.back()["children"] = t.children;  // likewise
     if (!t.params.empty()) pen.back()["params"] = t.params;
   }
   json out = {{"children", s.children}, {"pairing", s.pairing}, {"loss_on", s.loss_on},
               {"smoothing", s.smoothing}, {"penalties", pen}};
   if (s.teacher != 0) out["teacher"] = s.teacher;
-  if (s.batch_statistics != "own") out["batch_statistics"] = s.batch_statistics;
+  if (s.batch_statistics.size() > 1) {
+    out["batch_statistics"] = s.batch_statistics;
+  } else if (s.batch_statistics != std::vector<std::string>{"own"}) {
+    out["batch_statistics"] = s.batch_statistics[0];
+  }
   if (s.statistics_by_part) out["statistics_by_part"] = true;
   if (!s.lambda_schedule.empty()) {
     json stages = json::array();
@@ -777,6 +806,7 @@ json noise_list_json(const std::vector<NoiseAnnotation>& noise) {
   for (const NoiseAnnotation& a : noise) {
     json entry = {{"kind", a.kind}};
     for (const auto& [k, v] : a.params.items()) entry[k] = attribute_json(v);
+    if (!a.children.empty()) entry["children"] = a.children;
     list.push_back(entry);
   }
   return list;

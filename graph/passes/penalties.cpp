@@ -49,7 +49,8 @@ std::vector<PenaltyHandle> add_penalties(Perturbed& perturbed, const PseudoEnsem
     h.pairing = spec.pairing_of(term);
     h.layer = g[*node].layer;
     std::vector<NodeId> taps;
-    for (const auto& child : perturbed.taps) {
+    for (int64_t k : spec.children_of(term)) {
+      const auto& child = perturbed.taps.at(static_cast<size_t>(k - 1));
       auto tap = child.find(term.node);
       if (tap == child.end()) {
         // Children compute every non-leaf node a penalty names (the perturb pass's roots).

@@ -60,9 +60,9 @@ struct ChildOptions {
   // Child `teacher` (0: none) reads the moving average of each parameter that has one in
   // the parameter's place.
   int64_t teacher = 0;
-  // Children read the clean parent's batch statistics (the computed sources of moving
-  // averages), held constant, instead of computing their own.
-  bool parent_statistics = false;
+  // [k - 1]: child k reads the clean parent's batch statistics (the computed sources of
+  // moving averages), held constant, instead of computing its own; empty: no child does.
+  std::vector<char> parent_statistics = {};
   // Nodes the children compute besides the ancestors of the outputs (penalized nodes that
   // no output reads, such as a ladder network's decoder).
   std::vector<std::string> roots = {};
@@ -84,6 +84,17 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
     for (const std::string& root : options.roots) {
       const auto v = parent.find(root);
       if (v && !parent[*v].op->leaf && (network[*v] || !head[*v])) outputs.push_back(*v);
+    }
+  }
+  for (NodeId v : c.order) {
+    for (size_t i = 0; i < parent[v].noise.size(); ++i) {
+      for (int64_t k : parent[v].noise[i].children) {
+        if (k > children) {
+          throw Error(cat("node '", parent[v].name, "', noise ", i, " (", parent[v].noise[i].kind, "): children lists ",
+                          "child ", k, ", and the pseudo-ensemble has ", children),
+                      parent[v].name, cat("noise/", i));
+        }
+      }
     }
   }
   c.network = non_leaf_ancestors(parent, c.order, outputs);
@@ -109,7 +120,11 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
 
   // Batch statistics the children take from the parent, through one stop_gradient each.
   std::map<NodeId, NodeId> statistics;
-  if (options.parent_statistics) {
+  const auto reads_parent_statistics = [&](int64_t k) {
+    return static_cast<size_t>(k) <= options.parent_statistics.size() && options.parent_statistics[k - 1];
+  };
+  if (std::find(options.parent_statistics.begin(), options.parent_statistics.end(), 1) !=
+      options.parent_statistics.end()) {
     for (const MovingAverage& a : parent.averages()) {
       const NodeId source = parent.at(a.source);
       if (is_param(parent[source]) || !c.network[source]) continue;
@@ -130,7 +145,7 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
         // Inputs, parameters and constants are shared; a teacher reads averaged parameters.
         const auto it = k == options.teacher ? averaged.find(v) : averaged.end();
         value = it == averaged.end() ? c.reads[0][v] : it->second;
-      } else if (auto it = statistics.find(v); it != statistics.end()) {
+      } else if (auto it = statistics.find(v); it != statistics.end() && reads_parent_statistics(k)) {
         value = it->second;
       } else if (c.network[v] && n.op->name == kParentValueOp) {
         value = c.reads[0][v];  // what the parent computed, gradient included
@@ -146,7 +161,7 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
       }
       for (size_t i = 0; i < n.noise.size(); ++i) {
         const NoiseKind& kind = NoiseRegistry::global().at(n.noise[i].kind);
-        if (kind.probe && !options.probes) continue;
+        if ((kind.probe && !options.probes) || !n.noise[i].applies_to(k)) continue;
         NoiseSite site(c.graph, n, value, k, i, &subspace_draws);
         try {
           value = kind.apply(site, n.noise[i].params);
@@ -169,7 +184,7 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
     const auto it = taps.find(a.source);
     if (it == taps.end()) {
       throw Error(cat(what, ": child ", a.child, " computes no '", a.source, "' of its own",
-                      options.parent_statistics ? " (batch_statistics 'parent' gives it the parent's)" : ""),
+                      reads_parent_statistics(a.child) ? " (batch_statistics 'parent' gives it the parent's)" : ""),
                   a.param);
     }
     a.source = it->second;
@@ -232,10 +247,10 @@ Perturbed PerturbPass::perturb(const Graph& parent) const {
   spec_.validate();
   std::vector<std::string> penalized;
   for (const PenaltyTerm& t : spec_.penalties) penalized.push_back(t.node);
+  std::vector<char> parent_statistics;
+  for (int64_t k = 1; k <= spec_.children; ++k) parent_statistics.push_back(spec_.batch_statistics_of(k) == "parent");
   Children c = make_children(parent, spec_.children,
-                             {.teacher = spec_.teacher,
-                              .parent_statistics = spec_.batch_statistics == "parent",
-                              .roots = penalized});
+                             {.teacher = spec_.teacher, .parent_statistics = parent_statistics, .roots = penalized});
   Graph& g = c.graph;
   const std::vector<NodeId> losses = parent.nodes_with(kLoss);
   // A training graph's result is its objective: the clean parent stays only where the
@@ -391,6 +406,14 @@ Graph build_inference(const Graph& model, int64_t samples) {
     g = parent;
     for (NodeId v : g.nodes()) g.node(v).flags &= ~static_cast<uint32_t>(kLoss);
   } else {
+    for (NodeId v : parent.nodes()) {
+      for (const NoiseAnnotation& a : parent[v].noise) {
+        if (!a.children.empty()) {
+          fail("node '", parent[v].name, "': its ", a.kind, " noise is for some children only, so the children are of ",
+               "different kinds and a Monte-Carlo sample is none of them; evaluate the parent (samples 0)");
+        }
+      }
+    }
     Children c = make_children(parent, samples, {.probes = false});
     g = std::move(c.graph);
     for (NodeId out : parent.nodes_with(kOutput)) {

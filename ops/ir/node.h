@@ -1,6 +1,7 @@
 // A node of a pens graph: one op applied to the outputs of other nodes.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,12 +14,18 @@ struct OpDef;
 
 // A noise annotation says how a child model perturbs this node's output on its way up
 // to the nodes that consume it ("mask", "gaussian", "fuzz", "subspace", ...). The parent
-// ignores annotations; the perturb pass turns them into stochastic ops in each child.
+// ignores annotations; the perturb pass turns them into stochastic ops in each child, or
+// in the children `children` lists (1..K), so that one pseudo-ensemble can hold children
+// of different kinds (a ladder network's Gaussian child beside VAT's adversarial child).
 struct NoiseAnnotation {
   std::string kind;
   Attributes params;
+  std::vector<int64_t> children = {};  // empty: every child
+  bool applies_to(int64_t child) const {
+    return children.empty() || std::find(children.begin(), children.end(), child) != children.end();
+  }
   bool operator==(const NoiseAnnotation& o) const {
-    return kind == o.kind && params == o.params;
+    return kind == o.kind && params == o.params && children == o.children;
   }
 };
 

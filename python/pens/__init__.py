@@ -497,24 +497,29 @@ set_threads = _in_pens_words(set_threads, "set_threads")
 
 
 def noise(kind, **params):
-    """A noise annotation: noise("mask", p=0.5), noise("gaussian", sigma=0.1), ..."""
+    """A noise annotation: noise("mask", p=0.5), noise("gaussian", sigma=0.1), ...; with
+    children=[2], only child 2 applies it (children numbered from 1; default every child)."""
     return dict(kind=kind, **params)
 
 
 def penalty(node, kind, weight=1.0, rows="all", fixed_target=False, scheduled=True, target=None, pairing=None,
-            **params):
+            children=None, **params):
     """A pseudo-ensemble penalty term: V of `kind` on `node`'s taps, weighted by `weight` (λ);
     `fixed_target`: the pair's first side gets no gradient; `scheduled=False`: the λ stages
     do not scale it; `target` (parent-child pairing): the parent's node compared with the
     children's `node`, as a ladder network's decoder estimate with the clean value,
     penalty("xhat", "l2", 1.0, target="x"); `pairing`: this term's pairs ("child-child"
-    or "parent-child") where they differ from the pseudo-ensemble's; `params`: the kind's
-    parameters, penalty("logits", "pseudo_label", 1.0, threshold=0.9)."""
+    or "parent-child") where they differ from the pseudo-ensemble's; `children`: the
+    children it taps, [1] or [2, 3], where not all (children of different kinds, each with
+    its own noise); `params`: the kind's parameters, penalty("logits", "pseudo_label", 1.0,
+    threshold=0.9)."""
     term = {"node": node, "kind": kind, "lambda": float(weight), "rows": rows}
     if target is not None:
         term["target"] = target
     if pairing is not None:
         term["pairing"] = pairing
+    if children is not None:
+        term["children"] = list(children)
     if fixed_target:
         term["fixed_target"] = True
     if not scheduled:
@@ -669,7 +674,8 @@ class ModelBuilder:
 
     def pseudo_ensemble(self, children=2, penalties=(), pairing="child-child", loss_on="parent", smoothing=1e-4,
                         lambda_schedule=(), teacher=0, batch_statistics="own", statistics_by_part=False):
-        """How training builds the pseudo-ensemble (docs/model-format.md, pseudo_ensemble)."""
+        """How training builds the pseudo-ensemble (docs/model-format.md, pseudo_ensemble).
+        `batch_statistics`: "own" or "parent" for every child, or a list of one per child."""
         self._ensemble = {"children": children, "pairing": pairing, "loss_on": loss_on, "smoothing": smoothing,
                           "penalties": list(penalties)}
         if lambda_schedule:
@@ -677,7 +683,8 @@ class ModelBuilder:
         if teacher:
             self._ensemble["teacher"] = teacher
         if batch_statistics != "own":
-            self._ensemble["batch_statistics"] = batch_statistics
+            self._ensemble["batch_statistics"] = (batch_statistics if isinstance(batch_statistics, str)
+                                                  else list(batch_statistics))
         if statistics_by_part:
             self._ensemble["statistics_by_part"] = True
 

@@ -33,7 +33,8 @@ METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+
                 "supervised-bn": 7, "pi": 8, "mean-teacher": 9, "pseudo-label": 10, "vat": 11, "vat-ema": 12,
                 "vat-ema-long": 13, "vat-ema-anneal": 14, "ladder": 15, "ladder-clean": 16, "ladder-anneal": 17,
                 "ladder-anneal-long": 18, "ladder-anneal-16": 19, "ladder-anneal-24": 20,
-                "ladder-anneal-24-150": 21, "ladder-by-part": 22, "ladder-vat": 23, "ladder-pea": 24}
+                "ladder-anneal-24-150": 21, "ladder-by-part": 22, "ladder-vat": 23, "ladder-and-vat": 24,
+                "ladder-pea": 25}
 
 
 # Every VAT config is measured against the published VAT, every ladder config against the

@@ -36,7 +36,9 @@
 #                       paper's batch: all 100 labels and 100 unlabeled rows a step,
 #                       the two normalised apart: ladder-by-part-100.json), the
 #                       combinations ladder-vat (the corrupted child also VAT's
-#                       adversarial child: ladder-vat-100.json) and
+#                       adversarial child: ladder-vat-100.json), ladder-and-vat (the
+#                       ladder's child beside a VAT child of its own:
+#                       ladder-and-vat-100.json) and
 #                       ladder-pea (two corrupted children and PEA's V^x between them:
 #                       ladder-pea-100.json), and their supervised baseline
 #                       supervised-bn (their *-100*.json configs, with
@@ -174,6 +176,7 @@ if [[ $report_only == 0 ]]; then
         ladder-anneal-24-150) config=ladder-clean-100-anneal-24-150.json ;;
         ladder-by-part) config=ladder-by-part-100.json ;;
         ladder-vat) config=ladder-vat-100.json ;;
+        ladder-and-vat) config=ladder-and-vat-100.json ;;
         ladder-pea) config=ladder-pea-100.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac

@@ -556,6 +556,24 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   CHECK(ce.at("batch_statistics") == "parent");
   CHECK(ce.at("penalties").back() == nlohmann::json({{"node", "logits"}, {"kind", "xent"}, {"lambda", 1.0},
                                                       {"rows", "all"}, {"pairing", "child-child"}}));
+  // Children of two kinds: the ladder's noise and costs in child 1, VAT's adversarial
+  // noise and KL term in child 2, each child's batch statistics its own.
+  const Run two_kinds = pens_cli("new ladder --layers 8,6,3 --denoising 1,1,1 --children 2 --ladder-children 1 "
+                                 "--noise-on x:adversarial:eps=1.0@2 --penalty logits:kl:1:all:fixed@2 "
+                                 "--batch-statistics own,parent");
+  REQUIRE(two_kinds.status == 0);
+  const auto tk = nlohmann::json::parse(two_kinds.out);
+  CHECK(tk.at("inputs")[0].at("noise")[0].at("children") == nlohmann::json({1}));
+  CHECK(tk.at("inputs")[0].at("noise")[1].at("children") == nlohmann::json({2}));
+  const auto& te = tk.at("pseudo_ensemble");
+  CHECK(te.at("batch_statistics") == nlohmann::json({"own", "parent"}));
+  for (size_t i = 0; i + 1 < te.at("penalties").size(); ++i) CHECK(te.at("penalties")[i].at("children") == nlohmann::json({1}));
+  CHECK(te.at("penalties").back().at("children") == nlohmann::json({2}));
+  CHECK(pens_cli("new ladder --children 2 --noise-on x:mask:p=0.1@0").out.find(
+            "--noise 'x:mask:p=0.1@0': '0' in '0' is not a child") != std::string::npos);
+  CHECK(pens_cli("new ladder --children 2 --penalty logits:kl:1@3").out.find(
+            "penalties[7].children must list distinct children in [1, 2], got 3") != std::string::npos);
+  CHECK(pens_cli("new ladder --batch-statistics own,parent").out.find("one per child (1), got 2") != std::string::npos);
   CHECK(pens_cli("new ladder --penalty h9:kl:1").out.find("no node named 'h9'") != std::string::npos);
   CHECK(pens_cli("new ladder --penalty logits:kl:1:all:child-child").out.find(
             "'child-child' needs at least 2 children, got 1") != std::string::npos);
@@ -564,7 +582,7 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
 }
 
 TEST_CASE("the ladder combinations in examples/mnist are what the command in their description writes") {
-  for (const std::string name : {"ladder-vat", "ladder-pea"}) {
+  for (const std::string name : {"ladder-vat", "ladder-and-vat", "ladder-pea"}) {
     CAPTURE(name);
     std::ifstream file(pens::testing::source_dir() + "/examples/mnist/" + name + ".model.json");
     auto shipped = nlohmann::json::parse(file);

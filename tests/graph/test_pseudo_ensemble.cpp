@@ -370,6 +370,92 @@ TEST_CASE("a term's own pairing: denoising costs against the parent beside agree
   CHECK_NOTHROW(spec.validate());
 }
 
+TEST_CASE("children of two kinds: noise, terms and batch statistics on the children each lists") {
+  // Child 1 is a ladder's: Gaussian noise on x and h1, the clean x reconstructed from its
+  // h1, its own batch statistics. Child 2 is a consistency child: mask noise on x, KL to
+  // the clean parent's logits, the parent's batch statistics held constant.
+  Graph parent = build_mlp({.layers = {6, 5, 4, 3}, .weight_std = 0.7, .output_bias = 0.2, .batch_norm = true});
+  add_noise(parent, parent.at("x"), "gaussian", {{"sigma", 0.2}}, {1});
+  add_noise(parent, parent.at("h1"), "gaussian", {{"sigma", 0.2}}, {1});
+  add_noise(parent, parent.at("x"), "mask", {{"p", 0.3}}, {2});
+  const NodeId d = parent.param("D", {5, 6}, {{"init", std::string("normal")}, {"std", 0.5}});
+  parent.add("matmul", {parent.at("h1"), d}, {}, "xhat");
+  PseudoEnsembleSpec spec = reconstruction_spec();
+  spec.children = 2;
+  spec.penalties[0].children = {1};
+  spec.penalties.push_back({.node = "logits", .kind = "kl", .lambda = 0.5, .fixed_target = true, .children = {2}});
+  spec.batch_statistics = {"own", "parent"};
+  CHECK(to_text(parent).find("gaussian(sigma=0.2)@1") != std::string::npos);
+
+  const PseudoEnsemble pe = build_pseudo_ensemble(parent, spec);
+  const Graph& g = pe.graph;
+  CHECK(g.find("c1/x~gaussian"));
+  CHECK(g.find("c1/h1~gaussian"));
+  CHECK_FALSE(g.find("c1/x~mask"));
+  CHECK(g.find("c2/x~mask"));
+  CHECK_FALSE(g.find("c2/x~gaussian"));
+  CHECK_FALSE(g.find("c2/h1~gaussian"));
+  REQUIRE(pe.penalties.size() == 2);
+  CHECK(pe.penalties[0].children == std::vector<std::string>{"c1/xhat"});
+  CHECK(pe.penalties[1].children == std::vector<std::string>{"c2/logits"});
+  CHECK_FALSE(g.find("c2/xhat"));  // nothing reads child 2's reconstruction: pruned
+  // Child 1 normalises with its own batch's statistics, child 2 with the parent's.
+  CHECK(g[g.inputs(g.at("c1/bn1"))[1]].name == "c1/bn1/mean");
+  CHECK(g[g.inputs(g.at("c2/bn1"))[1]].name == "bn1/mean~parent");
+
+  // Each term is its own child's alone: the reconstruction child 1's...
+  ForwardPass run(g);
+  const auto x = run.tape.value("x"), xhat = run.tape.value("c1/xhat");
+  double squared = 0;
+  for (int64_t i = 0; i < x.size(); ++i) squared += (x[i] - xhat[i]) * (x[i] - xhat[i]);
+  CHECK(run.tape.value(pe.penalties[0].value)[0] == doctest::Approx(0.5 * squared / 4).epsilon(1e-12));
+  // ...and the KL child 2's: the mean over rows of KL(smoothed parent || smoothed child 2).
+  const auto p = run.tape.value("logits"), q = run.tape.value("c2/logits");
+  const auto softmax = [&](const TensorView<const double>& z, int64_t r) {
+    std::vector<double> e(3);
+    double sum = 0;
+    for (int64_t j = 0; j < 3; ++j) sum += e[static_cast<size_t>(j)] = std::exp(z[r * 3 + j]);
+    for (double& v : e) v = (v / sum + spec.smoothing) / (1 + 3 * spec.smoothing);
+    return e;
+  };
+  double kl = 0;
+  for (int64_t r = 0; r < 4; ++r) {
+    const std::vector<double> a = softmax(p, r), b = softmax(q, r);
+    for (size_t j = 0; j < 3; ++j) kl += a[j] * std::log(a[j] / b[j]);
+  }
+  CHECK(run.tape.value(pe.penalties[1].value)[0] == doctest::Approx(0.5 * kl / 4).epsilon(1e-9));
+
+  // Gradients, with both sides of every pair moving: finite differences move what a
+  // fixed target or the parent's statistics hold constant (stop_gradient).
+  PseudoEnsembleSpec moving = spec;
+  moving.penalties[1].fixed_target = false;
+  moving.batch_statistics = {"own"};
+  GradcheckOptions options;
+  options.batch = 4;
+  const GradcheckResult r = gradcheck(build_pseudo_ensemble(parent, moving).graph, {{"y", labels(4, 3)}}, options);
+  INFO(r.worst);
+  CHECK(r.passed);
+
+  // What is wrong is named.
+  CHECK_ERROR_MENTIONS(add_noise(parent, parent.at("h2"), "mask", {{"p", 0.1}}, {0}), "node 'h2'",
+                       "children numbered from 1, got 0");
+  CHECK_ERROR_MENTIONS(add_noise(parent, parent.at("h2"), "mask", {{"p", 0.1}}, {2, 2}), "got 2 twice");
+  Graph three = parent;
+  add_noise(three, three.at("h2"), "mask", {{"p", 0.1}}, {3});
+  CHECK_ERROR_MENTIONS(build_pseudo_ensemble(three, spec), "node 'h2', noise 0 (mask)", "child 3",
+                       "the pseudo-ensemble has 2");
+  CHECK_ERROR_MENTIONS(build_inference(parent, 2), "node 'x'", "some children only", "samples 0");
+  PseudoEnsembleSpec bad = spec;
+  bad.penalties[1].children = {3};
+  CHECK_ERROR_MENTIONS(bad.validate(), "penalties[1].children must list distinct children in [1, 2], got 3");
+  bad.penalties[1].children = {2};
+  bad.penalties[1].pairing = "child-child";
+  CHECK_ERROR_MENTIONS(bad.validate(), "penalties[1].children: pairing 'child-child' needs at least 2 children");
+  bad = spec;
+  bad.batch_statistics = {"own", "parent", "own"};
+  CHECK_ERROR_MENTIONS(bad.validate(), "batch_statistics must be one entry", "one per child (2), got 3");
+}
+
 TEST_CASE("parent_value: a child computes with the parent's value of a node, gradient included") {
   // The child's reconstruction is scaled by the parent's (clean) h1 mean, not its own noisy one.
   Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));

@@ -132,7 +132,7 @@ TEST_CASE("statistics by part: all rows labeled is one part; model files keep th
   CHECK(write_model(model, ValueStorage::None, "").json.find("\"statistics_by_part\": true") != std::string::npos);
 
   PseudoEnsembleSpec parent_statistics = *model.ensemble;
-  parent_statistics.batch_statistics = "parent";
+  parent_statistics.batch_statistics = {"parent"};
   CHECK_ERROR_MENTIONS(parent_statistics.validate(), "statistics_by_part", "batch_statistics 'own'");
 
   // A running statistic that is not a batch normalisation's mean cannot be split.

@@ -341,3 +341,32 @@ def test_a_penalty_with_a_target_makes_the_child_compute_a_decoder():
     assert json.loads(model.to_json())["pseudo_ensemble"]["penalties"][1]["pairing"] == "child-child"
     assert "parent -, children c1/logits c2/logits; xent, lambda 1, rows all, child-child" in model.inspect()
     refused("'child-child' needs at least 2 children", pens.penalty("logits", "xent", 1.0, pairing="child-child"))
+
+
+def test_children_of_two_kinds_each_with_its_noise_terms_and_batch_statistics():
+    b = pens.ModelBuilder()
+    x = b.input("x", [None, 3], noise=[pens.noise("gaussian", sigma=0.3, children=[1]),
+                                       pens.noise("mask", p=0.2, children=[2])])
+    y = b.input("y", [None], dtype="index")
+    h = b.add("relu", [b.add("affine", [x, b.param("W", [3, 4], std=0.5), b.param("b", [4], init="zeros")])], name="h")
+    logits = b.add("affine", [h, b.param("V", [4, 2], std=0.5), b.param("c", [2], init="zeros")], name="logits",
+                   output=True)
+    b.add("mean", [b.add("softmax_xent", [logits, y])], name="loss", loss=True)
+    b.add("matmul", [h, b.param("D", [4, 3], std=0.5)], name="xhat")
+    # Child 1 reconstructs the clean x (a ladder's child), child 2 is held to the parent's
+    # output (a consistency child) and normalises with the parent's statistics.
+    b.pseudo_ensemble(children=2, pairing="parent-child", loss_on="child", batch_statistics=("own", "parent"),
+                      penalties=[pens.penalty("xhat", "l2", 2.0, target="x", children=[1]),
+                                 pens.penalty("logits", "kl", 1.0, fixed_target=True, children=[2])])
+    model = b.build()
+    saved = json.loads(model.to_json())
+    assert [n["children"] for n in saved["inputs"][0]["noise"]] == [[1], [2]]
+    assert [t["children"] for t in saved["pseudo_ensemble"]["penalties"]] == [[1], [2]]
+    assert saved["pseudo_ensemble"]["batch_statistics"] == ["own", "parent"]
+    text = model.inspect()
+    assert "noise=gaussian(sigma=0.3)@1 mask(p=0.2, rescale=1)@2" in text
+    assert "parent x, children c1/xhat; l2" in text
+    assert "parent logits, children c2/logits; kl" in text
+    b.pseudo_ensemble(children=1, pairing="parent-child", penalties=[pens.penalty("logits", "kl", 1.0, children=[2])])
+    with pytest.raises(pens.Error, match=r"children must list distinct children in \[1, 1\], got 2"):
+        b.build()

@@ -234,6 +234,31 @@ TEST_CASE("bad model files: unknown ops and noise kinds, arity, dangling inputs,
   CHECK_FALSE(small_json()["pseudo_ensemble"]["penalties"][0].contains("pairing"));
   doc["pseudo_ensemble"]["penalties"][0]["pairing"] = "pairs";
   CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble/penalties/0/pairing", "'pairs'");
+  // Children of different kinds: which children apply a noise annotation, which a term
+  // taps, each child's source of batch statistics; read back, written back only when set.
+  doc = small_json();
+  doc["inputs"][0]["noise"][0]["children"] = {2};
+  doc["pseudo_ensemble"]["penalties"][0]["children"] = {1, 2};
+  doc["pseudo_ensemble"]["batch_statistics"] = {"own", "parent"};
+  const Model kinds = parse(doc);
+  CHECK(kinds.graph["x"].noise[0].children == std::vector<int64_t>{2});
+  CHECK(kinds.ensemble->penalties[0].children == std::vector<int64_t>{1, 2});
+  CHECK(kinds.ensemble->batch_statistics == std::vector<std::string>{"own", "parent"});
+  CHECK(json::parse(write_model(kinds, ValueStorage::None, "").json) == doc);
+  CHECK_FALSE(small_json()["inputs"][0]["noise"][0].contains("children"));
+  CHECK_FALSE(small_json()["pseudo_ensemble"]["penalties"][0].contains("children"));
+  CHECK_FALSE(small_json()["pseudo_ensemble"].contains("batch_statistics"));
+  doc["inputs"][0]["noise"][0]["children"] = json::array();
+  CHECK_ERROR_MENTIONS(parse(doc), "/inputs/0/noise/0/children", "an empty list of children");
+  doc["inputs"][0]["noise"][0]["children"] = {0};
+  CHECK_ERROR_MENTIONS(parse(doc), "/inputs/0/noise/0", "numbered from 1, got 0");
+  doc["inputs"][0]["noise"][0]["children"] = {"two"};
+  CHECK_ERROR_MENTIONS(parse(doc), "/inputs/0/noise/0/children/0", "expected an integer");
+  doc["inputs"][0]["noise"][0]["children"] = {3};
+  CHECK_ERROR_MENTIONS(parse(doc), "node 'x', noise 0 (mask)", "child 3", "the pseudo-ensemble has 2");
+  doc = small_json();
+  doc["pseudo_ensemble"]["batch_statistics"] = {"own", "parent", "own"};
+  CHECK_ERROR_MENTIONS(parse(doc), "/pseudo_ensemble", "one per child (2), got 3");
   doc = small_json();
   doc["nodes"][0]["attrs"] = {{"alpha", 1}};
   CHECK_ERROR_MENTIONS(parse(doc), "/nodes/0", "unknown attribute 'alpha'");

@@ -217,7 +217,7 @@ TEST_CASE("batch statistics: children normalise with their own batch's, or with 
   spec.penalties = {{"logits", "kl", 1.0, "all", true}};
   const Graph own = build_pseudo_ensemble(parent, spec).graph;
   CHECK(own.find("c1/bn1/mean"));
-  spec.batch_statistics = "parent";
+  spec.batch_statistics = {"parent"};
   const Graph shared = build_pseudo_ensemble(parent, spec).graph;
   CHECK_FALSE(shared.find("c1/bn1/mean"));
   const std::vector<NodeId> in = shared.inputs(shared.at("c1/bn1"));
@@ -240,7 +240,7 @@ TEST_CASE("batch statistics: children normalise with their own batch's, or with 
       CHECK(n[r * 5 + j] == doctest::Approx(expected).epsilon(1e-12));
     }
   }
-  spec.batch_statistics = "children";
+  spec.batch_statistics = {"children"};
   CHECK_ERROR_MENTIONS(spec.validate(), "batch_statistics must be 'own' or 'parent'");
 }
 

@@ -175,7 +175,7 @@ TEST_CASE("mean teacher: its running statistics follow its own batch statistics,
 
   // A child that takes the parent's statistics computes none to follow.
   PseudoEnsembleSpec parent_statistics = mean_teacher_spec();
-  parent_statistics.batch_statistics = "parent";
+  parent_statistics.batch_statistics = {"parent"};
   CHECK_ERROR_MENTIONS(build_pseudo_ensemble(parent, parent_statistics), "bn1/running_mean",
                        "child 1 computes no 'bn1/mean'", "batch_statistics 'parent'");
   Model model;
