@@ -16,19 +16,8 @@ import statistics
 import sys
 from pathlib import Path
 
-# The paper's Table 1 (test error %, MNIST) and its fully supervised figures; for the
-# methods after it, their own papers' figures (VAT: Miyato et al. 2018; ladder networks:
-# Rasmus et al. 2015).
-PAPER = {
-    ("pea", 100): 10.79, ("pea", 600): 2.44, ("pea", 1000): 2.23, ("pea", 3000): 1.91,
-    ("pea-authors", 100): 10.79, ("pea-authors", 600): 2.44, ("pea-authors", 1000): 2.23, ("pea-authors", 3000): 1.91,
-    ("pea+", 100): 5.21, ("pea+", 600): 2.87, ("pea+", 1000): 2.64, ("pea+", 3000): 2.30,
-    ("pea+-authors", 100): 5.21, ("pea+-authors", 600): 2.87, ("pea+-authors", 1000): 2.64,
-    ("pea+-authors", 3000): 2.30,
-    ("pea+-long", 100): 5.21, ("pea+-long", 600): 2.87, ("pea+-long", 1000): 2.64, ("pea+-long", 3000): 2.30,
-    ("sde", 100): 22.89, ("sde", 600): 7.59, ("sde", 1000): 5.80, ("sde", 3000): 3.60,
-    ("pea", 60000): 1.08, ("sde", 60000): 1.05,
-}
+from results_tables import SUCCESSORS, TABLE1
+
 METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+-authors": 5, "pea+-long": 6,
                 "supervised-bn": 7, "pi": 8, "mean-teacher": 9, "pseudo-label": 10, "vat": 11, "vat-ema": 12,
                 "vat-ema-long": 13, "vat-ema-anneal": 14, "ladder": 15, "ladder-clean": 16, "ladder-anneal": 17,
@@ -37,11 +26,15 @@ METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+
                 "ladder-pea": 25}
 
 
-# Every VAT config is measured against the published VAT, every ladder config against the
-# published ladder network.
-SUCCESSOR_PAPERS = {"vat": {100: 1.36, 1000: 1.27}, "ladder": {100: 1.06, 1000: 0.84, 60000: 0.57}}
-PAPER.update({(m, n): published for family, figures in SUCCESSOR_PAPERS.items()
-              for m in METHOD_ORDER if m.startswith(family) for n, published in figures.items()})
+# The published figure each recipe is measured against: its method's row in the tables of
+# docs/results.md (the paper's Table 1, and for the methods after it their own papers'),
+# and for the ladder's recipes and combinations listed in no row, the published ladder's.
+PUBLISHED = [(recipes, figures) for _, recipes, figures in TABLE1 + SUCCESSORS if figures]
+PAPER = {(recipe, n): figure for recipes, figures in PUBLISHED for recipe in recipes for n, figure in figures.items()}
+LADDER = next(figures for name, _, figures in SUCCESSORS if name == "ladder network")
+PAPER.update({(m, n): figure for m in METHOD_ORDER
+              if m.startswith("ladder-") and not any(m in recipes for recipes, _ in PUBLISHED)
+              for n, figure in LADDER.items()})
 
 # A run folder's name is METHOD-LABELS (matched whole, so pea+-long is not read as pea+).
 CELL = re.compile("(" + "|".join(map(re.escape, METHOD_ORDER)) + r")-(\d+|supervised)")
