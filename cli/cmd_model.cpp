@@ -256,9 +256,6 @@ int new_ladder(const Args& args) {
     model.ensemble->statistics_by_part = true;
     for (PenaltyTerm& t : model.ensemble->penalties) t.rows = "unlabeled";
   }
-  // Combinations: more noise (e.g. VAT's adversarial perturbation on the input), more
-  // corrupted children, more penalties beside the denoising costs (e.g. PEA's agreement
-  // between the children, pairing child-child).
   // Children of two kinds: the ladder's corruption and denoising costs in some children
   // only, so that the others can carry other noise (VAT's adversarial child).
   if (auto listed = args.option("ladder-children")) {
@@ -268,6 +265,9 @@ int new_ladder(const Args& args) {
     }
     for (PenaltyTerm& t : model.ensemble->penalties) t.children = children;
   }
+  // Combinations: more noise (e.g. VAT's adversarial perturbation on the input), more
+  // corrupted children, more penalties beside the denoising costs (e.g. PEA's agreement
+  // between the children, pairing child-child).
   for (const std::string& n : args.all("noise-on")) add_noise_option(model.graph, n);
   PseudoEnsembleSpec& pe = *model.ensemble;
   pe.children = args.option_int("children", pe.children, 1, kMaxChildren);
