@@ -1,5 +1,6 @@
 #include "pens/graph/noise.h"
 
+#include <algorithm>
 #include <set>
 
 #include "pens/ops/ir/error.h"
@@ -137,6 +138,11 @@ std::vector<NoiseKind> builtin_kinds<NoiseKind>() {
 void normalize_noise(const Node& node, NoiseAnnotation& annotation) {
   const NoiseKind* kind = NoiseRegistry::global().find(annotation.kind);
   if (!kind) fail_at(node.name, "node '", node.name, "': ", NoiseRegistry::global().unknown(annotation.kind));
+  // `children` is the annotation's own key in model files (which children apply it).
+  if (std::any_of(kind->params.begin(), kind->params.end(), [](const AttrSpec& p) { return p.name == "children"; })) {
+    fail_at(node.name, "node '", node.name, "': noise kind '", kind->name, "' declares a parameter 'children', the ",
+            "name an annotation uses for the children that apply it; rename the kind's parameter");
+  }
   if (kind->parameters_only && !is_param(node)) {
     fail_at(node.name, "node '", node.name, "': noise kind '", kind->name, "' applies to parameters only");
   }

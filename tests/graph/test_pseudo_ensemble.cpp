@@ -440,6 +440,15 @@ TEST_CASE("children of two kinds: noise, terms and batch statistics on the child
   CHECK_ERROR_MENTIONS(add_noise(parent, parent.at("h2"), "mask", {{"p", 0.1}}, {0}), "node 'h2'",
                        "children numbered from 1, got 0");
   CHECK_ERROR_MENTIONS(add_noise(parent, parent.at("h2"), "mask", {{"p", 0.1}}, {2, 2}), "got 2 twice");
+  // A kind may not take the key that lists an annotation's children for a parameter.
+  if (!NoiseRegistry::global().find("test_children_param")) {
+    NoiseRegistry::register_global({"test_children_param",
+                                    "a kind whose parameter clashes with the annotation's children",
+                                    {{"children", AttrType::Int, false, AttrValue(int64_t{1}), "clashes", {}}},
+                                    false,
+                                    [](NoiseSite& site, const Attributes&) { return site.value; }});
+  }
+  CHECK_ERROR_MENTIONS(add_noise(parent, parent.at("h2"), "test_children_param"), "declares a parameter 'children'");
   Graph three = parent;
   add_noise(three, three.at("h2"), "mask", {{"p", 0.1}}, {3});
   CHECK_ERROR_MENTIONS(build_pseudo_ensemble(three, spec), "node 'h2', noise 0 (mask)", "child 3",
