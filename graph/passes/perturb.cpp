@@ -60,9 +60,9 @@ struct ChildOptions {
   // Child `teacher` (0: none) reads the moving average of each parameter that has one in
   // the parameter's place.
   int64_t teacher = 0;
-  // [k - 1]: child k reads the clean parent's batch statistics (the computed sources of
-  // moving averages), held constant, instead of computing its own; empty: no child does.
-  std::vector<char> parent_statistics = {};
+  // The children (1..K) that read the clean parent's batch statistics (the computed
+  // sources of moving averages), held constant, instead of computing their own.
+  std::set<int64_t> parent_statistics = {};
   // Nodes the children compute besides the ancestors of the outputs (penalized nodes that
   // no output reads, such as a ladder network's decoder).
   std::vector<std::string> roots = {};
@@ -120,11 +120,7 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
 
   // Batch statistics the children take from the parent, through one stop_gradient each.
   std::map<NodeId, NodeId> statistics;
-  const auto reads_parent_statistics = [&](int64_t k) {
-    return static_cast<size_t>(k) <= options.parent_statistics.size() && options.parent_statistics[k - 1];
-  };
-  if (std::find(options.parent_statistics.begin(), options.parent_statistics.end(), 1) !=
-      options.parent_statistics.end()) {
+  if (!options.parent_statistics.empty()) {
     for (const MovingAverage& a : parent.averages()) {
       const NodeId source = parent.at(a.source);
       if (is_param(parent[source]) || !c.network[source]) continue;
@@ -145,7 +141,7 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
         // Inputs, parameters and constants are shared; a teacher reads averaged parameters.
         const auto it = k == options.teacher ? averaged.find(v) : averaged.end();
         value = it == averaged.end() ? c.reads[0][v] : it->second;
-      } else if (auto it = statistics.find(v); it != statistics.end() && reads_parent_statistics(k)) {
+      } else if (auto it = statistics.find(v); it != statistics.end() && options.parent_statistics.contains(k)) {
         value = it->second;
       } else if (c.network[v] && n.op->name == kParentValueOp) {
         value = c.reads[0][v];  // what the parent computed, gradient included
@@ -184,7 +180,7 @@ Children make_children(const Graph& parent, int64_t children, const ChildOptions
     const auto it = taps.find(a.source);
     if (it == taps.end()) {
       throw Error(cat(what, ": child ", a.child, " computes no '", a.source, "' of its own",
-                      reads_parent_statistics(a.child) ? " (batch_statistics 'parent' gives it the parent's)" : ""),
+                      options.parent_statistics.contains(a.child) ? " (batch_statistics 'parent' gives it the parent's)" : ""),
                   a.param);
     }
     a.source = it->second;
@@ -247,8 +243,10 @@ Perturbed PerturbPass::perturb(const Graph& parent) const {
   spec_.validate();
   std::vector<std::string> penalized;
   for (const PenaltyTerm& t : spec_.penalties) penalized.push_back(t.node);
-  std::vector<char> parent_statistics;
-  for (int64_t k = 1; k <= spec_.children; ++k) parent_statistics.push_back(spec_.batch_statistics_of(k) == "parent");
+  std::set<int64_t> parent_statistics;
+  for (int64_t k = 1; k <= spec_.children; ++k) {
+    if (spec_.batch_statistics_of(k) == "parent") parent_statistics.insert(k);
+  }
   Children c = make_children(parent, spec_.children,
                              {.teacher = spec_.teacher, .parent_statistics = parent_statistics, .roots = penalized});
   Graph& g = c.graph;
