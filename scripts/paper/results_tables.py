@@ -51,7 +51,8 @@ SUCCESSORS = [
                         "ladder-anneal-24", "ladder-anneal-24-150"], {100: 1.06, 1000: 0.84, 60000: 0.57}),
     # Combinations no single paper ran, declared on the same graph (docs/pseudo-ensembles.md).
     ("ladder + VAT's adversarial child", ["ladder-vat"], {}),
-    ("ladder's child beside VAT's child", ["ladder-and-vat"], {}),
+    ("ladder's child beside VAT's child", ["ladder-and-vat", "ladder-and-vat-loss-both", "ladder-and-vat-to-child"],
+     {}),
     ("ladder + PEA's V^x between two children", ["ladder-pea"], {}),
 ]
 # The splits a cell needs to stand as the best of pens at a label count: 5 at 100 labels

@@ -38,7 +38,10 @@
 #                       combinations ladder-vat (the corrupted child also VAT's
 #                       adversarial child: ladder-vat-100.json), ladder-and-vat (the
 #                       ladder's child beside a VAT child of its own:
-#                       ladder-and-vat-100.json) and
+#                       ladder-and-vat-100.json), ladder-and-vat-loss-both (the same with
+#                       the supervised loss on both children: ladder-and-vat-loss-both-100.json),
+#                       ladder-and-vat-to-child (VAT's term held to the ladder's child,
+#                       not the parent: ladder-and-vat-to-child-100.json) and
 #                       ladder-pea (two corrupted children and PEA's V^x between them:
 #                       ladder-pea-100.json), and their supervised baseline
 #                       supervised-bn (their *-100*.json configs, with
@@ -177,6 +180,8 @@ if [[ $report_only == 0 ]]; then
         ladder-by-part) config=ladder-by-part-100.json ;;
         ladder-vat) config=ladder-vat-100.json ;;
         ladder-and-vat) config=ladder-and-vat-100.json ;;
+        ladder-and-vat-loss-both) config=ladder-and-vat-loss-both-100.json ;;
+        ladder-and-vat-to-child) config=ladder-and-vat-to-child-100.json ;;
         ladder-pea) config=ladder-pea-100.json ;;
         *) echo "table1: unknown method $method" >&2; exit 2 ;;
       esac

@@ -582,7 +582,8 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
 }
 
 TEST_CASE("the ladder combinations in examples/mnist are what the command in their description writes") {
-  for (const std::string name : {"ladder-vat", "ladder-and-vat", "ladder-pea"}) {
+  for (const std::string name :
+       {"ladder-vat", "ladder-and-vat", "ladder-and-vat-loss-both", "ladder-and-vat-to-child", "ladder-pea"}) {
     CAPTURE(name);
     std::ifstream file(pens::testing::source_dir() + "/examples/mnist/" + name + ".model.json");
     auto shipped = nlohmann::json::parse(file);
