@@ -33,7 +33,9 @@
 #                       on the ladder paper's 150 epochs, the last 50 decaying:
 #                       ladder-clean-100-anneal-24-150.json), ladder-anneal-64 (64
 #                       labeled + 96 unlabeled rows a step, for the larger labeled sets:
-#                       ladder-clean-anneal-64.json),
+#                       ladder-clean-anneal-64.json), ladder-light-24 (ladder-anneal-24
+#                       with the lighter denoising weights of the ladder paper's code
+#                       with every label, 1000,1,0.01,...: ladder-light-anneal-24.json),
 #                       ladder-by-part (the ladder
 #                       paper's batch: all 100 labels and 100 unlabeled rows a step,
 #                       the two normalised apart: ladder-by-part-100.json), the
@@ -180,6 +182,7 @@ if [[ $report_only == 0 ]]; then
         ladder-anneal-24) config=ladder-clean-100-anneal-24.json ;;
         ladder-anneal-24-150) config=ladder-clean-100-anneal-24-150.json ;;
         ladder-anneal-64) config=ladder-clean-anneal-64.json ;;
+        ladder-light-24) config=ladder-light-anneal-24.json ;;
         ladder-by-part) config=ladder-by-part-100.json ;;
         ladder-vat) config=ladder-vat-100.json ;;
         ladder-and-vat) config=ladder-and-vat-100.json ;;
