@@ -9,10 +9,17 @@ A run is a folder RUNS_DIR/<method>-<labels>/split<k>/ holding summary.json (wri
 pens train) and command.txt. Cells group the runs of one method and label count, by split
 seed k; the splits of a cell already in RESULTS.json whose runs are not under RUNS_DIR
 stay as recorded, so a cell can grow over campaigns whose runs folders are gone.
+
+Beside HISTORY.md it writes img/table1-curves.tsv, every finished run's validation and test
+error by epoch (from its metrics.jsonl), and img/table1-curves.png (with gnuplot where it is
+installed): the validation curves, a panel per label count. A run whose folder is gone keeps
+the curve the .tsv holds, as its cell keeps its record.
 """
 import json
 import re
+import shutil
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -70,8 +77,89 @@ def measured_splits(runs_dir):
             "epochs": summary["epochs"],
             "best_validation_epoch": summary.get("best_validation", {}).get("epoch"),
             "command": typed(command_file.read_text().strip()) if command_file.exists() else "",
+            "metrics": summary_path.parent / "metrics.jsonl",
         }
     return found
+
+
+def run_curve(metrics):
+    """{epoch: (validation error, test error)} in %, from a run's metrics.jsonl; a run resumed
+    from a checkpoint logs some epochs twice: the last counts."""
+    by_epoch = {}
+    for line in metrics.read_text().splitlines():
+        m = json.loads(line)
+        if "validation_error" in m and "test_error" in m:
+            by_epoch[m["epoch"]] = (100.0 * m["validation_error"], 100.0 * m["test_error"])
+    return by_epoch
+
+
+def measured_curves(measured):
+    """{(method, labels, seed): curve} of the finished runs measured_splits found."""
+    return {(method, labels, seed): run_curve(split["metrics"])
+            for (method, labels), splits in measured.items() for seed, split in splits.items()
+            if split["metrics"].exists()}
+
+
+CURVE_COLUMN = re.compile(r"(.+)-(\d+) split(\d+) (validation|test)")
+
+
+def drawn_curves(data):
+    """The curves an earlier report wrote ({(method, labels, seed): curve}, from its .tsv)."""
+    if not data.exists():
+        return {}
+    lines = data.read_text().splitlines()
+    columns = [CURVE_COLUMN.fullmatch(c) for c in lines[0].lstrip("# ").split("\t")[1::2]]
+    out = {}
+    for i, c in enumerate(columns):
+        points = {}
+        for line in lines[1:]:
+            fields = line.split("\t")
+            if fields[1 + 2 * i] != "?":
+                points[float(fields[0])] = (float(fields[1 + 2 * i]), float(fields[2 + 2 * i]))
+        out[(c.group(1), int(c.group(2)), int(c.group(3)))] = points
+    return out
+
+
+def draw_curves(curves, image):
+    """Writes image's .tsv (a column pair a run, '?' where it has no epoch) and, where gnuplot
+    is installed, the image: validation error by epoch (log scale), a panel per label count,
+    a colour per method, beside the published figure of the cell where there is one."""
+    if not curves:
+        return
+    keys = sorted(curves, key=lambda k: (k[1], METHOD_ORDER[k[0]], k[2]))
+    epochs = sorted(set().union(*(set(c) for c in curves.values())))
+    rows = ["# epoch\t" + "\t".join(f"{m}-{n} split{k} validation\t{m}-{n} split{k} test" for m, n, k in keys)]
+    for e in epochs:
+        fields = [f"{e:g}"]
+        for key in keys:
+            point = curves[key].get(e)
+            fields += [f"{v:.2f}" for v in point] if point else ["?", "?"]
+        rows.append("\t".join(fields))
+    image.parent.mkdir(parents=True, exist_ok=True)
+    data = image.with_suffix(".tsv")
+    data.write_text("\n".join(rows) + "\n")
+    if not shutil.which("gnuplot"):
+        print(f"results: gnuplot not found, {image.name} not drawn ({data.name} written)", file=sys.stderr)
+        return
+    label_counts = sorted({n for _, n, _ in keys})
+    methods = sorted({m for m, _, _ in keys}, key=METHOD_ORDER.get)
+    palette = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
+    colour = {m: palette[i % len(palette)] for i, m in enumerate(methods)}
+    script = ["set terminal pngcairo size " + f"{420 * len(label_counts) + 80},520 noenhanced", f"set output '{image}'",
+              "set datafile missing '?'", f"set multiplot layout 1,{len(label_counts)}", "set grid",
+              "set xlabel 'epoch'", "set ylabel 'validation error (%)'", "set logscale y",
+              "set ytics (0.5, 0.7, 1, 1.5, 2, 3, 5, 10, 20)", "set yrange [0.5:20]", "set key top right"]
+    for n in label_counts:
+        plots = []
+        for i, (m, labels, k) in enumerate(keys):
+            if labels == n:
+                plots.append(f"'{data}' using 1:{2 + 2 * i} with lines lw 1.5 lc rgb '{colour[m]}' title '{m} split {k}'")
+        published = sorted({PAPER[(m, n)] for m, labels, _ in keys if labels == n and PAPER.get((m, n))})
+        if published:
+            plots.append(f"{published[0]} with lines dt 2 lw 1.5 lc rgb 'black' title 'published {published[0]:.2f} (test)'")
+        script += [f"set title '{'all' if n == 60000 else n} labels'", "plot " + ", ".join(plots)]
+    script.append("unset multiplot")
+    subprocess.run(["gnuplot"], input="\n".join(script) + "\n", text=True, check=True)
 
 
 def recorded_splits(record):
@@ -175,6 +263,7 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     measured = measured_splits(sys.argv[1])
+    fresh = {key: dict(splits) for key, splits in measured.items()}  # before recorded splits join them
     json_path = Path(sys.argv[3])
     records = json.loads(json_path.read_text()) if json_path.exists() else []
     # Records of other kinds (tree cells, data-parallel runs) are kept, and so are the
@@ -209,6 +298,8 @@ def main():
         notes = md_path.read_text().split(marker, 1)[1]
     consistency = [r for r in others if r.get("kind") == "consistency"]
     md_path.write_text(markdown(rows, consistency) + "\n" + marker + notes)
+    image = md_path.parent / "img" / "table1-curves.png"
+    draw_curves({**drawn_curves(image.with_suffix(".tsv")), **measured_curves(fresh)}, image)
 
 
 if __name__ == "__main__":

@@ -63,8 +63,9 @@
 #   --configs DIR       the configs' folder (default examples/mnist; same file names)
 #   --data-dir DIR      MNIST's IDX files (default data/mnist, fetched when missing)
 #   --pens BINARY       the pens to run (default: a copy of build/pens, set up and built)
-#   --report DIR        where results.json, results.md (the tables) and
-#                       results-history.md (every recipe) go (default docs)
+#   --report DIR        where results.json, results.md (the tables),
+#                       results-history.md (every recipe) and img/table1-curves.png
+#                       (every run's validation error by epoch) go (default docs)
 #   --jobs J            runs at once (default 1), each on nproc / J threads (at least 1):
 #                       on a few cores, two one-thread runs side by side finish more runs
 #                       an hour than one two-thread run at a time (docs/results-history.md)
@@ -279,5 +280,8 @@ fi
 
 report
 echo "table1: wrote $report/results.json, $report/results.md and $report/results-history.md"
+if [[ -f $report/img/table1-curves.tsv ]]; then
+  echo "table1: the runs' validation error by epoch is in $report/img/table1-curves.tsv (drawn in .png by gnuplot)"
+fi
 exit
 }

@@ -53,6 +53,8 @@ def test_a_method_stands_as_its_best_recipe_with_the_most_splits(tmp_path):
     assert "| | published | 1.36 | — | 1.27 | — | — |" in page
     # The best of pens at each label count: cells with the protocol's splits only.
     assert "| **best of pens** | | 2.17 ± 0.10 (5), VAT | 2.39 ± 0.10 (3), PEA | — | — | — |" in page
+    # The goal beside it: the miss where a best stands, the bare target where none does.
+    assert "| **goal** | | ≤ 1.00: missed by 1.17 | ≤ 1.00: missed by 1.39 | ≤ 0.85 | ≤ 0.80 | ≤ 0.70 |" in page
     # A precision record is a row of its own table, not a cell of Table 1.
     assert "| pea-supervised.json, 30 epochs | bfloat16 | 1, 2, 3 | 1.67, 1.67, 1.67 | 1.67 ± 0.10 (3) |" in page
     # Table 2 is the table2.sh cells, not the variants measured beside them.

@@ -191,6 +191,40 @@ def test_the_authors_pea_plus_pretrains_once_then_fine_tunes_each_split_from_it(
     assert cell["split_seeds"] == [1, 2] and cell["labels"] == 20
 
 
+def test_the_curves_of_the_runs_found_join_the_curves_of_runs_whose_folders_are_gone(tmp_path):
+    """results.py writes img/table1-curves.tsv beside the history: each finished run's
+    validation and test error by epoch from its metrics.jsonl (a resumed run's repeated
+    epoch counted once, its last), and the columns of an earlier report whose runs are gone."""
+    runs = tmp_path / "runs"
+    run = runs / "ladder-anneal-24-1000" / "split2"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"status": "finished", "test_error": 0.0105,
+                                                  "wall_seconds": 600.0, "epochs": 3.0}))
+    evaluations = [(1, 0.08, 0.081), (2, 0.05, 0.052), (2, 0.04, 0.042), (3, 0.011, 0.0105)]
+    (run / "metrics.jsonl").write_text("".join(
+        json.dumps({"epoch": float(e), "step": 10 * e, "validation_error": v, "test_error": t}) + "\n"
+        for e, v, t in evaluations) + json.dumps({"epoch": 3.0, "objective": 1.5}) + "\n")
+    unfinished = runs / "ladder-anneal-24-1000" / "split3"
+    unfinished.mkdir()
+    (unfinished / "summary.json").write_text(json.dumps({"status": "running"}))
+    (unfinished / "metrics.jsonl").write_text(json.dumps({"epoch": 1.0, "validation_error": 0.5, "test_error": 0.5}))
+    img = tmp_path / "img"
+    img.mkdir()
+    (img / "table1-curves.tsv").write_text(
+        "# epoch\tvat-ema-long-100 split1 validation\tvat-ema-long-100 split1 test\n1\t9.50\t9.70\n2\t?\t?\n")
+    md, record = tmp_path / "results.md", tmp_path / "results.json"
+    subprocess.run(["python3", str(ROOT / "scripts" / "paper" / "results.py"), str(runs), str(md), str(record)], check=True)
+    assert (img / "table1-curves.tsv").read_text().splitlines() == [
+        "# epoch\tvat-ema-long-100 split1 validation\tvat-ema-long-100 split1 test"
+        "\tladder-anneal-24-1000 split2 validation\tladder-anneal-24-1000 split2 test",
+        "1\t9.50\t9.70\t8.00\t8.10",
+        "2\t?\t?\t4.00\t4.20",
+        "3\t?\t?\t1.10\t1.05",
+    ]
+    # scripts/setup.sh installs gnuplot, which draws them.
+    assert (img / "table1-curves.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_records_measured_run_by_run_are_rows_of_their_own_table(tmp_path):
     """Consistency records written by hand (kind "consistency") are kept as they are and
     listed in a table of their own beside Table 1's."""
