@@ -10,10 +10,10 @@ pens train) and command.txt. Cells group the runs of one method and label count,
 seed k; the splits of a cell already in RESULTS.json whose runs are not under RUNS_DIR
 stay as recorded, so a cell can grow over campaigns whose runs folders are gone.
 
-Beside HISTORY.md it writes img/table1-curves.tsv, every finished run's validation and test
-error by epoch (from its metrics.jsonl), and img/table1-curves.png (with gnuplot where it is
-installed): the validation curves, a panel per label count. A run whose folder is gone keeps
-the curve the .tsv holds, as its cell keeps its record.
+In the img folder beside the history it writes table1-curves.tsv, every finished run's
+validation and test error by epoch (from its metrics.jsonl), and table1-curves.png (with
+gnuplot where it is installed): the validation curves, a panel per label count. A run
+whose folder is gone keeps the curve the .tsv holds, as its cell keeps its record.
 """
 import json
 import re
@@ -31,7 +31,7 @@ METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+
                 "ladder-anneal-long": 18, "ladder-anneal-16": 19, "ladder-anneal-24": 20,
                 "ladder-anneal-24-150": 21, "ladder-by-part": 22, "ladder-vat": 23, "ladder-and-vat": 24,
                 "ladder-and-vat-loss-both": 25, "ladder-and-vat-to-child": 26, "ladder-pea": 27,
-                "ladder-anneal-64": 28, "ladder-light-24": 29}
+                "ladder-anneal-64": 28, "ladder-light-24": 29, "ladder-authors-24": 30}
 
 
 # The published figure each recipe is measured against: its method's row in the tables of
