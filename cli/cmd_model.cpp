@@ -235,6 +235,7 @@ int new_ladder(const Args& args) {
   LadderSpec spec;
   if (auto layers = args.option("layers")) spec.layers = parse_layers(*layers);
   spec.noise = args.option_double("noise", spec.noise, AttrRange::at_least(0));
+  if (args.option("input-noise")) spec.input_noise = args.option_double("input-noise", 0, AttrRange::at_least(0));
   if (auto text = args.option("denoising")) {
     spec.denoising.clear();
     for (const std::string& item : comma_separated(*text)) {
@@ -295,7 +296,7 @@ int run_new(const std::vector<std::string>& argv) {
   }
   if (!argv.empty() && argv[0] == "ladder") {
     const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {"statistics-by-part"},
-                    {"layers", "noise", "denoising", "batch-norm-decay", "estimate-statistics", "teacher", "noise-on",
+                    {"layers", "noise", "input-noise", "denoising", "batch-norm-decay", "estimate-statistics", "teacher", "noise-on",
                      "ladder-children", "children", "loss-on", "batch-statistics", "penalty", "description", "output"});
     if (!args.positional().empty()) fail("pens new ladder takes options only");
     return new_ladder(args);

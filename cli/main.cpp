@@ -135,6 +135,8 @@ const std::vector<Command>& commands() {
        "  --layers W0,W1,...      widths, input first (default 784,1000,500,250,250,250,10)\n"
        "  --noise S               Gaussian sigma on the input and every normalised layer\n"
        "                          (default 0.3)\n"
+       "  --input-noise S         ... but sigma S on the input (the ladder paper's code runs\n"
+       "                          1000 labels with 0.3 on the input, 0.2 on the layers)\n"
        "  --denoising L0,L1,...   each layer's denoising weight, input first (default\n"
        "                          1000,10,0.1,0.1,0.1,0.1,0.1); times the mean square error\n"
        "  --batch-norm-decay D    the running statistics' decay per update (default 0.99)\n"

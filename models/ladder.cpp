@@ -50,6 +50,8 @@ Model build_ladder(const LadderSpec& spec) {
          spec.denoising.size(), " weights");
   }
   if (!(spec.noise >= 0)) fail("the ladder's noise must be >= 0, got ", spec.noise);
+  const double input_noise = spec.input_noise.value_or(spec.noise);
+  if (!(input_noise >= 0)) fail("the ladder's input noise must be >= 0, got ", input_noise);
   Model model;
   Graph& g = model.graph;
   const auto tag = [&](NodeId v, const std::string& layer) {
@@ -60,7 +62,7 @@ Model build_ladder(const LadderSpec& spec) {
   // The encoder: the parent is the clean one; noise makes the child the corrupted one.
   std::vector<NodeId> z(depth + 1);
   z[0] = tag(g.input("x", {kBatch, spec.layers[0]}), "in");
-  if (spec.noise > 0) add_noise(g, z[0], "gaussian", {{"sigma", spec.noise}});
+  if (input_noise > 0) add_noise(g, z[0], "gaussian", {{"sigma", input_noise}});
   const NodeId labels = g.input("y", {kBatch}, DType::Index);
   NodeId h = z[0];
   NodeId logits = h;  // the last layer's, set below

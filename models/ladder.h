@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "pens/serialization/model.h"
@@ -17,7 +18,11 @@ namespace pens {
 
 struct LadderSpec {
   std::vector<int64_t> layers = {784, 1000, 500, 250, 250, 250, 10};  // widths, input first
-  double noise = 0.3;  // σ of the Gaussian noise on the input and on every z
+  double noise = 0.3;  // σ of the Gaussian noise on every z, and on the input unless:
+  // σ on the input where it differs: the ladder paper's code sets the two apart (its
+  // super_noise_std on the input, f_local_noise_std on the layers; with 1000 labels 0.3
+  // and 0.2).
+  std::optional<double> input_noise = std::nullopt;
   // Weight of each layer's denoising cost, input first (one per width): the cost is
   // λ_l times the mean over the layer's units of the squared error, as the ladder paper
   // weighs it for permutation-invariant MNIST (1000, 10, 0.1, ...).

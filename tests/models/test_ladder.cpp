@@ -130,10 +130,32 @@ TEST_CASE("ladder: the estimates are normalised with the clean encoder's batch s
   }
 }
 
+TEST_CASE("ladder: the input's noise can differ from the layers', as the ladder paper's code sets them") {
+  const auto sigma = [](const Model& m, const char* node) {
+    const auto& noise = m.graph.node(*m.graph.find(node)).noise;
+    REQUIRE(noise.size() == 1);
+    return noise[0].params.get_float("sigma");
+  };
+  const Model same = build_ladder(small_ladder());
+  CHECK(sigma(same, "x") == 0.3);
+  CHECK(sigma(same, "z1") == 0.3);
+  LadderSpec spec = small_ladder();
+  spec.noise = 0.2;
+  spec.input_noise = 0.3;
+  const Model apart = build_ladder(spec);
+  CHECK(sigma(apart, "x") == 0.3);
+  for (const char* z : {"z1", "z2", "z3"}) CHECK(sigma(apart, z) == 0.2);
+  spec.input_noise = 0.0;  // a clean input, noisy layers
+  const Model clean_input = build_ladder(spec);
+  CHECK(clean_input.graph.node(*clean_input.graph.find("x")).noise.empty());
+}
+
 TEST_CASE("ladder: bad specs name what is wrong") {
   CHECK_ERROR_MENTIONS(build_ladder({.layers = {6, 5, 3}, .denoising = {1, 1}}), "one denoising weight per layer",
                        "3 widths, 2 weights");
   CHECK_ERROR_MENTIONS(build_ladder({.layers = {6, 0, 3}, .denoising = {1, 1, 1}}), "widths must be positive");
+  CHECK_ERROR_MENTIONS(build_ladder({.layers = {6, 5, 3}, .input_noise = -0.1, .denoising = {1, 1, 1}}),
+                       "input noise must be >= 0", "-0.1");
 }
 
 }  // namespace test_ladder
