@@ -23,6 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import curves_table
 from results_tables import SUCCESSORS, TABLE1
 
 METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+-authors": 5, "pea+-long": 6,
@@ -101,44 +102,28 @@ def measured_curves(measured):
             if split["metrics"].exists()}
 
 
-CURVE_COLUMN = re.compile(r"(.+)-(\d+) split(\d+) (validation|test)")
+RUN_CURVE = re.compile(r"(.+)-(\d+) split(\d+)")  # a curve's name in the .tsv: METHOD-LABELS splitK
+CURVE_SUFFIXES = ("validation", "test")
 
 
 def drawn_curves(data):
     """The curves an earlier report wrote ({(method, labels, seed): curve}, from its .tsv)."""
-    if not data.exists():
-        return {}
-    lines = data.read_text().splitlines()
-    columns = [CURVE_COLUMN.fullmatch(c) for c in lines[0].lstrip("# ").split("\t")[1::2]]
     out = {}
-    for i, c in enumerate(columns):
-        points = {}
-        for line in lines[1:]:
-            fields = line.split("\t")
-            if fields[1 + 2 * i] != "?":
-                points[float(fields[0])] = (float(fields[1 + 2 * i]), float(fields[2 + 2 * i]))
-        out[(c.group(1), int(c.group(2)), int(c.group(3)))] = points
+    for name, points in curves_table.read(data, CURVE_SUFFIXES).items():
+        method, labels, seed = RUN_CURVE.fullmatch(name).groups()
+        out[(method, int(labels), int(seed))] = points
     return out
 
 
 def draw_curves(curves, image):
-    """Writes image's .tsv (a column pair a run, '?' where it has no epoch) and, where gnuplot
-    is installed, the image: validation error by epoch (log scale), a panel per label count,
-    a colour per method, beside the published figure of the cell where there is one."""
+    """Writes image's .tsv (a column pair a run) and, where gnuplot is installed, the image:
+    validation error by epoch (log scale), a panel per label count, a colour per method,
+    beside the published figure of the cell where there is one."""
     if not curves:
         return
     keys = sorted(curves, key=lambda k: (k[1], METHOD_ORDER[k[0]], k[2]))
-    epochs = sorted(set().union(*(set(c) for c in curves.values())))
-    rows = ["# epoch\t" + "\t".join(f"{m}-{n} split{k} validation\t{m}-{n} split{k} test" for m, n, k in keys)]
-    for e in epochs:
-        fields = [f"{e:g}"]
-        for key in keys:
-            point = curves[key].get(e)
-            fields += [f"{v:.2f}" for v in point] if point else ["?", "?"]
-        rows.append("\t".join(fields))
-    image.parent.mkdir(parents=True, exist_ok=True)
     data = image.with_suffix(".tsv")
-    data.write_text("\n".join(rows) + "\n")
+    curves_table.write(data, {f"{m}-{n} split{k}": curves[(m, n, k)] for m, n, k in keys}, CURVE_SUFFIXES)
     if not shutil.which("gnuplot"):
         print(f"results: gnuplot not found, {image.name} not drawn ({data.name} written)", file=sys.stderr)
         return

@@ -24,6 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import curves_table
+
 # The cells and the published figure of each: the paper's Table 2, and past it the
 # constituency Tree-LSTM's (Tai, Socher, Manning 2015, tuned GloVe vectors: the figure both pens
 # Tree-LSTM cells, with and without pre-trained vectors, stand beside); None for PEA
@@ -224,20 +226,7 @@ def curves(runs_dir):
 def drawn_curves(data):
     """The curves an earlier report drew ({(task, method): {epoch: (dev, train)}}, from its
     .tsv): a cell whose runs are not under RUNS_DIR keeps its curve, as it keeps its record."""
-    if not data.exists():
-        return {}
-    lines = data.read_text().splitlines()
-    columns = lines[0].lstrip("# ").split("\t")[1:]
-    out = {}
-    for i in range(0, len(columns), 2):
-        task, method = columns[i].removesuffix(" dev").split("-", 1)
-        points = {}
-        for line in lines[1:]:
-            fields = line.split("\t")
-            if fields[1 + i] != "?":
-                points[int(fields[0])] = (float(fields[1 + i]), float(fields[2 + i]))
-        out[(task, method)] = points
-    return out
+    return {tuple(name.split("-", 1)): points for name, points in curves_table.read(data, ("dev", "train")).items()}
 
 
 def draw_curves(cell_curves, image):
@@ -247,17 +236,8 @@ def draw_curves(cell_curves, image):
     if not cell_curves:
         return
     keys = list(cell_curves)
-    epochs = sorted(set().union(*(set(c) for c in cell_curves.values())))
-    rows = ["# epoch\t" + "\t".join(f"{t}-{m} dev\t{t}-{m} train" for t, m in keys)]
-    for e in epochs:
-        fields = [str(e)]
-        for key in keys:
-            point = cell_curves[key].get(e)
-            fields += [f"{v:.2f}" for v in point] if point else ["?", "?"]
-        rows.append("\t".join(fields))
-    image.parent.mkdir(parents=True, exist_ok=True)
     data = image.with_suffix(".tsv")
-    data.write_text("\n".join(rows) + "\n")
+    curves_table.write(data, {f"{t}-{m}": cell_curves[(t, m)] for t, m in keys}, ("dev", "train"))
     if not shutil.which("gnuplot"):
         print(f"results_trees: gnuplot not found, {image.name} not drawn ({data.name} written)", file=sys.stderr)
         return
