@@ -121,14 +121,17 @@ def draw_curves(curves, image):
     beside the published figure of the cell where there is one."""
     if not curves:
         return
-    keys = sorted(curves, key=lambda k: (k[1], METHOD_ORDER[k[0]], k[2]))
+    def order(method):  # a method no longer registered (its curve kept from before) goes last
+        return METHOD_ORDER.get(method, len(METHOD_ORDER))
+
+    keys = sorted(curves, key=lambda k: (k[1], order(k[0]), k[2]))
     data = image.with_suffix(".tsv")
     curves_table.write(data, {f"{m}-{n} split{k}": curves[(m, n, k)] for m, n, k in keys}, CURVE_SUFFIXES)
     if not shutil.which("gnuplot"):
         print(f"results: gnuplot not found, {image.name} not drawn ({data.name} written)", file=sys.stderr)
         return
     label_counts = sorted({n for _, n, _ in keys})
-    methods = sorted({m for m, _, _ in keys}, key=METHOD_ORDER.get)
+    methods = sorted({m for m, _, _ in keys}, key=order)
     palette = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
     colour = {m: palette[i % len(palette)] for i, m in enumerate(methods)}
     script = ["set terminal pngcairo size " + f"{420 * len(label_counts) + 80},520 noenhanced", f"set output '{image}'",
