@@ -296,8 +296,9 @@ int run_new(const std::vector<std::string>& argv) {
   }
   if (!argv.empty() && argv[0] == "ladder") {
     const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {"statistics-by-part"},
-                    {"layers", "noise", "input-noise", "denoising", "batch-norm-decay", "estimate-statistics", "teacher", "noise-on",
-                     "ladder-children", "children", "loss-on", "batch-statistics", "penalty", "description", "output"});
+                    {"layers", "noise", "input-noise", "denoising", "batch-norm-decay", "estimate-statistics",
+                     "teacher", "noise-on", "ladder-children", "children", "loss-on", "batch-statistics", "penalty",
+                     "description", "output"});
     if (!args.positional().empty()) fail("pens new ladder takes options only");
     return new_ladder(args);
   }
