@@ -2,7 +2,20 @@
 draw again the curve of a run whose folder is gone: a column pair per curve (NAME A, NAME
 B: two figures of each epoch), a row per epoch any curve has, '?' where one has none.
 results.py (Table 1's runs) and results_trees.py (Table 2's cells) write them."""
+import json
 from pathlib import Path
+
+
+def from_metrics(metrics: Path, first, second):
+    """One run's curve, {epoch: (a, b)} in %, from the fields `first` and `second` (a
+    fraction; NaN where a line lacks it) of the lines of its metrics.jsonl that hold
+    `first`; a run resumed from a checkpoint logs some epochs twice: the last counts."""
+    by_epoch = {}
+    for line in metrics.read_text().splitlines():
+        m = json.loads(line)
+        if first in m and "epoch" in m:
+            by_epoch[m["epoch"]] = (100.0 * m[first], 100.0 * m.get(second, float("nan")))
+    return by_epoch
 
 
 def write(path: Path, curves, suffixes):

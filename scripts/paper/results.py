@@ -84,20 +84,9 @@ def measured_splits(runs_dir):
     return found
 
 
-def run_curve(metrics):
-    """{epoch: (validation error, test error)} in %, from a run's metrics.jsonl; a run resumed
-    from a checkpoint logs some epochs twice: the last counts."""
-    by_epoch = {}
-    for line in metrics.read_text().splitlines():
-        m = json.loads(line)
-        if "validation_error" in m and "test_error" in m:
-            by_epoch[m["epoch"]] = (100.0 * m["validation_error"], 100.0 * m["test_error"])
-    return by_epoch
-
-
 def measured_curves(measured):
     """{(method, labels, seed): curve} of the finished runs measured_splits found."""
-    return {(method, labels, seed): run_curve(split["metrics"])
+    return {(method, labels, seed): curves_table.from_metrics(split["metrics"], "validation_error", "test_error")
             for (method, labels), splits in measured.items() for seed, split in splits.items()
             if split["metrics"].exists()}
 
@@ -252,7 +241,7 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     measured = measured_splits(sys.argv[1])
-    fresh = {key: dict(splits) for key, splits in measured.items()}  # before recorded splits join them
+    curves = measured_curves(measured)  # before the recorded splits, which have no runs, join them
     json_path = Path(sys.argv[3])
     records = json.loads(json_path.read_text()) if json_path.exists() else []
     # Records of other kinds (tree cells, data-parallel runs) are kept, and so are the
@@ -288,7 +277,7 @@ def main():
     consistency = [r for r in others if r.get("kind") == "consistency"]
     md_path.write_text(markdown(rows, consistency) + "\n" + marker + notes)
     image = md_path.parent / "img" / "table1-curves.png"
-    draw_curves({**drawn_curves(image.with_suffix(".tsv")), **measured_curves(fresh)}, image)
+    draw_curves({**drawn_curves(image.with_suffix(".tsv")), **curves}, image)
 
 
 if __name__ == "__main__":

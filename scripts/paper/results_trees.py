@@ -193,17 +193,6 @@ def joined(old, new):
     return record
 
 
-def epoch_curve(metrics):
-    """{epoch: (dev root accuracy, training root accuracy)} in %, from a run's
-    metrics.jsonl; a run resumed from a checkpoint logs some epochs twice: the last counts."""
-    by_epoch = {}
-    for line in metrics.read_text().splitlines():
-        m = json.loads(line)
-        if "dev_root_accuracy" in m and "epoch" in m:
-            by_epoch[int(m["epoch"])] = (100 * m["dev_root_accuracy"], 100 * m.get("train_root_accuracy", float("nan")))
-    return by_epoch
-
-
 def curves(runs_dir):
     """{(task, method): {epoch: (dev, train)}}, each the mean over the cell's finished
     runs, at the epochs every one of them reached."""
@@ -215,7 +204,7 @@ def curves(runs_dir):
         for summary in sorted((Path(runs_dir) / f"{task}-{method}").glob("seed*/summary.json")):
             metrics = summary.parent / "metrics.jsonl"
             if json.loads(summary.read_text()).get("status") == "finished" and metrics.exists():
-                per_run.append(epoch_curve(metrics))
+                per_run.append(curves_table.from_metrics(metrics, "dev_root_accuracy", "train_root_accuracy"))
         if not per_run:
             continue
         epochs = sorted(set.intersection(*(set(c) for c in per_run)))
