@@ -4,6 +4,7 @@ every recipe in docs/results-history.md (the tables of docs/results.md are drawn
 JSON by scripts/paper/results_tables.py).
 
 usage: scripts/paper/results.py RUNS_DIR HISTORY.md RESULTS.json
+       scripts/paper/results.py --recorded RESULTS.json
 
 A run is a folder RUNS_DIR/<method>-<labels>/split<k>/ holding summary.json (written by
 pens train) and command.txt. Cells group the runs of one method and label count, by split
@@ -237,7 +238,17 @@ def markdown(rows, consistency):
     return "\n".join(lines) + "\n"
 
 
+def recorded_runs(json_path):
+    """The run folder names (METHOD-LABELS/splitK) of the splits the record at json_path holds."""
+    records = json.loads(json_path.read_text()) if json_path.exists() else []
+    return [f"{r['method']}-{'supervised' if r['labels'] == 60000 else r['labels']}/split{k}"
+            for r in records if "task" not in r and "kind" not in r for k in recorded_splits(r)]
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--recorded":
+        print("\n".join(recorded_runs(Path(sys.argv[2]))))
+        return
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     measured = measured_splits(sys.argv[1])

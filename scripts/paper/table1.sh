@@ -77,7 +77,11 @@
 #
 # A campaign can be stopped and taken up again: run the same command again. A run whose summary.json
 # says it finished (or diverged) is not run again; a run that was interrupted resumes
-# from its checkpoint.pens (pens train --resume), or starts over if it wrote none.
+# from its checkpoint.pens (pens train --resume), or starts over if it wrote none. A split
+# recorded in REPORT/results.json whose run folder is gone (a campaign on another machine,
+# or one whose runs folder was removed) is not run again either: the report keeps it as
+# recorded. To run such a split again, make its folder (mkdir RUNS/METHOD-LABELS/splitK):
+# the new run then replaces the recorded split.
 # The report is rewritten after every run, so finished cells are recorded as they
 # finish, and the script says what remains before it starts and after each run.
 set -euo pipefail
@@ -133,12 +137,18 @@ report() {
   /usr/bin/python3 scripts/paper/results_tables.py "$report/results.json" "$report/results.md" "${readme[@]}"
 }
 
-# The state of run folder $1: finished, diverged, resume (a checkpoint to go on from) or new.
+# The runs the record holds (METHOD-LABELS/splitK, one a line), read once: a campaign's
+# own runs join it as they finish, and those have folders.
+recorded=$'\n'$(python3 scripts/paper/results.py --recorded "$report/results.json")$'\n'
+
+# The state of run $1 (its folder under $runs): finished, diverged, resume (a checkpoint
+# to go on from), recorded (in the report, its folder gone) or new.
 state_of() {
-  local out="$1"
+  local out="$runs/$1"
   if [[ -f "$out/summary.json" ]] && grep -q '"status": "finished"' "$out/summary.json"; then echo finished
   elif [[ -f "$out/summary.json" ]] && grep -q '"status": "diverged"' "$out/summary.json"; then echo diverged
   elif [[ -f "$out/checkpoint.pens" ]]; then echo resume
+  elif [[ ! -e "$out" && $recorded == *$'\n'"$1"$'\n'* ]]; then echo recorded
   else echo new; fi
 }
 
@@ -227,9 +237,9 @@ fi
 remaining() {
   local left=() i state
   for i in "${!plan_names[@]}"; do
-    state=$(state_of "$runs/${plan_names[$i]}")
+    state=$(state_of "${plan_names[$i]}")
     case $state in
-      finished|diverged) ;;
+      finished|diverged|recorded) ;;
       resume) left+=("${plan_names[$i]} (resumes)") ;;
       new) left+=("${plan_names[$i]}") ;;
     esac
@@ -253,9 +263,10 @@ pretrain() {
 run() {
   local name="$1" config="$2"; shift 2
   local out="$runs/$name" state
-  state=$(state_of "$out")
+  state=$(state_of "$name")
   case $state in
     finished) echo "table1: $name already finished"; return ;;
+    recorded) echo "table1: $name already recorded in $report/results.json (its folder is gone); not run again"; return ;;
     diverged) echo "table1: $name diverged (see $out/summary.json); not run again: remove the folder to rerun"; return ;;
   esac
   local cmd=("$runs/pens" train "$config" --out "$out" "$@" "${data_args[@]}")

@@ -159,6 +159,38 @@ def test_a_campaign_runs_its_runs_jobs_at_a_time(tmp_path, small_mnist, pens_bin
     assert bad.returncode == 2 and "--jobs takes a positive integer" in bad.stderr
 
 
+def test_a_split_recorded_by_an_earlier_campaign_whose_folder_is_gone_is_not_run_again(
+        tmp_path, small_mnist, pens_binary):
+    command = campaign(tmp_path, small_mnist, pens_binary)
+    command[command.index("--splits") + 1] = "2"
+    (tmp_path / "configs" / "pea-20.json").write_text(
+        (tmp_path / "configs" / "pea-20.json").read_text().replace('"epochs": 200', '"epochs": 2'))
+    (tmp_path / "report").mkdir()
+    split1 = {"method": "pea", "labels": 20, "splits": 1, "split_seeds": [1], "mean": 7.5, "std": 0.0,
+              "errors": [7.5], "minutes": [3.0], "epochs": [2.0], "paper": None,
+              "command": "build/pens train pea-20.json --out runs/table1/pea-20/splitS --split-seed S",
+              "notes": {"1": "on another machine"}}
+    (tmp_path / "report" / "results.json").write_text(json.dumps([split1]))
+    out = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "table1: 1 of 2 runs done; remaining: pea-20/split2" in out.stdout
+    assert "table1: pea-20/split1 already recorded in" in out.stdout
+    runs = tmp_path / "runs" / "pea-20"
+    assert not (runs / "split1").exists()
+    assert json.loads((runs / "split2" / "summary.json").read_text())["status"] == "finished"
+    [cell] = [r for r in json.loads((tmp_path / "report" / "results.json").read_text()) if r.get("method") == "pea"]
+    assert cell["split_seeds"] == [1, 2]
+    assert cell["errors"][0] == 7.5 and cell["notes"] == {"1": "on another machine"}
+    # Its folder made, the split runs again and its run replaces the recorded one.
+    (runs / "split1").mkdir()
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "table1: 1 of 2 runs done; remaining: pea-20/split1" in again.stdout
+    summary = json.loads((runs / "split1" / "summary.json").read_text())
+    [cell] = [r for r in json.loads((tmp_path / "report" / "results.json").read_text()) if r.get("method") == "pea"]
+    assert cell["errors"][0] == round(100 * summary["test_error"], 3) and "notes" not in cell
+
+
 def test_the_authors_pea_plus_pretrains_once_then_fine_tunes_each_split_from_it(tmp_path, small_mnist, pens_binary):
     command = campaign(tmp_path, small_mnist, pens_binary)
     configs = tmp_path / "configs"
