@@ -51,6 +51,20 @@ PAPER.update({(m, n): figure for m in METHOD_ORDER
 CELL = re.compile("(" + "|".join(map(re.escape, METHOD_ORDER)) + r")-(\d+|supervised)")
 
 
+def folder(method, labels):
+    """A cell's folder name, as CELL reads it: METHOD-LABELS, METHOD-supervised with every label."""
+    return f"{method}-{'supervised' if labels == 60000 else labels}"
+
+
+def read_record(json_path):
+    """The record at json_path (none where there is no file), as (Table 1's cells, the
+    records of other kinds: tree cells, data-parallel runs, cells measured run by run)."""
+    records = json.loads(json_path.read_text()) if json_path.exists() else []
+    def other(r):
+        return "task" in r or "kind" in r
+    return [r for r in records if not other(r)], [r for r in records if other(r)]
+
+
 def typed(command):
     """A run's command as a user types it: build/pens for table1.sh's copy of it."""
     return re.sub(r"^\S*/pens ", "build/pens ", command)
@@ -240,9 +254,8 @@ def markdown(rows, consistency):
 
 def recorded_runs(json_path):
     """The run folder names (METHOD-LABELS/splitK) of the splits the record at json_path holds."""
-    records = json.loads(json_path.read_text()) if json_path.exists() else []
-    return [f"{r['method']}-{'supervised' if r['labels'] == 60000 else r['labels']}/split{k}"
-            for r in records if "task" not in r and "kind" not in r for k in recorded_splits(r)]
+    cells, _ = read_record(json_path)
+    return [f"{folder(r['method'], r['labels'])}/split{k}" for r in cells for k in recorded_splits(r)]
 
 
 def main():
@@ -254,16 +267,13 @@ def main():
     measured = measured_splits(sys.argv[1])
     curves = measured_curves(measured)  # before the recorded splits, which have no runs, join them
     json_path = Path(sys.argv[3])
-    records = json.loads(json_path.read_text()) if json_path.exists() else []
-    # Records of other kinds (tree cells, data-parallel runs) are kept, and so are the
-    # splits whose runs are not in this runs folder (measured by an earlier campaign whose
-    # folder is gone, or on another machine): the record accumulates, a campaign only adds
-    # splits or updates them. A cell with no new split stays exactly as it was recorded.
-    others = [r for r in records if "task" in r or "kind" in r]
+    # Records of other kinds are kept, and so are the splits whose runs are not in this
+    # runs folder (measured by an earlier campaign whose folder is gone, or on another
+    # machine): the record accumulates, a campaign only adds splits or updates them. A cell
+    # with no new split stays exactly as it was recorded.
+    cells, others = read_record(json_path)
     rows = []
-    for r in records:
-        if r in others:
-            continue
+    for r in cells:
         key = (r["method"], r["labels"])
         if key not in measured:
             rows.append(r)

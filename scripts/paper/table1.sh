@@ -137,9 +137,12 @@ report() {
   /usr/bin/python3 scripts/paper/results_tables.py "$report/results.json" "$report/results.md" "${readme[@]}"
 }
 
-# The runs the record holds (METHOD-LABELS/splitK, one a line), read once: a campaign's
-# own runs join it as they finish, and those have folders.
-recorded=$'\n'$(python3 scripts/paper/results.py --recorded "$report/results.json")$'\n'
+# The runs the record holds (METHOD-LABELS/splitK, one a line), read once before a
+# campaign: its own runs join the record as they finish, and those have folders.
+recorded=""
+if [[ $report_only == 0 ]]; then
+  recorded=$'\n'$(python3 scripts/paper/results.py --recorded "$report/results.json")$'\n'
+fi
 
 # The state of run $1 (its folder under $runs): finished, diverged, resume (a checkpoint
 # to go on from), recorded (in the report, its folder gone) or new.
