@@ -292,6 +292,12 @@ if [[ $report_only == 0 ]]; then
   remaining
   for i in "${!plan_names[@]}"; do
     IFS=$sep read -ra options <<< "${plan_options[$i]}"
+    # A run that will not start says so here, without a job slot, a pre-training or a
+    # rewrite of the report.
+    if [[ $(state_of "${plan_names[$i]}") =~ ^(finished|recorded|diverged)$ ]]; then
+      run "${plan_names[$i]}" "${plan_configs[$i]}"
+      continue
+    fi
     [[ -n ${plan_pretrained[$i]} ]] && pretrain "${plan_pretrained[$i]}"
     while (( $(jobs -rp | wc -l) >= jobs )); do ended; done
     run "${plan_names[$i]}" "${plan_configs[$i]}" "${options[@]}" "${threads[@]}" &
