@@ -39,7 +39,9 @@
 #                       ladder-code-24 (ladder-anneal-24 with the setting of the ladder
 #                       paper's code for 1000 labels, noise 0.3 on the input and 0.2 on
 #                       the layers, denoising weights 2000,20,0.1,...:
-#                       ladder-code-1000-anneal-24.json), ladder-noise-0.2-24 (the same
+#                       ladder-code-1000-anneal-24.json), ladder-code-24-150 (the same
+#                       on the 150 epochs: ladder-code-1000-anneal-24-150.json),
+#                       ladder-noise-0.2-24 (ladder-code-24
 #                       with noise 0.2 on the input too: ladder-noise-0.2-anneal-24.json),
 #                       ladder-by-part (the ladder
 #                       paper's batch: all 100 labels and 100 unlabeled rows a step,
@@ -203,6 +205,7 @@ if [[ $report_only == 0 ]]; then
         ladder-anneal-64) config=ladder-clean-anneal-64.json ;;
         ladder-light-24) config=ladder-light-anneal-24.json ;;
         ladder-code-24) config=ladder-code-1000-anneal-24.json ;;
+        ladder-code-24-150) config=ladder-code-1000-anneal-24-150.json ;;
         ladder-noise-0.2-24) config=ladder-noise-0.2-anneal-24.json ;;
         ladder-by-part) config=ladder-by-part-100.json ;;
         ladder-vat) config=ladder-vat-100.json ;;
