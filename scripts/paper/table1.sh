@@ -3,7 +3,7 @@
 # SDE, PEA and PEA+) and the fully supervised figures, then writes docs/results.json,
 # docs/results.md and docs/results-history.md from every finished run under the runs folder.
 #
-#   scripts/paper/table1.sh [--splits N] [--labels LIST] [--methods LIST] [--budget-minutes M]
+#   scripts/paper/table1.sh [--splits N] [--split-seeds LIST] [--labels LIST] [--methods LIST] [--budget-minutes M]
 #                     [--supervised] [--supervised-methods LIST] [--supervised-epochs E]
 #                     [--supervised-splits N]
 #                     [--runs DIR] [--report-only]
@@ -11,6 +11,9 @@
 #
 #   --splits N          splits (labeled-set seeds 1..N) per cell (default 3; the
 #                       100-label cell gets max(N, 5))
+#   --split-seeds LIST  run only these splits of each cell (comma-separated seeds, say
+#                       1 for a first measurement of a recipe at 100 labels); the cells
+#                       are reported with every split they hold
 #   --labels LIST       comma-separated labeled-set sizes (default 100,600,1000,3000)
 #   --methods LIST      comma-separated, from sde, pea, pea+, pea-authors (the authors'
 #                       PEA as their code runs it: pea-authors.json, 600 epochs, and at 100
@@ -92,11 +95,12 @@ set -euo pipefail
 {
 cd "$(dirname "$0")/../.."
 
-splits=3 labels=100,600,1000,3000 methods=sde,pea budget="" supervised=0 supervised_methods=raw,sde,pea supervised_epochs="" supervised_splits=1 runs=runs/table1
+splits=3 split_seeds="" labels=100,600,1000,3000 methods=sde,pea budget="" supervised=0 supervised_methods=raw,sde,pea supervised_epochs="" supervised_splits=1 runs=runs/table1
 report_only=0 configs=examples/mnist data_dir="" pens="" report=docs jobs=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --splits) splits="$2"; shift 2 ;;
+    --split-seeds) split_seeds="$2"; shift 2 ;;
     --labels) labels="$2"; shift 2 ;;
     --methods) methods="$2"; shift 2 ;;
     --budget-minutes) budget="$2"; shift 2 ;;
@@ -174,6 +178,10 @@ plan() {  # plan NAME CONFIG PRETRAINED [pens train options...]
 if [[ $report_only == 0 ]]; then
   IFS=, read -ra label_list <<< "$labels"
   IFS=, read -ra method_list <<< "$methods"
+  IFS=, read -ra seed_list <<< "$split_seeds"
+  for s in "${seed_list[@]}"; do
+    [[ $s =~ ^[1-9][0-9]*$ ]] || { echo "table1: --split-seeds takes positive integers, got '$split_seeds'" >&2; exit 2; }
+  done
   for n in "${label_list[@]}"; do
     cell_splits=$splits
     [[ $n == 100 && $cell_splits -lt 5 ]] && cell_splits=5
@@ -219,7 +227,9 @@ if [[ $report_only == 0 ]]; then
       [[ -f $config ]] || { echo "table1: no config $config for $method at $n labels" >&2; exit 2; }
       init=()
       [[ -n $pretrained ]] && init=(--init "$runs/$pretrained/model.json")
-      for s in $(seq 1 "$cell_splits"); do
+      seeds=("${seed_list[@]}")
+      (( ${#seeds[@]} > 0 )) || seeds=($(seq 1 "$cell_splits"))
+      for s in "${seeds[@]}"; do
         plan "$method-$n/split$s" "$config" "$pretrained" --labels "$n" --split-seed "$s" "${init[@]}"
       done
     done

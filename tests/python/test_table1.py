@@ -159,6 +159,22 @@ def test_a_campaign_runs_its_runs_jobs_at_a_time(tmp_path, small_mnist, pens_bin
     assert bad.returncode == 2 and "--jobs takes a positive integer" in bad.stderr
 
 
+def test_split_seeds_runs_only_the_splits_it_names(tmp_path, small_mnist, pens_binary):
+    command = campaign(tmp_path, small_mnist, pens_binary)
+    (tmp_path / "configs" / "pea-20.json").write_text(
+        (tmp_path / "configs" / "pea-20.json").read_text().replace('"epochs": 200', '"epochs": 2'))
+    out = subprocess.run(command + ["--split-seeds", "2"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "table1: 0 of 1 runs done; remaining: pea-20/split2" in out.stdout
+    runs = tmp_path / "runs" / "pea-20"
+    assert sorted(p.name for p in runs.iterdir()) == ["split2"]
+    assert " --split-seed 2 " in (runs / "split2" / "command.txt").read_text()
+    [cell] = [r for r in json.loads((tmp_path / "report" / "results.json").read_text()) if r.get("method") == "pea"]
+    assert cell["split_seeds"] == [2]
+    bad = subprocess.run(command + ["--split-seeds", "1,x"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--split-seeds takes positive integers, got '1,x'" in bad.stderr
+
+
 def test_a_split_recorded_by_an_earlier_campaign_whose_folder_is_gone_is_not_run_again(
         tmp_path, small_mnist, pens_binary):
     command = campaign(tmp_path, small_mnist, pens_binary)
