@@ -29,12 +29,12 @@ def small_configs(tmp_path, name, labeled, epochs, steps_per_epoch, **extra):
     return configs
 
 
-def campaign(tmp_path, small_mnist, pens_binary):
-    """The table1.sh command of a 3-split PEA cell at 20 labels on the small data set,
-    with its configs folder: long enough (200 epochs of 10 steps, a checkpoint each
-    epoch) to be interrupted between checkpoints."""
-    configs = small_configs(tmp_path, "pea-20.json", 100, 200, 10, checkpoint={"every_epochs": 1})
-    return [str(ROOT / "scripts" / "paper" / "table1.sh"), "--methods", "pea", "--labels", "20", "--splits", "3",
+def campaign(tmp_path, small_mnist, pens_binary, splits=3, epochs=200):
+    """The table1.sh command of a PEA cell at 20 labels on the small data set, with its
+    configs folder: by default 3 splits long enough (200 epochs of 10 steps, a checkpoint
+    each epoch) to be interrupted between checkpoints."""
+    configs = small_configs(tmp_path, "pea-20.json", 100, epochs, 10, checkpoint={"every_epochs": 1})
+    return [str(ROOT / "scripts" / "paper" / "table1.sh"), "--methods", "pea", "--labels", "20", "--splits", str(splits),
             "--configs", str(configs), "--data-dir", str(small_mnist), "--pens", pens_binary,
             "--runs", str(tmp_path / "runs"), "--report", str(tmp_path / "report")]
 
@@ -141,10 +141,7 @@ def test_a_cell_grows_by_split_over_campaigns_whose_runs_folders_are_gone(tmp_pa
 
 
 def test_a_campaign_runs_its_runs_jobs_at_a_time(tmp_path, small_mnist, pens_binary):
-    command = campaign(tmp_path, small_mnist, pens_binary)
-    command[command.index("--splits") + 1] = "2"
-    (tmp_path / "configs" / "pea-20.json").write_text(
-        (tmp_path / "configs" / "pea-20.json").read_text().replace('"epochs": 200', '"epochs": 3'))
+    command = campaign(tmp_path, small_mnist, pens_binary, splits=2, epochs=3)
     out = subprocess.run(command + ["--jobs", "2"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "table1: 2 of 2 runs done; remaining: none" in out.stdout
@@ -160,9 +157,7 @@ def test_a_campaign_runs_its_runs_jobs_at_a_time(tmp_path, small_mnist, pens_bin
 
 
 def test_split_seeds_runs_only_the_splits_it_names(tmp_path, small_mnist, pens_binary):
-    command = campaign(tmp_path, small_mnist, pens_binary)
-    (tmp_path / "configs" / "pea-20.json").write_text(
-        (tmp_path / "configs" / "pea-20.json").read_text().replace('"epochs": 200', '"epochs": 2'))
+    command = campaign(tmp_path, small_mnist, pens_binary, epochs=2)
     out = subprocess.run(command + ["--split-seeds", "2"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "table1: 0 of 1 runs done; remaining: pea-20/split2" in out.stdout
@@ -177,10 +172,7 @@ def test_split_seeds_runs_only_the_splits_it_names(tmp_path, small_mnist, pens_b
 
 def test_a_split_recorded_by_an_earlier_campaign_whose_folder_is_gone_is_not_run_again(
         tmp_path, small_mnist, pens_binary):
-    command = campaign(tmp_path, small_mnist, pens_binary)
-    command[command.index("--splits") + 1] = "2"
-    (tmp_path / "configs" / "pea-20.json").write_text(
-        (tmp_path / "configs" / "pea-20.json").read_text().replace('"epochs": 200', '"epochs": 2'))
+    command = campaign(tmp_path, small_mnist, pens_binary, splits=2, epochs=2)
     (tmp_path / "report").mkdir()
     split1 = {"method": "pea", "labels": 20, "splits": 1, "split_seeds": [1], "mean": 7.5, "std": 0.0,
               "errors": [7.5], "minutes": [3.0], "epochs": [2.0], "paper": None,
@@ -208,7 +200,7 @@ def test_a_split_recorded_by_an_earlier_campaign_whose_folder_is_gone_is_not_run
 
 
 def test_the_authors_pea_plus_pretrains_once_then_fine_tunes_each_split_from_it(tmp_path, small_mnist, pens_binary):
-    command = campaign(tmp_path, small_mnist, pens_binary)
+    command = campaign(tmp_path, small_mnist, pens_binary, splits=2)
     configs = tmp_path / "configs"
     (configs / "pretrain-authors.json").write_text(json.dumps({
         "model": "small.model.json",
@@ -225,7 +217,6 @@ def test_the_authors_pea_plus_pretrains_once_then_fine_tunes_each_split_from_it(
                                       {"epochs": 2, "scale": 1, "restart": True}]
     (configs / "pea-plus-authors.json").write_text(json.dumps(fine_tuning))
     command[command.index("--methods") + 1] = "pea+-authors"
-    command[command.index("--splits") + 1] = "2"
     out = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("pens pretrain") == 1
