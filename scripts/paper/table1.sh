@@ -3,7 +3,8 @@
 # SDE, PEA and PEA+) and the fully supervised figures, then writes docs/results.json,
 # docs/results.md and docs/results-history.md from every finished run under the runs folder.
 #
-#   scripts/paper/table1.sh [--splits N] [--split-seeds LIST] [--labels LIST] [--methods LIST] [--budget-minutes M]
+#   scripts/paper/table1.sh [--splits N] [--split-seeds LIST] [--labels LIST] [--methods LIST]
+#                     [--budget-minutes M]
 #                     [--supervised] [--supervised-methods LIST] [--supervised-epochs E]
 #                     [--supervised-splits N]
 #                     [--runs DIR] [--report-only]
