@@ -276,16 +276,11 @@ pretrain() {
   tail -n 3 "$out/pretrain.log"
 }
 
-# run NAME CONFIG [pens train options...]: one run, skipped when it already ended.
+# run NAME STATE CONFIG [pens train options...]: one run, new or resumed (STATE, as
+# state_of gives it).
 run() {
-  local name="$1" config="$2"; shift 2
-  local out="$runs/$name" state
-  state=$(state_of "$name")
-  case $state in
-    finished) echo "table1: $name already finished"; return ;;
-    recorded) echo "table1: $name already recorded in $report/results.json (its folder is gone); not run again"; return ;;
-    diverged) echo "table1: $name diverged (see $out/summary.json); not run again: remove the folder to rerun"; return ;;
-  esac
+  local name="$1" state="$2" config="$3"; shift 3
+  local out="$runs/$name"
   local cmd=("$runs/pens" train "$config" --out "$out" "$@" "${data_args[@]}")
   [[ -n "$budget" ]] && cmd+=(--budget-minutes "$budget")
   mkdir -p "$out"
@@ -305,16 +300,19 @@ if [[ $report_only == 0 ]]; then
   ended() { wait -n || true; report; remaining; }
   remaining
   for i in "${!plan_names[@]}"; do
-    IFS=$sep read -ra options <<< "${plan_options[$i]}"
+    name=${plan_names[$i]}
+    state=$(state_of "$name")
     # A run that will not start says so here, without a job slot, a pre-training or a
     # rewrite of the report.
-    if [[ $(state_of "${plan_names[$i]}") =~ ^(finished|recorded|diverged)$ ]]; then
-      run "${plan_names[$i]}" "${plan_configs[$i]}"
-      continue
-    fi
+    case $state in
+      finished) echo "table1: $name already finished"; continue ;;
+      recorded) echo "table1: $name already recorded in $report/results.json (its folder is gone); not run again"; continue ;;
+      diverged) echo "table1: $name diverged (see $runs/$name/summary.json); not run again: remove the folder to rerun"; continue ;;
+    esac
+    IFS=$sep read -ra options <<< "${plan_options[$i]}"
     [[ -n ${plan_pretrained[$i]} ]] && pretrain "${plan_pretrained[$i]}"
     while (( $(jobs -rp | wc -l) >= jobs )); do ended; done
-    run "${plan_names[$i]}" "${plan_configs[$i]}" "${options[@]}" "${threads[@]}" &
+    run "$name" "$state" "${plan_configs[$i]}" "${options[@]}" "${threads[@]}" &
   done
   while (( $(jobs -rp | wc -l) > 0 )); do ended; done
 fi
