@@ -183,6 +183,7 @@ if [[ $report_only == 0 ]]; then
   for s in "${seed_list[@]}"; do
     [[ $s =~ ^[1-9][0-9]*$ ]] || { echo "table1: --split-seeds takes positive integers, got '$split_seeds'" >&2; exit 2; }
   done
+  [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "table1: --jobs takes a positive integer, got '$jobs'" >&2; exit 2; }
   for n in "${label_list[@]}"; do
     cell_splits=$splits
     [[ $n == 100 && $cell_splits -lt 5 ]] && cell_splits=5
@@ -293,7 +294,6 @@ run() {
 }
 
 if [[ $report_only == 0 ]]; then
-  [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "table1: --jobs takes a positive integer, got '$jobs'" >&2; exit 2; }
   threads=()
   (( jobs > 1 )) && threads=(--threads $(( $(nproc) / jobs > 1 ? $(nproc) / jobs : 1 )))
   # The report is written by this shell alone, after each run that ends.
