@@ -12,8 +12,11 @@ table2-curves.png with gnuplot, from table2-curves.tsv): root accuracy on dev an
 training sample by epoch, mean over the cell's finished runs.
 
 usage: results_trees.py RUNS_DIR HISTORY.md RESULTS.json [COMMAND]
+       results_trees.py --recorded RUNS_DIR RESULTS.json
 
 COMMAND is the scripts/paper/table2.sh invocation that made the runs (recorded with them).
+--recorded prints the run folders (TASK-METHOD/seedS) RESULTS.json holds runs of, made with
+the config and model files the cell has under RUNS_DIR: what table2.sh need not run again.
 """
 import hashlib
 import json
@@ -321,7 +324,26 @@ def same_runs(record):
     return record["accuracies"], record.get("seeds"), record["epochs"]
 
 
+def recorded_runs(runs_dir, json_path):
+    """The run folders (TASK-METHOD/seedS) of the seeds a record holds, for each cell whose
+    config and model files under runs_dir are the ones its runs were made with (the same
+    fingerprint). A record without a fingerprint cannot say, so its seeds are not listed."""
+    records = json.loads(json_path.read_text()) if json_path.exists() else []
+    folders = []
+    for r in records:
+        key = (r.get("task"), r["method"])
+        if key not in PAPER or r["method"].endswith(FOLDED) or "config_sha256" not in r:
+            continue
+        cell = cell_folder(runs_dir, *key)
+        if (cell / "config.json").exists() and fingerprint(cell) == r["config_sha256"]:
+            folders += [f"{cell.name}/seed{seed}" for seed in r["seeds"]]
+    return folders
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--recorded":
+        print("\n".join(recorded_runs(Path(sys.argv[2]), Path(sys.argv[3]))))
+        return
     if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
     measured = cells(sys.argv[1], sys.argv[4] if len(sys.argv) == 5 else "scripts/paper/table2.sh")

@@ -49,7 +49,12 @@
 #   --threads T         threads per run instead (the bits do not depend on it)
 #   --data-dir DIR      the treebank (default ../shared/data/sst)
 #   --runs DIR          where runs live (default runs/table2); a run that finished all
-#                       --epochs is not run again, one its budget stopped is resumed
+#                       --epochs is not run again, one its budget stopped is resumed, and
+#                       one docs/results.json holds, made with the same config and model
+#                       files, whose folder is gone (a campaign on another machine) is not
+#                       run again either (to run it again, make its folder: mkdir
+#                       RUNS/TASK-METHOD/seedS; the cell's record then gives way to the
+#                       new runs and is kept in their record's superseded list)
 #   --report-only       run nothing; rebuild the report from the runs that exist
 #
 # Every finished fine-grained run is also read as binary (pens eval RUN --task binary, on
@@ -176,11 +181,16 @@ PY
 JSON
     done
   done
-  # The runs, `jobs` at a time.
+  # The runs, `jobs` at a time; recorded: those docs/results.json holds for these very cells.
+  recorded=$'\n'$(python3 scripts/paper/results_trees.py --recorded "$runs" docs/results.json)$'\n'
   for seed in ${seeds//,/ }; do
     for task in ${tasks//,/ }; do
       for method in ${methods//,/ }; do
         out="$runs/$task-$method/seed$seed"
+        if [[ ! -e $out && $recorded == *$'\n'"$task-$method/seed$seed"$'\n'* ]]; then
+          echo "table2: $task $method seed $seed already recorded in docs/results.json (its folder is gone); not run again"
+          continue
+        fi
         # Done: finished all its epochs, or ended by its patience. A run stopped by its budget
         # resumes from its checkpoint.
         if [[ -f $out/summary.json ]] && python3 -c 'import json, sys

@@ -179,3 +179,36 @@ def test_new_seeds_of_the_same_cell_join_its_record_and_another_config_replaces_
     (third / "fine-ctn+s+pea" / "config.json").write_text(json.dumps({**config, "run": {"epochs": 400}}))
     replaced = report(third, md, results, "table2.sh --epochs 400 --seeds 4")[("fine", "ctn+s+pea")]
     assert replaced["seeds"] == [4] and replaced["superseded"][0]["seeds"] == [1, 2, 3]
+
+
+def test_recorded_lists_the_seeds_of_records_made_with_the_cells_config_and_no_others(tmp_path):
+    """What table2.sh does not run again on a machine whose runs folder lost them."""
+    results, md = tmp_path / "results.json", tmp_path / "results.md"
+    first = tmp_path / "machine1"
+    config = {"optimizer": {"kind": "adagrad", "learning_rate": 0.01}, "run": {"epochs": 150}}
+    for seed, accuracy in ((1, 0.46), (2, 0.47)):
+        finished_run(first / "fine-ctn" / f"seed{seed}", accuracy)
+        (first / "fine-ctn" / f"seed{seed}" / "binary-test.txt").write_text("root accuracy 85.0%\n")
+    (first / "fine-ctn" / "config.json").write_text(json.dumps(config))
+    finished_run(first / "binary-ctn" / "seed1", 0.8)
+    (first / "binary-ctn" / "config.json").write_text(json.dumps(config))
+    report(first, md, results, "table2.sh --epochs 150")
+
+    def recorded(runs):
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "paper" / "results_trees.py"), "--recorded",
+                              str(runs), str(results)], check=True, capture_output=True, text=True).stdout
+        return out.split()
+
+    second = tmp_path / "machine2"  # the cells' files written again, their runs gone
+    (second / "fine-ctn").mkdir(parents=True)
+    (second / "fine-ctn" / "config.json").write_text(json.dumps({**config, "run": {"epochs": 150, "threads": 1}}))
+    (second / "binary-ctn").mkdir()
+    (second / "binary-ctn" / "config.json").write_text(json.dumps({**config, "run": {"epochs": 400}}))
+    # Not the folded cell's runs (they are the fine cell's), not binary-ctn's (another config).
+    assert recorded(second) == ["fine-ctn/seed1", "fine-ctn/seed2"]
+    # A record without a fingerprint cannot be matched to a config, so its seeds run again.
+    records = json.loads(results.read_text())
+    for r in records:
+        r.pop("config_sha256", None)
+    results.write_text(json.dumps(records))
+    assert recorded(second) == []
