@@ -251,12 +251,14 @@ int new_ladder(const Args& args) {
     spec.clean_estimate_statistics = *s == "clean";
   }
   Model model = build_ladder(spec);
-  if (args.flag("statistics-by-part")) {
-    // As the ladder paper's code: labeled and unlabeled rows normalised apart, the
-    // decoder's costs (and so the decoder) on the unlabeled rows alone.
-    model.ensemble->statistics_by_part = true;
-    for (PenaltyTerm& t : model.ensemble->penalties) t.rows = "unlabeled";
-  }
+  // As the ladder paper's code: the decoder's costs (and so the decoder, which nothing
+  // else reads) on the unlabeled rows alone, with the two parts normalised apart where
+  // --statistics-by-part says so.
+  const bool by_part = args.flag("statistics-by-part");
+  const std::string cost_rows = args.option("denoising-rows").value_or(by_part ? "unlabeled" : "all");
+  if (cost_rows != "all" && cost_rows != "unlabeled") fail("--denoising-rows: all or unlabeled, got '", cost_rows, "'");
+  model.ensemble->statistics_by_part = by_part;
+  for (PenaltyTerm& t : model.ensemble->penalties) t.rows = cost_rows;
   // Children of two kinds: the ladder's corruption and denoising costs in some children
   // only, so that the others can carry other noise (VAT's adversarial child).
   if (auto listed = args.option("ladder-children")) {
@@ -296,7 +298,7 @@ int run_new(const std::vector<std::string>& argv) {
   }
   if (!argv.empty() && argv[0] == "ladder") {
     const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {"statistics-by-part"},
-                    {"layers", "noise", "input-noise", "denoising", "batch-norm-decay", "estimate-statistics",
+                    {"layers", "noise", "input-noise", "denoising", "denoising-rows", "batch-norm-decay", "estimate-statistics",
                      "teacher", "noise-on", "ladder-children", "children", "loss-on", "batch-statistics", "penalty",
                      "description", "output"});
     if (!args.positional().empty()) fail("pens new ladder takes options only");

@@ -45,6 +45,11 @@
 #                       the layers, denoising weights 2000,20,0.1,...:
 #                       ladder-code-1000-anneal-24.json), ladder-code-24-150 (the same
 #                       on the 150 epochs: ladder-code-1000-anneal-24-150.json),
+#                       ladder-unlabeled-24-150 and ladder-code-unlabeled-24-150
+#                       (ladder-anneal-24-150 and ladder-code-24-150 with the
+#                       denoising costs on the unlabeled rows alone, as the ladder
+#                       paper's code: ladder-unlabeled-100-anneal-24-150.json,
+#                       ladder-code-unlabeled-1000-anneal-24-150.json),
 #                       ladder-noise-0.2-24 (ladder-code-24
 #                       with noise 0.2 on the input too: ladder-noise-0.2-anneal-24.json),
 #                       ladder-by-part (the ladder
@@ -216,6 +221,8 @@ if [[ $report_only == 0 ]]; then
         ladder-light-24) config=ladder-light-anneal-24.json ;;
         ladder-code-24) config=ladder-code-1000-anneal-24.json ;;
         ladder-code-24-150) config=ladder-code-1000-anneal-24-150.json ;;
+        ladder-unlabeled-24-150) config=ladder-unlabeled-100-anneal-24-150.json ;;
+        ladder-code-unlabeled-24-150) config=ladder-code-unlabeled-1000-anneal-24-150.json ;;
         ladder-noise-0.2-24) config=ladder-noise-0.2-anneal-24.json ;;
         ladder-by-part) config=ladder-by-part-100.json ;;
         ladder-vat) config=ladder-vat-100.json ;;

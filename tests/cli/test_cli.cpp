@@ -543,6 +543,14 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   const auto bp = nlohmann::json::parse(by_part.out).at("pseudo_ensemble");
   CHECK(bp.at("statistics_by_part") == true);
   for (const auto& term : bp.at("penalties")) CHECK(term.at("rows") == "unlabeled");
+  // The ladder code's costs on the unlabeled rows, with one set of statistics per batch.
+  const Run unlabeled_costs = pens_cli("new ladder --layers 8,6,3 --denoising 1,1,1 --denoising-rows unlabeled");
+  REQUIRE(unlabeled_costs.status == 0);
+  const auto uc = nlohmann::json::parse(unlabeled_costs.out).at("pseudo_ensemble");
+  CHECK_FALSE(uc.contains("statistics_by_part"));
+  REQUIRE(uc.at("penalties").size() == 3);
+  for (const auto& term : uc.at("penalties")) CHECK(term.at("rows") == "unlabeled");
+  CHECK(pens_cli("new ladder --denoising-rows labeled").out.find("all or unlabeled, got 'labeled'") != std::string::npos);
   // Combinations: more noise, more children, a penalty of its own pairing beside the costs.
   const Run combined = pens_cli("new ladder --layers 8,6,3 --denoising 1,1,1 --noise-on x:adversarial:eps=1.0 "
                                 "--children 2 --loss-on children --batch-statistics parent "
@@ -584,7 +592,8 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
 TEST_CASE("the ladder models in examples/mnist are what the command in their description writes") {
   for (const std::string name : {"ladder-clean-statistics", "ladder-light-denoising", "ladder-noise-0.2",
                                  "ladder-code-1000", "ladder-vat", "ladder-and-vat", "ladder-and-vat-loss-both",
-                                 "ladder-and-vat-to-child", "ladder-pea"}) {
+                                 "ladder-and-vat-to-child", "ladder-pea", "ladder-unlabeled-costs",
+                                 "ladder-code-unlabeled-costs"}) {
     CAPTURE(name);
     std::ifstream file(pens::testing::source_dir() + "/examples/mnist/" + name + ".model.json");
     auto shipped = nlohmann::json::parse(file);
