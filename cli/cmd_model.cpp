@@ -251,9 +251,9 @@ int new_ladder(const Args& args) {
     spec.clean_estimate_statistics = *s == "clean";
   }
   Model model = build_ladder(spec);
-  // As the ladder paper's code: the decoder's costs (and so the decoder, which nothing
-  // else reads) on the unlabeled rows alone, with the two parts normalised apart where
-  // --statistics-by-part says so.
+  // The rows the denoising costs cover: every row by default, or the unlabeled ones
+  // alone as in the ladder paper's code (and so the decoder, which nothing else reads),
+  // which --statistics-by-part implies as that code normalises the two parts apart.
   const bool by_part = args.flag("statistics-by-part");
   const std::string cost_rows = args.option("denoising-rows").value_or(by_part ? "unlabeled" : "all");
   if (cost_rows != "all" && cost_rows != "unlabeled") fail("--denoising-rows: all or unlabeled, got '", cost_rows, "'");
