@@ -46,7 +46,7 @@ SUCCESSORS = [
     ("Π-model", ["pi"], {}),
     ("mean teacher", ["mean-teacher"], {}),
     ("pseudo-label", ["pseudo-label"], {}),
-    ("VAT", ["vat", "vat-ema", "vat-ema-long", "vat-ema-anneal"], {100: 1.36, 1000: 1.27}),
+    ("VAT", ["vat", "vat-ema", "vat-ema-long", "vat-ema-anneal", "vat-ema-long-350"], {100: 1.36, 1000: 1.27}),
     ("ladder network", ["ladder", "ladder-clean", "ladder-anneal", "ladder-anneal-long", "ladder-anneal-16",
                         "ladder-anneal-24", "ladder-anneal-24-150", "ladder-anneal-64", "ladder-light-24",
                         "ladder-noise-0.2-24", "ladder-code-24", "ladder-code-24-150", "ladder-unlabeled-24-150",

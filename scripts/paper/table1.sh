@@ -23,7 +23,9 @@
 #                       pea+-long (the same, its last lambda stage 245 epochs long:
 #                       pea-plus-authors-300.json), and the consistency methods vat,
 #                       vat-ema, vat-ema-long, vat-ema-anneal (the ladder's schedule:
-#                       vat-bn-ema-100-anneal.json), pi, mean-teacher, pseudo-label, ladder
+#                       vat-bn-ema-100-anneal.json), vat-ema-long-350 (the VAT paper's
+#                       100 labeled + 250 unlabeled rows a step:
+#                       vat-bn-ema-100-long-350.json), pi, mean-teacher, pseudo-label, ladder
 #                       (ladder-100-long.json), ladder-clean (the same with the estimates
 #                       normalised by the clean encoder's statistics, as the ladder paper
 #                       does: ladder-clean-100-long.json), ladder-anneal (the same with
@@ -206,6 +208,7 @@ if [[ $report_only == 0 ]]; then
         vat-ema) config=vat-bn-ema-100.json ;;
         vat-ema-long) config=vat-bn-ema-100-long.json ;;
         vat-ema-anneal) config=vat-bn-ema-100-anneal.json ;;
+        vat-ema-long-350) config=vat-bn-ema-100-long-350.json ;;
         supervised-bn) config=supervised-bn-100.json ;;
         pi) config=pi-100.json ;;
         mean-teacher) config=mean-teacher-100.json ;;
