@@ -55,6 +55,15 @@ def test_a_method_stands_as_its_best_recipe_with_the_most_splits(tmp_path):
     assert "| **best of pens** | | 2.17 ± 0.10 (5), VAT | 2.39 ± 0.10 (3), PEA | — | — | — |" in page
     # The goal beside it: the miss where a best stands, the bare target where none does.
     assert "| **goal** | | ≤ 1.00: missed by 1.17 | ≤ 1.00: missed by 1.39 | ≤ 0.85 | ≤ 0.80 | ≤ 0.70 |" in page
+    # A mean that rounds onto the goal from above is a miss, shown before rounding.
+    records_near = [cell("pea-authors", 1000, 0.853, 3)]
+    record.write_text(json.dumps(records_near))
+    subprocess.run([sys.executable, str(TABLES), str(record), str(md), str(readme)], check=True)
+    assert ("| **goal** | | ≤ 1.00 | ≤ 1.00 | ≤ 0.85: missed by 0.003 (0.853 before rounding) | ≤ 0.80 | ≤ 0.70 |"
+            in md.read_text())
+    record.write_text(json.dumps(records))
+    subprocess.run([sys.executable, str(TABLES), str(record), str(md), str(readme)], check=True)
+    page = md.read_text()
     # A precision record is a row of its own table, not a cell of Table 1.
     assert "| pea-supervised.json, 30 epochs | bfloat16 | 1, 2, 3 | 1.67, 1.67, 1.67 | 1.67 ± 0.10 (3) |" in page
     # Table 2 is the table2.sh cells, not the variants measured beside them.
