@@ -191,11 +191,9 @@ def goal_cell(n, cells):
     miss = mean - GOAL[n]
     if miss <= 1e-9:
         return f"≤ {GOAL[n]:.2f}: met"
-    # A mean over the goal that rounds onto it is shown to the record's three decimals,
-    # so that the table does not call a miss met.
-    if round(mean, 2) <= GOAL[n] + 1e-9:
-        return f"≤ {GOAL[n]:.2f}: missed by {miss:.3f} ({mean:.3f} before rounding)"
-    return f"≤ {GOAL[n]:.2f}: missed by {round(mean, 2) - GOAL[n]:.2f}"
+    # A miss that two decimals would show as 0.00 is shown to the record's three.
+    shown = f"{miss:.2f}" if miss >= 0.005 else f"{miss:.3f} ({mean:.3f} before rounding)"
+    return f"≤ {GOAL[n]:.2f}: missed by {shown}"
 
 
 def recipe_table(families, label_list, cells):
