@@ -35,7 +35,8 @@ METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+
                 "ladder-and-vat-loss-both": 25, "ladder-and-vat-to-child": 26, "ladder-pea": 27,
                 "ladder-anneal-64": 28, "ladder-light-24": 29, "ladder-noise-0.2-24": 30,
                 "ladder-code-24": 31, "ladder-code-24-150": 32, "ladder-unlabeled-24-150": 33,
-                "ladder-code-unlabeled-24-150": 34, "vat-ema-long-350": 35}
+                "ladder-code-unlabeled-24-150": 34, "vat-ema-long-350": 35,
+                "ladder-code-unlabeled-48-150": 36}
 
 
 # The published figure each recipe is measured against: its method's row in the tables of

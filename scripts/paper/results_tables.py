@@ -50,7 +50,7 @@ SUCCESSORS = [
     ("ladder network", ["ladder", "ladder-clean", "ladder-anneal", "ladder-anneal-long", "ladder-anneal-16",
                         "ladder-anneal-24", "ladder-anneal-24-150", "ladder-anneal-64", "ladder-light-24",
                         "ladder-noise-0.2-24", "ladder-code-24", "ladder-code-24-150", "ladder-unlabeled-24-150",
-                        "ladder-code-unlabeled-24-150"],
+                        "ladder-code-unlabeled-24-150", "ladder-code-unlabeled-48-150"],
      {100: 1.06, 1000: 0.84, 60000: 0.57}),
     # Combinations no single paper ran, declared on the same graph (docs/pseudo-ensembles.md).
     ("ladder + VAT's adversarial child", ["ladder-vat"], {}),

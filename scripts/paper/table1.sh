@@ -52,6 +52,9 @@
 #                       denoising costs on the unlabeled rows alone, as the ladder
 #                       paper's code: ladder-unlabeled-100-anneal-24-150.json,
 #                       ladder-code-unlabeled-1000-anneal-24-150.json),
+#                       ladder-code-unlabeled-48-150 (ladder-code-unlabeled-24-150
+#                       with 48 labeled rows a step beside the same 136 unlabeled:
+#                       ladder-code-unlabeled-1000-anneal-48-150.json),
 #                       ladder-noise-0.2-24 (ladder-code-24
 #                       with noise 0.2 on the input too: ladder-noise-0.2-anneal-24.json),
 #                       ladder-by-part (the ladder
@@ -226,6 +229,7 @@ if [[ $report_only == 0 ]]; then
         ladder-code-24-150) config=ladder-code-1000-anneal-24-150.json ;;
         ladder-unlabeled-24-150) config=ladder-unlabeled-100-anneal-24-150.json ;;
         ladder-code-unlabeled-24-150) config=ladder-code-unlabeled-1000-anneal-24-150.json ;;
+        ladder-code-unlabeled-48-150) config=ladder-code-unlabeled-1000-anneal-48-150.json ;;
         ladder-noise-0.2-24) config=ladder-noise-0.2-anneal-24.json ;;
         ladder-by-part) config=ladder-by-part-100.json ;;
         ladder-vat) config=ladder-vat-100.json ;;
