@@ -27,16 +27,16 @@ from pathlib import Path
 import curves_table
 from results_tables import SUCCESSORS, TABLE1
 
-METHOD_ORDER = {"raw": 0, "sde": 1, "pea": 2, "pea-authors": 3, "pea+": 4, "pea+-authors": 5, "pea+-long": 6,
-                "supervised-bn": 7, "pi": 8, "mean-teacher": 9, "pseudo-label": 10, "vat": 11, "vat-ema": 12,
-                "vat-ema-long": 13, "vat-ema-anneal": 14, "ladder": 15, "ladder-clean": 16, "ladder-anneal": 17,
-                "ladder-anneal-long": 18, "ladder-anneal-16": 19, "ladder-anneal-24": 20,
-                "ladder-anneal-24-150": 21, "ladder-by-part": 22, "ladder-vat": 23, "ladder-and-vat": 24,
-                "ladder-and-vat-loss-both": 25, "ladder-and-vat-to-child": 26, "ladder-pea": 27,
-                "ladder-anneal-64": 28, "ladder-light-24": 29, "ladder-noise-0.2-24": 30,
-                "ladder-code-24": 31, "ladder-code-24-150": 32, "ladder-unlabeled-24-150": 33,
-                "ladder-code-unlabeled-24-150": 34, "vat-ema-long-350": 35,
-                "ladder-code-unlabeled-48-150": 36}
+# The order of the methods in the history's tables: a new method goes at the end.
+METHOD_ORDER = {method: rank for rank, method in enumerate([
+    "raw", "sde", "pea", "pea-authors", "pea+", "pea+-authors", "pea+-long", "supervised-bn", "pi",
+    "mean-teacher", "pseudo-label", "vat", "vat-ema", "vat-ema-long", "vat-ema-anneal", "ladder",
+    "ladder-clean", "ladder-anneal", "ladder-anneal-long", "ladder-anneal-16", "ladder-anneal-24",
+    "ladder-anneal-24-150", "ladder-by-part", "ladder-vat", "ladder-and-vat", "ladder-and-vat-loss-both",
+    "ladder-and-vat-to-child", "ladder-pea", "ladder-anneal-64", "ladder-light-24", "ladder-noise-0.2-24",
+    "ladder-code-24", "ladder-code-24-150", "ladder-unlabeled-24-150", "ladder-code-unlabeled-24-150",
+    "vat-ema-long-350", "ladder-code-unlabeled-48-150"
+])}
 
 
 # The published figure each recipe is measured against: its method's row in the tables of

@@ -10,6 +10,9 @@ from conftest import ROOT
 
 TABLES = ROOT / "scripts" / "paper" / "results_tables.py"
 LINKS = ROOT / "scripts" / "check-links.py"
+# The empty block of generated tables a page carries where results_tables.py writes them.
+TABLES_BLOCK = ("<!-- tables: written by scripts/paper/results_tables.py from docs/results.json -->\n"
+                "<!-- /tables -->\n")
 
 
 def test_the_tables_of_results_md_and_the_readme_are_drawn_from_results_json():
@@ -41,8 +44,7 @@ def test_a_method_stands_as_its_best_recipe_with_the_most_splits(tmp_path):
     record.write_text(json.dumps(records))
     md, readme = tmp_path / "results.md", tmp_path / "README.md"
     md.write_text("# Results\n\nkept above the tables\n")
-    readme.write_text("# pens\n\n<!-- tables: written by scripts/paper/results_tables.py from docs/results.json -->\n"
-                      "<!-- /tables -->\n\n## After\n")
+    readme.write_text("# pens\n\n" + TABLES_BLOCK + "\n## After\n")
     subprocess.run([sys.executable, str(TABLES), str(record), str(md), str(readme)], check=True)
     page = md.read_text()
     assert page.startswith("# Results\n\nkept above the tables\n")
@@ -82,8 +84,7 @@ def test_a_mean_that_rounds_onto_the_goal_is_a_miss_shown_before_rounding(tmp_pa
     record, md, readme = tmp_path / "results.json", tmp_path / "results.md", tmp_path / "README.md"
     record.write_text(json.dumps([cell("pea-authors", 1000, 0.853, 3)]))
     md.write_text("# Results\n")
-    readme.write_text("<!-- tables: written by scripts/paper/results_tables.py from docs/results.json -->\n"
-                      "<!-- /tables -->\n")
+    readme.write_text(TABLES_BLOCK)
     subprocess.run([sys.executable, str(TABLES), str(record), str(md), str(readme)], check=True)
     assert ("| **goal** | | ≤ 1.00 | ≤ 1.00 | ≤ 0.85: missed by 0.003 (0.853 before rounding) | ≤ 0.80 | ≤ 0.70 |"
             in md.read_text())
