@@ -25,18 +25,11 @@ import sys
 from pathlib import Path
 
 import curves_table
+import table1_methods
 from results_tables import SUCCESSORS, TABLE1
 
-# The order of the methods in the history's tables: a new method goes at the end.
-METHOD_ORDER = {method: rank for rank, method in enumerate([
-    "raw", "sde", "pea", "pea-authors", "pea+", "pea+-authors", "pea+-long", "supervised-bn", "pi",
-    "mean-teacher", "pseudo-label", "vat", "vat-ema", "vat-ema-long", "vat-ema-anneal", "ladder",
-    "ladder-clean", "ladder-anneal", "ladder-anneal-long", "ladder-anneal-16", "ladder-anneal-24",
-    "ladder-anneal-24-150", "ladder-by-part", "ladder-vat", "ladder-and-vat", "ladder-and-vat-loss-both",
-    "ladder-and-vat-to-child", "ladder-pea", "ladder-anneal-64", "ladder-light-24", "ladder-noise-0.2-24",
-    "ladder-code-24", "ladder-code-24-150", "ladder-unlabeled-24-150", "ladder-code-unlabeled-24-150",
-    "vat-ema-long-350", "ladder-code-unlabeled-48-150"
-])}
+# The order of the methods in the history's tables: the registry's (a new method goes at its end).
+METHOD_ORDER = {method: rank for rank, method in enumerate(table1_methods.NAMES)}
 
 
 # The published figure each recipe is measured against: its method's row in the tables of

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from results_trees import FOLDED  # the suffix of a "fine read as binary" record's method
+from table1_methods import NAMES, family
 
 BEGIN = "<!-- tables: written by scripts/paper/results_tables.py from docs/results.json -->"
 END = "<!-- /tables -->"
@@ -28,36 +29,34 @@ HISTORY = "results-history.md"
 
 # Table 1 of the paper: MNIST test error (%) by labeled-set size; "all" is the fully
 # supervised figure of its section 5.1 (dropout 1.05, PEA 1.08). pens' records of each
-# method are the recipes listed (results.json "method"); the best of them stands for it.
+# row are the recipes the registry puts in its family (table1-methods.json); the best of
+# them stands for it.
 LABELS = [100, 600, 1000, 3000, 60000]
-TABLE1 = [
-    ("NN", ["raw"], {100: 25.81, 600: 11.44, 1000: 10.70, 3000: 6.04}),
-    ("SDE (dropout)", ["sde"], {100: 22.89, 600: 7.59, 1000: 5.80, 3000: 3.60, 60000: 1.05}),
-    ("SDE+", [], {100: 13.54, 600: 5.68, 1000: 4.71, 3000: 3.00}),
-    ("PEA", ["pea", "pea-authors"], {100: 10.79, 600: 2.44, 1000: 2.23, 3000: 1.91, 60000: 1.08}),
-    ("PEA+", ["pea+", "pea+-authors", "pea+-long"], {100: 5.21, 600: 2.87, 1000: 2.64, 3000: 2.30}),
-]
+TABLE1 = [(name, family(name), figures) for name, figures in [
+    ("NN", {100: 25.81, 600: 11.44, 1000: 10.70, 3000: 6.04}),
+    ("SDE (dropout)", {100: 22.89, 600: 7.59, 1000: 5.80, 3000: 3.60, 60000: 1.05}),
+    ("SDE+", {100: 13.54, 600: 5.68, 1000: 4.71, 3000: 3.00}),
+    ("PEA", {100: 10.79, 600: 2.44, 1000: 2.23, 3000: 1.91, 60000: 1.08}),
+    ("PEA+", {100: 5.21, 600: 2.87, 1000: 2.64, 3000: 2.30}),
+]]
 # The methods that came after the paper, as pens declares them, with their own papers'
 # figures where those papers report permutation-invariant MNIST at these sizes (VAT:
-# Miyato et al. 2018; ladder networks: Rasmus et al. 2015). Recipes are results.json
-# methods; consistency records count whatever their variant.
-SUCCESSORS = [
-    ("supervised, batch norm", ["supervised-bn"], {}),
-    ("Π-model", ["pi"], {}),
-    ("mean teacher", ["mean-teacher"], {}),
-    ("pseudo-label", ["pseudo-label"], {}),
-    ("VAT", ["vat", "vat-ema", "vat-ema-long", "vat-ema-anneal", "vat-ema-long-350"], {100: 1.36, 1000: 1.27}),
-    ("ladder network", ["ladder", "ladder-clean", "ladder-anneal", "ladder-anneal-long", "ladder-anneal-16",
-                        "ladder-anneal-24", "ladder-anneal-24-150", "ladder-anneal-64", "ladder-light-24",
-                        "ladder-noise-0.2-24", "ladder-code-24", "ladder-code-24-150", "ladder-unlabeled-24-150",
-                        "ladder-code-unlabeled-24-150", "ladder-code-unlabeled-48-150"],
-     {100: 1.06, 1000: 0.84, 60000: 0.57}),
+# Miyato et al. 2018; ladder networks: Rasmus et al. 2015). Consistency records count
+# whatever their variant.
+SUCCESSORS = [(name, family(name), figures) for name, figures in [
+    ("supervised, batch norm", {}),
+    ("Π-model", {}),
+    ("mean teacher", {}),
+    ("pseudo-label", {}),
+    ("VAT", {100: 1.36, 1000: 1.27}),
+    ("ladder network", {100: 1.06, 1000: 0.84, 60000: 0.57}),
     # Combinations no single paper ran, declared on the same graph (docs/pseudo-ensembles.md).
-    ("ladder + VAT's adversarial child", ["ladder-vat"], {}),
-    ("ladder's child beside VAT's child", ["ladder-and-vat", "ladder-and-vat-loss-both", "ladder-and-vat-to-child"],
-     {}),
-    ("ladder + PEA's V^x between two children", ["ladder-pea"], {}),
-]
+    ("ladder + VAT's adversarial child", {}),
+    ("ladder's child beside VAT's child", {}),
+    ("ladder + PEA's V^x between two children", {}),
+]]
+# Every registered method is in a row.
+assert {m for _, recipes, _ in TABLE1 + SUCCESSORS for m in recipes} == set(NAMES), "a method's family is no row"
 # The splits a cell needs to stand as the best of pens at a label count: 5 at 100 labels
 # (whose splits differ most), 3 above.
 PROTOCOL_SPLITS = {100: 5}

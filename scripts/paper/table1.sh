@@ -16,62 +16,11 @@
 #                       1 for a first measurement of a recipe at 100 labels); the cells
 #                       are reported with every split they hold
 #   --labels LIST       comma-separated labeled-set sizes (default 100,600,1000,3000)
-#   --methods LIST      comma-separated, from sde, pea, pea+, pea-authors (the authors'
-#                       PEA as their code runs it: pea-authors.json, 600 epochs, and at 100
-#                       labels pea-authors-100.json, 110 epochs in stages), pea+-authors (their
-#                       PEA+: pretrain-authors.json once, then pea-plus-authors.json),
-#                       pea+-long (the same, its last lambda stage 245 epochs long:
-#                       pea-plus-authors-300.json), and the consistency methods vat,
-#                       vat-ema, vat-ema-long, vat-ema-anneal (the ladder's schedule:
-#                       vat-bn-ema-100-anneal.json), vat-ema-long-350 (the VAT paper's
-#                       100 labeled + 250 unlabeled rows a step:
-#                       vat-bn-ema-100-long-350.json), pi, mean-teacher, pseudo-label, ladder
-#                       (ladder-100-long.json), ladder-clean (the same with the estimates
-#                       normalised by the clean encoder's statistics, as the ladder paper
-#                       does: ladder-clean-100-long.json), ladder-anneal (the same with
-#                       the ladder paper's schedule: the rate held, then linearly to 0:
-#                       ladder-clean-100-anneal.json), ladder-anneal-long (its ramp 55
-#                       epochs long, 115 epochs in all: ladder-clean-100-anneal-long.json),
-#                       ladder-anneal-16 (16 labeled + 144 unlabeled rows a step:
-#                       ladder-clean-100-anneal-16.json),
-#                       ladder-anneal-24 (24 labeled + 136 unlabeled rows a step:
-#                       ladder-clean-100-anneal-24.json), ladder-anneal-24-150 (the same
-#                       on the ladder paper's 150 epochs, the last 50 decaying:
-#                       ladder-clean-100-anneal-24-150.json), ladder-anneal-64 (64
-#                       labeled + 96 unlabeled rows a step, for the larger labeled sets:
-#                       ladder-clean-anneal-64.json), ladder-light-24 (ladder-anneal-24
-#                       with the lighter denoising weights of the ladder paper's code
-#                       with every label, 1000,1,0.01,...: ladder-light-anneal-24.json),
-#                       ladder-code-24 (ladder-anneal-24 with the setting of the ladder
-#                       paper's code for 1000 labels, noise 0.3 on the input and 0.2 on
-#                       the layers, denoising weights 2000,20,0.1,...:
-#                       ladder-code-1000-anneal-24.json), ladder-code-24-150 (the same
-#                       on the 150 epochs: ladder-code-1000-anneal-24-150.json),
-#                       ladder-unlabeled-24-150 and ladder-code-unlabeled-24-150
-#                       (ladder-anneal-24-150 and ladder-code-24-150 with the
-#                       denoising costs on the unlabeled rows alone, as the ladder
-#                       paper's code: ladder-unlabeled-100-anneal-24-150.json,
-#                       ladder-code-unlabeled-1000-anneal-24-150.json),
-#                       ladder-code-unlabeled-48-150 (ladder-code-unlabeled-24-150
-#                       with 48 labeled rows a step beside the same 136 unlabeled:
-#                       ladder-code-unlabeled-1000-anneal-48-150.json),
-#                       ladder-noise-0.2-24 (ladder-code-24
-#                       with noise 0.2 on the input too: ladder-noise-0.2-anneal-24.json),
-#                       ladder-by-part (the ladder
-#                       paper's batch: all 100 labels and 100 unlabeled rows a step,
-#                       the two normalised apart: ladder-by-part-100.json), the
-#                       combinations ladder-vat (the corrupted child also VAT's
-#                       adversarial child: ladder-vat-100.json), ladder-and-vat (the
-#                       ladder's child beside a VAT child of its own:
-#                       ladder-and-vat-100.json), ladder-and-vat-loss-both (the same with
-#                       the supervised loss on both children: ladder-and-vat-loss-both-100.json),
-#                       ladder-and-vat-to-child (VAT's term held to the ladder's child,
-#                       not the parent: ladder-and-vat-to-child-100.json) and
-#                       ladder-pea (two corrupted children and PEA's V^x between them:
-#                       ladder-pea-100.json), and their supervised baseline
-#                       supervised-bn (their *-100*.json configs, with
-#                       --labels N) (default sde,pea); the pea+ methods first pre-train
-#                       once (pens pretrain, into RUNS/pretrain and RUNS/pretrain-authors)
+#   --methods LIST      comma-separated methods (default sde,pea), each a line of
+#                       scripts/paper/table1-methods.json: its config (--configs DIR), the
+#                       pre-training it fine-tunes from, run once into RUNS/NAME, and its
+#                       row in docs/results.md
+#   --list-methods      print every method with its config and what it is, then exit
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
 #   --supervised        also the fully supervised cells (raw, sde, pea on 50,000 labels)
 #   --supervised-methods LIST  which of them (comma-separated; default raw,sde,pea; also
@@ -126,6 +75,7 @@ while [[ $# -gt 0 ]]; do
     --pens) pens="$2"; shift 2 ;;
     --report) report="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
+    --list-methods) exec python3 scripts/paper/table1_methods.py list ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "table1: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -198,47 +148,8 @@ if [[ $report_only == 0 ]]; then
     cell_splits=$splits
     [[ $n == 100 && $cell_splits -lt 5 ]] && cell_splits=5
     for method in "${method_list[@]}"; do
-      pretrained=""
-      case "$method" in
-        sde) config=sde-semi.json ;;
-        pea) config=pea-$n.json ;;
-        pea+) config=pea-plus-$n.json pretrained=pretrain ;;
-        pea+-authors) config=pea-plus-authors.json pretrained=pretrain-authors ;;
-        pea+-long) config=pea-plus-authors-300.json pretrained=pretrain-authors ;;
-        pea-authors)  # their 100-label recipe differs from their 600-3000 one
-          if [[ $n == 100 ]]; then config=pea-authors-100.json; else config=pea-authors.json; fi ;;
-        vat) config=vat-bn-100.json ;;
-        vat-ema) config=vat-bn-ema-100.json ;;
-        vat-ema-long) config=vat-bn-ema-100-long.json ;;
-        vat-ema-anneal) config=vat-bn-ema-100-anneal.json ;;
-        vat-ema-long-350) config=vat-bn-ema-100-long-350.json ;;
-        supervised-bn) config=supervised-bn-100.json ;;
-        pi) config=pi-100.json ;;
-        mean-teacher) config=mean-teacher-100.json ;;
-        pseudo-label) config=pseudo-label-100.json ;;
-        ladder) config=ladder-100-long.json ;;
-        ladder-clean) config=ladder-clean-100-long.json ;;
-        ladder-anneal) config=ladder-clean-100-anneal.json ;;
-        ladder-anneal-long) config=ladder-clean-100-anneal-long.json ;;
-        ladder-anneal-16) config=ladder-clean-100-anneal-16.json ;;
-        ladder-anneal-24) config=ladder-clean-100-anneal-24.json ;;
-        ladder-anneal-24-150) config=ladder-clean-100-anneal-24-150.json ;;
-        ladder-anneal-64) config=ladder-clean-anneal-64.json ;;
-        ladder-light-24) config=ladder-light-anneal-24.json ;;
-        ladder-code-24) config=ladder-code-1000-anneal-24.json ;;
-        ladder-code-24-150) config=ladder-code-1000-anneal-24-150.json ;;
-        ladder-unlabeled-24-150) config=ladder-unlabeled-100-anneal-24-150.json ;;
-        ladder-code-unlabeled-24-150) config=ladder-code-unlabeled-1000-anneal-24-150.json ;;
-        ladder-code-unlabeled-48-150) config=ladder-code-unlabeled-1000-anneal-48-150.json ;;
-        ladder-noise-0.2-24) config=ladder-noise-0.2-anneal-24.json ;;
-        ladder-by-part) config=ladder-by-part-100.json ;;
-        ladder-vat) config=ladder-vat-100.json ;;
-        ladder-and-vat) config=ladder-and-vat-100.json ;;
-        ladder-and-vat-loss-both) config=ladder-and-vat-loss-both-100.json ;;
-        ladder-and-vat-to-child) config=ladder-and-vat-to-child-100.json ;;
-        ladder-pea) config=ladder-pea-100.json ;;
-        *) echo "table1: unknown method $method" >&2; exit 2 ;;
-      esac
+      plan_line=$(python3 scripts/paper/table1_methods.py plan "$method" "$n") || exit 2
+      IFS=$'\t' read -r config pretrained <<< "$plan_line"
       config=$configs/$config
       [[ -f $config ]] || { echo "table1: no config $config for $method at $n labels" >&2; exit 2; }
       init=()

@@ -6,9 +6,13 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from conftest import ROOT, small_model
+
+sys.path.insert(0, str(ROOT / "scripts" / "paper"))
+import table1_methods  # noqa: E402  (the registry's reader, beside the scripts it serves)
 
 
 def small_configs(tmp_path, name, labeled, epochs, steps_per_epoch, **extra):
@@ -301,3 +305,36 @@ def test_a_supervised_cell_runs_one_split_per_validation_seed(tmp_path, small_mn
     assert validation_sets[0].startswith("split 1:") and validation_sets[1].startswith("split 2:")
     [cell] = [r for r in json.loads((tmp_path / "report" / "results.json").read_text()) if r.get("method") == "sde"]
     assert cell["splits"] == 2
+
+
+def test_every_registered_method_names_a_config_that_exists():
+    """The registry (scripts/paper/table1-methods.json) is where table1.sh finds a method's
+    config: each method that trains semi-supervised names a file of examples/mnist at every
+    label count of Table 1, and its pre-training, where it has one, is a config there too."""
+    assert len(set(table1_methods.NAMES)) == len(table1_methods.NAMES), "a method registered twice"
+    for entry in table1_methods.METHODS:
+        if "config" not in entry:
+            continue
+        for labels in (100, 600, 1000, 3000):
+            config = table1_methods.config(entry["method"], labels)
+            assert (ROOT / "examples" / "mnist" / config).is_file(), f"{entry['method']} at {labels}: no {config}"
+        if "pretrained" in entry:
+            assert (ROOT / "examples" / "mnist" / f"{entry['pretrained']}.json").is_file()
+    # pea-authors has a recipe of its own at 100 labels, pea a config per label count.
+    assert table1_methods.config("pea-authors", 100) == "pea-authors-100.json"
+    assert table1_methods.config("pea-authors", 600) == "pea-authors.json"
+    assert table1_methods.config("pea", 600) == "pea-600.json"
+    # What table1.sh reads: the config and the pre-training, tab-separated.
+    plan = subprocess.run([sys.executable, str(ROOT / "scripts" / "paper" / "table1_methods.py"), "plan", "pea+", "1000"],
+                          capture_output=True, text=True, check=True)
+    assert plan.stdout == "pea-plus-1000.json\tpretrain\n"
+
+
+def test_a_campaign_with_an_unknown_method_stops_before_running_and_says_which(tmp_path, small_mnist, pens_binary):
+    for method, why in (("sde,no-such-method", "unknown method no-such-method"),
+                        ("raw", "raw runs fully supervised only")):
+        done = subprocess.run([str(ROOT / "scripts" / "paper" / "table1.sh"), "--methods", method, "--labels", "20",
+                               "--data-dir", str(small_mnist), "--pens", pens_binary, "--runs", str(tmp_path / "runs"),
+                               "--report", str(tmp_path / "report")], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and why in done.stderr, done.stdout + done.stderr
+        assert not list((tmp_path / "runs").glob("*/split*")), "a run started before the plan was checked"

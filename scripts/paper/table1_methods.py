@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""The methods of scripts/paper/table1.sh, read from table1-methods.json beside this file:
+one line per method, the only place a method is registered. Each line names
+
+  method            the name of its cells (run folders METHOD-LABELS, results.json "method")
+  config            its training config under the configs folder; "{labels}" stands for the
+                    labeled-set size, and config_by_labels names another config for a size
+  pretrained        (optional) the pre-training config it fine-tunes from, run once
+  family            its row in docs/results.md's table (a row of the paper's Table 1 or of
+                    its successors, scripts/paper/results_tables.py)
+  about             what it is, for table1.sh --list-methods
+
+Their order is the order of the history's tables (scripts/paper/results.py): a new method
+goes at the end.
+
+usage: table1_methods.py plan METHOD LABELS   the config and pre-training (tab-separated)
+       table1_methods.py list                 every method with its config and what it is
+"""
+import json
+import sys
+from pathlib import Path
+
+METHODS = json.loads((Path(__file__).parent / "table1-methods.json").read_text())
+NAMES = [m["method"] for m in METHODS]
+
+
+def family(name):
+    """The methods of a row of the results table, in registry order."""
+    return [m["method"] for m in METHODS if m["family"] == name]
+
+
+def config(method, labels):
+    """The config file name METHOD trains with at LABELS labels, or a ValueError that says why none."""
+    entry = next((m for m in METHODS if m["method"] == method), None)
+    if entry is None:
+        raise ValueError(f"unknown method {method} (table1.sh --list-methods lists them)")
+    if "config" not in entry:
+        raise ValueError(f"{method} runs fully supervised only (--supervised --supervised-methods {method})")
+    return entry.get("config_by_labels", {}).get(str(labels), entry["config"]).replace("{labels}", str(labels))
+
+
+def main(argv):
+    if argv[:1] == ["plan"] and len(argv) == 3:
+        try:
+            name = config(argv[1], argv[2])
+        except ValueError as e:
+            print(f"table1: {e}", file=sys.stderr)
+            return 2
+        pretrained = next(m.get("pretrained", "") for m in METHODS if m["method"] == argv[1])
+        print(f"{name}\t{pretrained}")
+        return 0
+    if argv == ["list"]:
+        for m in METHODS:
+            configs = [m.get("config", "(supervised only)"), *m.get("config_by_labels", {}).values()]
+            print(f"{m['method']:30} {', '.join(configs)}\n{'':30} {m['about']}")
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
