@@ -31,10 +31,10 @@ from results_tables import SUCCESSORS, TABLE1
 # The order of the methods in the history's tables: the registry's (a new method goes at its end).
 METHOD_ORDER = {method: rank for rank, method in enumerate(table1_methods.NAMES)}
 
-
 # The published figure each recipe is measured against: its method's row in the tables of
 # docs/results.md (the paper's Table 1, and for the methods after it their own papers'),
-# and for the ladder's recipes and combinations listed in no row, the published ladder's.
+# and for the combinations built on the ladder, whose rows have no published figure, the
+# published ladder's.
 PUBLISHED = [(recipes, figures) for _, recipes, figures in TABLE1 + SUCCESSORS if figures]
 PAPER = {(recipe, n): figure for recipes, figures in PUBLISHED for recipe in recipes for n, figure in figures.items()}
 LADDER = next(figures for name, _, figures in SUCCESSORS if name == "ladder network")
