@@ -4,7 +4,7 @@
 # docs/results.md and docs/results-history.md from every finished run under the runs folder.
 #
 #   scripts/paper/table1.sh [--splits N] [--split-seeds LIST] [--labels LIST] [--methods LIST]
-#                     [--budget-minutes M]
+#                     [--list-methods] [--budget-minutes M]
 #                     [--supervised] [--supervised-methods LIST] [--supervised-epochs E]
 #                     [--supervised-splits N]
 #                     [--runs DIR] [--report-only]
