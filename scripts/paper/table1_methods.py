@@ -20,7 +20,23 @@ import json
 import sys
 from pathlib import Path
 
-METHODS = json.loads((Path(__file__).parent / "table1-methods.json").read_text())
+REGISTRY = Path(__file__).parent / "table1-methods.json"
+
+
+def read(path):
+    """The registry's methods, or SystemExit naming the file, where in it and what is wrong."""
+    try:
+        methods = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"{path}: not valid JSON at line {e.lineno}, column {e.colno}: {e.msg}")
+    for number, entry in enumerate(methods, start=1):
+        missing = [key for key in ("method", "family", "about") if key not in entry]
+        if missing:
+            raise SystemExit(f"{path}: entry {number} ({entry.get('method', 'unnamed')}) has no {', '.join(missing)}")
+    return methods
+
+
+METHODS = read(REGISTRY)
 NAMES = [m["method"] for m in METHODS]
 
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import ROOT, small_model
 
 sys.path.insert(0, str(ROOT / "scripts" / "paper"))
@@ -328,6 +330,16 @@ def test_every_registered_method_names_a_config_that_exists():
     plan = subprocess.run([sys.executable, str(ROOT / "scripts" / "paper" / "table1_methods.py"), "plan", "pea+", "1000"],
                           capture_output=True, text=True, check=True)
     assert plan.stdout == "pea-plus-1000.json\tpretrain\n"
+
+
+def test_a_malformed_registry_is_refused_with_what_is_wrong(tmp_path):
+    registry = tmp_path / "table1-methods.json"
+    registry.write_text('[\n  {"method": "sde", "config": "sde-semi.json" "family": "SDE"}\n]\n')
+    with pytest.raises(SystemExit, match=r"table1-methods.json: not valid JSON at line 2, column 47: Expecting"):
+        table1_methods.read(registry)
+    registry.write_text(json.dumps([{"method": "sde", "family": "SDE", "about": "dropout"}, {"method": "pea"}]))
+    with pytest.raises(SystemExit, match=r"entry 2 \(pea\) has no family, about"):
+        table1_methods.read(registry)
 
 
 def test_a_campaign_with_an_unknown_method_stops_before_running_and_says_which(tmp_path, small_mnist, pens_binary):
