@@ -45,25 +45,29 @@ def family(name):
     return [m["method"] for m in METHODS if m["family"] == name]
 
 
+def entry(method):
+    """METHOD's line of the registry, or a ValueError naming the method."""
+    found = next((m for m in METHODS if m["method"] == method), None)
+    if found is None:
+        raise ValueError(f"unknown method {method} (table1.sh --list-methods lists them)")
+    return found
+
+
 def config(method, labels):
     """The config file name METHOD trains with at LABELS labels, or a ValueError that says why none."""
-    entry = next((m for m in METHODS if m["method"] == method), None)
-    if entry is None:
-        raise ValueError(f"unknown method {method} (table1.sh --list-methods lists them)")
-    if "config" not in entry:
+    line = entry(method)
+    if "config" not in line:
         raise ValueError(f"{method} runs fully supervised only (--supervised --supervised-methods {method})")
-    return entry.get("config_by_labels", {}).get(str(labels), entry["config"]).replace("{labels}", str(labels))
+    return line.get("config_by_labels", {}).get(str(labels), line["config"]).replace("{labels}", str(labels))
 
 
 def main(argv):
     if argv[:1] == ["plan"] and len(argv) == 3:
         try:
-            name = config(argv[1], argv[2])
+            print(f"{config(argv[1], argv[2])}\t{entry(argv[1]).get('pretrained', '')}")
         except ValueError as e:
             print(f"table1: {e}", file=sys.stderr)
             return 2
-        pretrained = next(m.get("pretrained", "") for m in METHODS if m["method"] == argv[1])
-        print(f"{name}\t{pretrained}")
         return 0
     if argv == ["list"]:
         for m in METHODS:
