@@ -24,7 +24,7 @@
 #   --budget-minutes M  wall-clock budget of each run (default: none, the config's epochs)
 #   --supervised        also the fully supervised cells (raw, sde, pea on 50,000 labels)
 #   --supervised-methods LIST  which of them (comma-separated; default raw,sde,pea; also
-#                       ladder: the ladder network on every label, ladder-supervised.json)
+#                       ladder): methods with a "supervised" config in the registry
 #   --supervised-epochs E  their length (default: the configs', the paper's 1000 epochs)
 #   --supervised-splits N  runs per supervised cell (default 1), run S holding out the
 #                       validation images of split seed S
@@ -164,12 +164,11 @@ if [[ $report_only == 0 ]]; then
   if [[ $supervised == 1 ]]; then
     IFS=, read -ra supervised_list <<< "$supervised_methods"
     for method in "${supervised_list[@]}"; do
-      case "$method" in
-        raw|sde|pea|ladder) ;;
-        *) echo "table1: unknown supervised method $method (raw, sde, pea or ladder)" >&2; exit 2 ;;
-      esac
+      plan_line=$(python3 scripts/paper/table1_methods.py plan "$method" supervised) || exit 2
+      config=$configs/${plan_line%%$'\t'*}
+      [[ -f $config ]] || { echo "table1: no config $config for $method on every label" >&2; exit 2; }
       for s in $(seq 1 "$supervised_splits"); do
-        plan "$method-supervised/split$s" "$configs/$method-supervised.json" "" --split-seed "$s" \
+        plan "$method-supervised/split$s" "$config" "" --split-seed "$s" \
           ${supervised_epochs:+--epochs "$supervised_epochs"}
       done
     done

@@ -5,6 +5,8 @@ one line per method, the only place a method is registered. Each line names
   method            the name of its cells (run folders METHOD-LABELS, results.json "method")
   config            its training config under the configs folder; "{labels}" stands for the
                     labeled-set size, and config_by_labels names another config for a size
+  supervised        (optional) its fully supervised config (every label, table1.sh
+                    --supervised); a method without "config" runs only that way
   pretrained        (optional) the pre-training config it fine-tunes from, run once
   family            its row in docs/results.md's table (a row of the paper's Table 1 or of
                     its successors, scripts/paper/results_tables.py)
@@ -13,7 +15,8 @@ one line per method, the only place a method is registered. Each line names
 Their order is the order of the history's tables (scripts/paper/results.py): a new method
 goes at the end.
 
-usage: table1_methods.py plan METHOD LABELS   the config and pre-training (tab-separated)
+usage: table1_methods.py plan METHOD LABELS   the config and pre-training (tab-separated);
+                                              LABELS "supervised": the fully supervised cell
        table1_methods.py list                 every method with its config and what it is
 """
 import json
@@ -54,8 +57,13 @@ def entry(method):
 
 
 def config(method, labels):
-    """The config file name METHOD trains with at LABELS labels, or a ValueError that says why none."""
+    """The config file name METHOD trains with at LABELS labels ("supervised": on every label),
+    or a ValueError that says why none."""
     line = entry(method)
+    if labels == "supervised":
+        if "supervised" not in line:
+            raise ValueError(f"{method} has no fully supervised config (the registry's \"supervised\")")
+        return line["supervised"]
     if "config" not in line:
         raise ValueError(f"{method} runs fully supervised only (--supervised --supervised-methods {method})")
     return line.get("config_by_labels", {}).get(str(labels), line["config"]).replace("{labels}", str(labels))
@@ -72,6 +80,8 @@ def main(argv):
     if argv == ["list"]:
         for m in METHODS:
             configs = [m.get("config", "(supervised only)"), *m.get("config_by_labels", {}).values()]
+            if "supervised" in m:
+                configs.append(f"{m['supervised']} (supervised)")
             print(f"{m['method']:30} {', '.join(configs)}\n{'':30} {m['about']}")
         return 0
     print(__doc__, file=sys.stderr)

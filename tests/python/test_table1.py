@@ -315,6 +315,9 @@ def test_every_registered_method_names_a_config_that_exists():
     label count of Table 1, and its pre-training, where it has one, is a config there too."""
     assert len(set(table1_methods.NAMES)) == len(table1_methods.NAMES), "a method registered twice"
     for entry in table1_methods.METHODS:
+        if "supervised" in entry:
+            config = table1_methods.config(entry["method"], "supervised")
+            assert (ROOT / "examples" / "mnist" / config).is_file(), f"{entry['method']} supervised: no {config}"
         if "config" not in entry:
             continue
         for labels in (100, 600, 1000, 3000):
@@ -350,3 +353,10 @@ def test_a_campaign_with_an_unknown_method_stops_before_running_and_says_which(t
                                "--report", str(tmp_path / "report")], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and why in done.stderr, done.stdout + done.stderr
         assert not list((tmp_path / "runs").glob("*/split*")), "a run started before the plan was checked"
+    # A fully supervised cell needs the registry's "supervised" config: VAT has none.
+    done = subprocess.run([str(ROOT / "scripts" / "paper" / "table1.sh"), "--labels", "", "--supervised",
+                           "--supervised-methods", "sde,vat", "--data-dir", str(small_mnist), "--pens", pens_binary,
+                           "--runs", str(tmp_path / "runs"), "--report", str(tmp_path / "report")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "vat has no fully supervised config" in done.stderr, done.stdout + done.stderr
+    assert not list((tmp_path / "runs").glob("*/split*")), "a run started before the plan was checked"
