@@ -312,7 +312,8 @@ def test_a_supervised_cell_runs_one_split_per_validation_seed(tmp_path, small_mn
 def test_every_registered_method_names_a_config_that_exists():
     """The registry (scripts/paper/table1-methods.json) is where table1.sh finds a method's
     config: each method that trains semi-supervised names a file of examples/mnist at every
-    label count of Table 1, and its pre-training, where it has one, is a config there too."""
+    label count of Table 1, and its fully supervised config and its pre-training, where it
+    has them, are configs there too."""
     assert len(set(table1_methods.NAMES)) == len(table1_methods.NAMES), "a method registered twice"
     for entry in table1_methods.METHODS:
         if "supervised" in entry:
