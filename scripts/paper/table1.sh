@@ -136,6 +136,17 @@ plan() {  # plan NAME CONFIG PRETRAINED [pens train options...]
   plan_options+=("$*")
 }
 
+# registry_plan METHOD LABELS: sets config (under --configs) and pretrained from METHOD's
+# registry line at LABELS labels ("supervised": its fully supervised cell), or stops the
+# campaign before any run with why.
+registry_plan() {
+  local line
+  line=$(python3 scripts/paper/table1_methods.py plan "$1" "$2") || exit 2
+  IFS=$'\t' read -r config pretrained <<< "$line"
+  config=$configs/$config
+  [[ -f $config ]] || { echo "table1: no config $config for $1 at $2 labels" >&2; exit 2; }
+}
+
 if [[ $report_only == 0 ]]; then
   IFS=, read -ra label_list <<< "$labels"
   IFS=, read -ra method_list <<< "$methods"
@@ -148,10 +159,7 @@ if [[ $report_only == 0 ]]; then
     cell_splits=$splits
     [[ $n == 100 && $cell_splits -lt 5 ]] && cell_splits=5
     for method in "${method_list[@]}"; do
-      plan_line=$(python3 scripts/paper/table1_methods.py plan "$method" "$n") || exit 2
-      IFS=$'\t' read -r config pretrained <<< "$plan_line"
-      config=$configs/$config
-      [[ -f $config ]] || { echo "table1: no config $config for $method at $n labels" >&2; exit 2; }
+      registry_plan "$method" "$n"
       init=()
       [[ -n $pretrained ]] && init=(--init "$runs/$pretrained/model.json")
       seeds=("${seed_list[@]}")
@@ -164,9 +172,7 @@ if [[ $report_only == 0 ]]; then
   if [[ $supervised == 1 ]]; then
     IFS=, read -ra supervised_list <<< "$supervised_methods"
     for method in "${supervised_list[@]}"; do
-      plan_line=$(python3 scripts/paper/table1_methods.py plan "$method" supervised) || exit 2
-      config=$configs/${plan_line%%$'\t'*}
-      [[ -f $config ]] || { echo "table1: no config $config for $method on every label" >&2; exit 2; }
+      registry_plan "$method" supervised
       for s in $(seq 1 "$supervised_splits"); do
         plan "$method-supervised/split$s" "$config" "" --split-seed "$s" \
           ${supervised_epochs:+--epochs "$supervised_epochs"}
