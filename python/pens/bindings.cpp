@@ -608,7 +608,7 @@ class PythonPlan {
         dense_(dynamic_cast<const PreparedClassifier*>(run_.task.get())) {
     if (!dense_) fail(config, ": a ", run_.kind, " config; a training plan is for classifier configs on dense data");
     const TrainConfig& c = dense_->config;
-    model_ = std::make_shared<Model>(load_configured_model(c.source, c.model));
+    model_ = std::make_shared<Model>(load_configured_model(c.source, c.model, c.model_patch));
     io_ = classifier_io(model_->graph, c.model);
     start_values(*model_, c.init_seed, c.init_from);
     schedule_ = run_schedule(c, *model_);

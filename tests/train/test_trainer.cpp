@@ -317,6 +317,60 @@ TEST_CASE("training configs: unknown fields and bad values are errors naming the
   CHECK(parse_train_config(to_json(c), "again").schedule.anneal_start_epoch == 60);
 }
 
+TEST_CASE("a config's model_patch edits its model as it loads: read, written back, trained on, and errors that say where") {
+  testing::TempDir dir;
+  const std::string model = write_small_model(dir);
+  const json patch = json::parse(R"([{"op": "replace", "path": "/pseudo_ensemble/penalties/0/lambda", "value": 0.5},
+      {"op": "add", "path": "/pseudo_ensemble/penalties/-", "value": {"kind": "kl", "lambda": 2, "node": "logits"}}])");
+  TrainConfig c = parse_train_config({{"model", model}, {"model_patch", patch}}, "c.json");
+  CHECK(json::parse(c.model_patch) == patch);
+  CHECK(parse_train_config(to_json(c), "again").model_patch == c.model_patch);  // to_json round-trips
+  const Model m = load_configured_model("c.json", model, c.model_patch);
+  REQUIRE(m.ensemble);
+  REQUIRE(m.ensemble->penalties.size() == 2);
+  CHECK(m.ensemble->penalties[0].lambda == 0.5);
+  CHECK(m.ensemble->penalties[1].kind == "kl");
+  CHECK(m.ensemble->penalties[1].lambda == 2);
+  REQUIRE(load_model(model).ensemble);
+  CHECK(load_model(model).ensemble->penalties.size() == 1);  // the file itself is untouched
+
+  // Training reads the patch: the run equals one on the patched model saved as a file, and
+  // differs from one on the file as it is.
+  TrainConfig patched = small_config(model);
+  patched.model_patch = c.model_patch;
+  patched.epochs = 1;
+  TrainConfig copied = patched;
+  copied.model_patch = "";
+  copied.model = dir / "patched-copy.model.json";
+  save_model(m, copied.model, ValueStorage::None);
+  TrainConfig unpatched = copied;
+  unpatched.model = model;
+  Quiet quiet;
+  for (auto [config, folder] : {std::pair{&patched, "patched"}, {&copied, "copied"}, {&unpatched, "unpatched"}}) {
+    train(*config, small_data(), dir / folder, quiet);
+  }
+  const auto values = [&](const char* folder) {
+    const Model trained = load_model(dir / (std::string(folder) + "/model.json"));
+    REQUIRE(trained.values);
+    const auto v = trained.values->values();
+    return std::vector<double>(v.begin(), v.end());
+  };
+  const auto a = values("patched"), b = values("copied"), u = values("unpatched");
+  CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+  CHECK_FALSE(std::equal(a.begin(), a.end(), u.begin(), u.end()));
+
+  CHECK_ERROR_MENTIONS(parse_train_config({{"model", model}, {"model_patch", json::object()}}, "c.json"), "c.json",
+                       "model_patch must be a non-empty array of operations");
+  CHECK_ERROR_MENTIONS(parse_train_config({{"model", model}, {"model_patch", json::array()}}, "c.json"),
+                       "model_patch must be a non-empty array");
+  const auto load_with = [&](const char* ops) { load_configured_model("c.json", model, json::parse(ops).dump()); };
+  CHECK_ERROR_MENTIONS(load_with(R"([{"op": "replace", "path": "/pseudo_ensemble/penalties/3/lambda", "value": 1}])"),
+                       "c.json", "model_patch[0]", "/pseudo_ensemble/penalties has 1 element; there is no element 3");
+  // The patched model is checked as a file is, and the error names the patch.
+  CHECK_ERROR_MENTIONS(load_with(R"([{"op": "replace", "path": "/pseudo_ensemble/penalties/0/kind", "value": "nope"}])"),
+                       "c.json", "small.model.json with the config's model_patch", "nope");
+}
+
 TEST_CASE("every training config under examples/ parses and names a model file that loads, and the repository's data") {
   int configs = 0;
   const std::string mnist = absolute_path(pens::testing::source_dir() + "/data/mnist");
@@ -334,7 +388,7 @@ TEST_CASE("every training config under examples/ parses and names a model file t
     }
     const TrainConfig c = parse_train_config(j, name);
     CHECK(configured_data_dir(entry.path().string(), j, c.data_dir) == mnist);
-    const Model m = load_model((entry.path().parent_path() / c.model).string());
+    const Model m = load_configured_model(name, (entry.path().parent_path() / c.model).string(), c.model_patch);
     if (c.batch_unlabeled > 0) CHECK(m.ensemble.has_value());
     for (const TrainablePeriod& period : c.trainable_periods) {
       for (const std::string& parameter : period.parameters) {

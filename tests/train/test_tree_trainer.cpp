@@ -218,6 +218,12 @@ TEST_CASE("the optimizer restarts at the configured epochs; a run resumed at a r
   const TreeConfig again = parse_tree_config(to_json(read), "again");
   CHECK(again.restart_every_epochs == 9);
   CHECK(again.restart_before_epoch == 250);
+
+  // A tree config's model_patch is read, written back, and applied by the tree trainer.
+  config.model_patch = R"([{"op": "replace", "path": "/tree/scores", "value": "nope"}])";
+  CHECK(parse_tree_config(to_json(config), "again").model_patch == nlohmann::json::parse(config.model_patch).dump());
+  CHECK_THROWS_WITH_AS(train_trees(config, data, dir / "patched", quiet),
+                       doctest::Contains("ctn.model.json with the config's model_patch"), Error);
 }
 
 TEST_CASE("a tree config's optimizer groups: the word vectors on SGD of their own, checkpointed, resumed") {
@@ -316,6 +322,7 @@ TEST_CASE("docs/trees.md's config table names every field the parser reads, with
   // Optional: written only when a config gives them.
   fields["lambda_schedule"] = nullptr;
   fields["optimizer.groups"] = nullptr;
+  fields["model_patch"] = nullptr;
   std::set<std::string> documented;
   int defaults_checked = 0;
   for (const auto& [names, defaults] : documented_tree_fields()) {

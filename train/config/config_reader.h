@@ -153,6 +153,22 @@ inline void read_kind(ConfigSection& top, const char* kind, const std::string& s
   if (given != kind) fail(source, ": kind is \"", given, "\", but it is read as a ", kind, " config");
 }
 
+// A config's "model_patch": operations on its model file's JSON (serialization/json_patch.h),
+// kept as JSON text ("" for none) and applied when the model is loaded, where an
+// operation's error can name what the model holds at its path.
+inline std::string read_model_patch(ConfigSection& top, const std::string& source) {
+  const nlohmann::json* patch = top.child("model_patch");
+  if (!patch) return "";
+  if (!patch->is_array() || patch->empty()) {
+    fail(source, ": model_patch must be a non-empty array of operations {\"op\", \"path\", \"value\"}");
+  }
+  return patch->dump();
+}
+
+inline void write_model_patch(const std::string& patch, nlohmann::json& config) {
+  if (!patch.empty()) config["model_patch"] = nlohmann::json::parse(patch);
+}
+
 // One field of a config section: its name in the JSON, the config's member it is read
 // into and written from, and for a number the range it must fall in. A section's table of
 // fields is the one place its fields are named, so that reading and writing (to_json,

@@ -1,7 +1,11 @@
 #include "pens/train/config/train_config.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 
+#include "pens/serialization/json_patch.h"
+#include "pens/serialization/json_text.h"
 #include "pens/serialization/model_file.h"
 #include "pens/train/config/config_reader.h"
 #include "pens/train/optim/optimizer.h"
@@ -36,6 +40,7 @@ TrainConfig parse_train_config(const json& j, const std::string& source) {
   read_kind(top, "classifier", source);
   top.string("description", c.description);
   top.required_string("model", c.model, "model file");
+  c.model_patch = read_model_patch(top, source);
   top.string("init_from", c.init_from);
   std::string precision = precision_name(c.precision);
   top.string("precision", precision);
@@ -108,6 +113,7 @@ json to_json(const TrainConfig& c) {
       {"eval", section_json<TrainConfig>(c, kClassifierEvalFields)},
   };
   write_run_sections(c, j);
+  write_model_patch(c.model_patch, j);
   if (c.precision != Precision::Float32) j["precision"] = precision_name(c.precision);
   if (c.lambda_schedule) {
     j["lambda_schedule"] = json::array();
@@ -129,11 +135,21 @@ json to_json(const TrainConfig& c) {
   return j;
 }
 
-Model load_configured_model(const std::string& source, const std::string& path) {
+Model load_configured_model(const std::string& source, const std::string& path, const std::string& patch) {
   const std::string where = source.empty() ? "model: " : source + ": model: ";
   Model model;
   try {
-    model = load_model(path);
+    if (patch.empty()) {
+      model = load_model(path);
+    } else {
+      // Errors in the patched model name the file and the patch: the field they point at
+      // may be one the patch wrote.
+      const json doc = apply_json_patch(read_json_file(path, kMaxModelFileBytes), json::parse(patch),
+                                        cat(source.empty() ? "" : source + ": ", "model_patch"));
+      const std::filesystem::path p(path);
+      model = parse_model(doc.dump(), path + " with the config's model_patch",
+                          p.has_parent_path() ? p.parent_path().string() : ".");
+    }
   } catch (const Error& e) {
     fail(where, e.what());
   }

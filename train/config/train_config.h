@@ -32,6 +32,9 @@ struct TrainConfig {
   std::string description;  // free text: what the config is for
   std::string source;  // the config file it was read from, which errors name (not written by to_json)
   std::string model;   // model file (a path relative to the config file is resolved against it)
+  // Operations applied to the model file's JSON before it is read (serialization/json_patch.h),
+  // as JSON text; "" for none: a variant of a model (another eps, an added penalty) as a config.
+  std::string model_patch;
   // A trained model file (pens pretrain's, say) whose parameter values, matched by name and
   // shape, replace the model's initial ones; "" for none. Relative paths as for `model`.
   std::string init_from;
@@ -99,10 +102,11 @@ struct TrainConfig {
 // names the config in them.
 TrainConfig parse_train_config(const nlohmann::json& j, const std::string& source);
 
-// The model file a config names (`source`: the config), for training: errors name the
-// config and its field, and a model whose noise no child draws is refused
-// (undrawn_noise). MNIST and tree runs both load their model through it.
-Model load_configured_model(const std::string& source, const std::string& path);
+// The model file a config names (`source`: the config), with the config's model_patch
+// applied ("" for none), for training: errors name the config and its field, and a model
+// whose noise no child draws is refused (undrawn_noise). MNIST and tree runs both load
+// their model through it.
+Model load_configured_model(const std::string& source, const std::string& path, const std::string& patch);
 nlohmann::json to_json(const TrainConfig& c);
 
 }  // namespace pens

@@ -51,6 +51,7 @@ TreeConfig parse_tree_config(const json& j, const std::string& source) {
   read_kind(top, "trees", source);
   top.string("description", c.description);
   top.required_string("model", c.model, "model file");
+  c.model_patch = read_model_patch(top, source);
   top.string("init_from", c.init_from);
   top.string("word_vectors", c.word_vectors);
   top.string("task", c.task);
@@ -95,6 +96,7 @@ json to_json(const TreeConfig& c) {
       {"eval", section_json<TreeConfig>(c, kTreeEvalFields)},
   };
   write_run_sections(c, j);
+  write_model_patch(c.model_patch, j);
   if (c.lambda_schedule) {
     j["lambda_schedule"] = json::array();
     for (const LambdaStage& s : *c.lambda_schedule) {

@@ -23,6 +23,7 @@ struct TreeConfig {
   std::string source;  // the config file it was read from, which errors name (not written by to_json)
   std::string description;
   std::string model;  // a model file with a "tree" section (pens new ctn writes one)
+  std::string model_patch;  // operations on the model file's JSON, as TrainConfig::model_patch
   std::string init_from;
   // A text file of pre-trained word vectors in GloVe's format (models/word_vectors.h) whose
   // rows start the word tables, after init_from; "" for none.

@@ -156,7 +156,7 @@ class ClassifierTask : public RunTask {
 };
 
 void ClassifierTask::load_model_and_graphs() {
-  model_ = load_configured_model(config_.source, config_.model);
+  model_ = load_configured_model(config_.source, config_.model, config_.model_patch);
   io_ = classifier_io(model_.graph, config_.model);
   check_data_fits(model_.graph, io_, data_.train, config_.model, config_.data_dir);
   const bool semi_supervised = config_.batch_unlabeled > 0;

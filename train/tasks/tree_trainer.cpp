@@ -111,7 +111,7 @@ TreeTask::TreeTask(const TreeConfig& config, const TreeData& data, TrainObserver
       rank_(comm_ ? comm_->rank() : 0),
       processes_(comm_ ? comm_->size() : 1) {
   set_threads(config.threads);
-  model_ = load_configured_model(config.source, config.model);
+  model_ = load_configured_model(config.source, config.model, config.model_patch);
   try {
     trees_ = std::make_unique<TreeModel>(model_, task_, 1.0 / static_cast<double>(config.batch_trees));
   } catch (const Error& e) {
