@@ -97,6 +97,17 @@ PenaltyKind entropy_kind() {
           }};
 }
 
+// Entropy minimisation on the pair's first side: the clean parent's prediction in a
+// parent-child pair (the term of the VAT paper's "VAT+EntMin", Miyato et al. 2018), where
+// `entropy` takes the child's. Not symmetrised: a child-child pair penalises its
+// lower-numbered child. With fixed_target it passes no gradient (the side is a constant).
+PenaltyKind target_entropy_kind() {
+  return {"target_entropy", "H(softmax(a)) = -sum p_a log p_a, the entropy of a's prediction (b unused)", false,
+          [](PenaltyBuilder& b, NodeId x, NodeId) {
+            return b.add("scale", {b.row_sum(b.add("mul", {b.probs(x), b.log_probs(x)}))}, {{"factor", -1.0}});
+          }};
+}
+
 // Pseudo-labels (Lee 2013): cross-entropy of b against the argmax class of a, on the
 // rows where a's largest probability reaches `threshold` (rows under it add 0; with a
 // threshold, FixMatch's rule). The label is a target: pseudo_label passes no gradient.
@@ -124,7 +135,7 @@ PenaltyKind activation_l2_kind() {
 template <>
 std::vector<PenaltyKind> builtin_kinds<PenaltyKind>() {
   return {kl_kind(),         xent_kind(),    tanh_kind(),         direction_kind(),     l2_kind(),
-          softmax_l2_kind(), entropy_kind(), pseudo_label_kind(), activation_l2_kind()};
+          softmax_l2_kind(), entropy_kind(), target_entropy_kind(), pseudo_label_kind(), activation_l2_kind()};
 }
 
 }  // namespace pens

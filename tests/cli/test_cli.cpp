@@ -264,7 +264,7 @@ TEST_CASE("pens kinds lists the noise kinds, penalty kinds and optimizers, in te
   CHECK(names("noise") == std::set<std::string>{"adversarial", "fuzz", "gaussian", "mask", "subspace"});
   CHECK(names("penalty") ==
         std::set<std::string>{"activation_l2", "direction", "entropy", "kl", "l2", "pseudo_label", "softmax_l2", "tanh",
-                              "xent"});
+                              "target_entropy", "xent"});
   CHECK(names("optimizer") == std::set<std::string>{"adagrad", "adam", "sgd"});
   for (const auto& k : doc.at("penalty")) {
     const std::string name = k.at("name");

@@ -223,7 +223,10 @@ TEST_CASE("the combined objective's gradient, every penalty kind, both pairings,
       PseudoEnsembleSpec spec;
       spec.pairing = pairing;
       spec.loss_on = pairing == "parent-child" ? "parent" : "child";
-      spec.penalties = {{"h2", kind, 0.7, "unlabeled"}, {"logits", kind, 1.3, "all"}};
+      // A companion term on h2 reads both children, so every noise node stays in the graph
+      // for kinds that read one side only (target_entropy: the parent, or child 1).
+      const std::string companion = kind == "l2" ? "softmax_l2" : "l2";
+      spec.penalties = {{"h2", kind, 0.7, "unlabeled"}, {"logits", kind, 1.3, "all"}, {"h2", companion, 0.2, "all"}};
       const Graph g = build_pseudo_ensemble(parent, spec, {.labeled_rows = 2}).graph;
       CHECK(g.find("c1/subspace:h1").has_value());
       CHECK(g.find("c2/W2~fuzz").has_value());
@@ -526,6 +529,31 @@ TEST_CASE("activation_l2 is the mean square of both children's units, as the aut
   const double expected = (h1.arr().square().mean() + h2.arr().square().mean()) / 2;
   CHECK(expected > 0.01);
   CHECK(run.tape.value("pen/h1/activation_l2")[0] == doctest::Approx(expected).epsilon(1e-12));
+}
+
+TEST_CASE("target_entropy is the entropy of the parent's prediction in a parent-child pair, entropy the child's") {
+  Graph parent = build_mlp(pea_mlp({6, 5, 4, 3}));
+  PseudoEnsembleSpec spec;
+  spec.children = 1;
+  spec.pairing = "parent-child";
+  spec.smoothing = 0;
+  spec.penalties = {{"logits", "target_entropy", 1.0, "all"}, {"logits", "entropy", 1.0, "all"}};
+  const Graph g = build_pseudo_ensemble(parent, spec).graph;
+  ForwardPass run(g);
+  const auto entropy = [](const auto& logits) {
+    const Eigen::ArrayXXd z = logits.mat().template cast<double>().array();
+    double total = 0;
+    for (Eigen::Index r = 0; r < z.rows(); ++r) {
+      const Eigen::ArrayXd e = (z.row(r) - z.row(r).maxCoeff()).exp().transpose();
+      const Eigen::ArrayXd p = e / e.sum();
+      total -= (p * p.log()).sum();
+    }
+    return total / static_cast<double>(z.rows());
+  };
+  const double of_parent = entropy(run.tape.value("logits")), of_child = entropy(run.tape.value("c1/logits"));
+  CHECK(std::abs(of_parent - of_child) > 1e-3);  // the child's mask noise moves its prediction
+  CHECK(run.tape.value("pen/logits/target_entropy")[0] == doctest::Approx(of_parent).epsilon(1e-10));
+  CHECK(run.tape.value("pen/logits/entropy")[0] == doctest::Approx(of_child).epsilon(1e-10));
 }
 
 TEST_CASE("pseudo-labels: cross-entropy against the parent's confident argmax, rows under the threshold ignored") {
