@@ -87,14 +87,18 @@ PenaltyKind softmax_l2_kind() {
           [](PenaltyBuilder& b, NodeId x, NodeId y) { return b.add("squared_error", {b.probs(x), b.probs(y)}); }};
 }
 
+// -sum p log p of softmax(logits), a row's entropy: entropy minimisation's term, on either
+// side of a pair.
+NodeId prediction_entropy(PenaltyBuilder& b, NodeId logits) {
+  return b.add("scale", {b.row_sum(b.add("mul", {b.probs(logits), b.log_probs(logits)}))}, {{"factor", -1.0}});
+}
+
 // Entropy minimisation (Grandvalet & Bengio 2005): the entropy of a side's prediction.
 // Symmetrised, a child-child pair penalises both children; a parent-child pair, or a
 // fixed target, the child alone.
 PenaltyKind entropy_kind() {
   return {"entropy", "H(softmax(b)) = -sum p_b log p_b, the entropy of b's prediction (a unused)", true,
-          [](PenaltyBuilder& b, NodeId, NodeId y) {
-            return b.add("scale", {b.row_sum(b.add("mul", {b.probs(y), b.log_probs(y)}))}, {{"factor", -1.0}});
-          }};
+          [](PenaltyBuilder& b, NodeId, NodeId y) { return prediction_entropy(b, y); }};
 }
 
 // Entropy minimisation on the pair's first side: the clean parent's prediction in a
@@ -103,9 +107,7 @@ PenaltyKind entropy_kind() {
 // lower-numbered child. With fixed_target it passes no gradient (the side is a constant).
 PenaltyKind target_entropy_kind() {
   return {"target_entropy", "H(softmax(a)) = -sum p_a log p_a, the entropy of a's prediction (b unused)", false,
-          [](PenaltyBuilder& b, NodeId x, NodeId) {
-            return b.add("scale", {b.row_sum(b.add("mul", {b.probs(x), b.log_probs(x)}))}, {{"factor", -1.0}});
-          }};
+          [](PenaltyBuilder& b, NodeId x, NodeId) { return prediction_entropy(b, x); }};
 }
 
 // Pseudo-labels (Lee 2013): cross-entropy of b against the argmax class of a, on the
