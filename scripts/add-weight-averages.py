@@ -6,6 +6,10 @@ Each parameter P gets a frozen parameter PREFIX + P of its shape and a moving av
 and those that are averages themselves, get none.
 
 usage: add-weight-averages.py IN.model.json OUT.model.json --decay D [--prefix average/]
+                              [--params REGEX]
+
+--params averages only the parameters whose whole name matches REGEX: a ladder's
+decoder, which inference never reads, need not be averaged.
 
 The averages start at their sources when the model's values are drawn (and a tree run's
 word_vectors restart the word table's); a step moves each once after the optimizer
@@ -15,6 +19,7 @@ the result.
 import argparse
 import json
 import os
+import re
 
 
 def main():
@@ -23,6 +28,7 @@ def main():
     parser.add_argument("output")
     parser.add_argument("--decay", type=float, required=True)
     parser.add_argument("--prefix", default="average/")
+    parser.add_argument("--params", default=".*", help="average only the parameters whose whole name matches")
     args = parser.parse_args()
     if not 0 < args.decay < 1:
         parser.error(f"--decay must lie strictly between 0 and 1, got {args.decay}")
@@ -33,7 +39,7 @@ def main():
     names = {p["name"] for p in model["parameters"]}
     added = []
     for p in list(model["parameters"]):
-        if "frozen" in p.get("flags", []) or p["name"] in averaged:
+        if "frozen" in p.get("flags", []) or p["name"] in averaged or not re.fullmatch(args.params, p["name"]):
             continue
         name = args.prefix + p["name"]
         if name in names:
@@ -43,7 +49,7 @@ def main():
         averages.append({"at_inference": True, "decay": args.decay, "param": name, "source": p["name"]})
         added.append(p["name"])
     if not added:
-        raise SystemExit(f"add-weight-averages: {args.source} has no trained parameter to average")
+        raise SystemExit(f"add-weight-averages: {args.source} has no trained parameter matching '{args.params}' to average")
     metadata = model.setdefault("metadata", {})
     note = (f"{os.path.basename(args.source)} with a moving average (decay {args.decay}) of each trained "
             f"parameter ({', '.join(added)}), read at inference")

@@ -45,3 +45,18 @@ def test_a_second_pass_and_a_decay_out_of_range_are_refused(tmp_path):
     assert not (tmp_path / "twice.model.json").exists()
     wrong = add(MODEL, tmp_path / "wrong.model.json", "--decay", "1")
     assert wrong.returncode != 0 and "--decay must lie strictly between 0 and 1" in wrong.stderr
+
+
+def test_params_averages_only_the_parameters_it_names(tmp_path):
+    before = json.loads(MODEL.read_text())
+    trained = [p["name"] for p in before["parameters"] if "frozen" not in p.get("flags", [])]
+    chosen = trained[0]
+    out = tmp_path / "one.model.json"
+    done = add(MODEL, out, "--decay", "0.999", "--params", chosen)
+    assert done.returncode == 0, done.stderr
+    after = json.loads(out.read_text())
+    assert [a["source"] for a in after["moving_averages"] if a["param"].startswith("average/")] == [chosen]
+    # The pattern matches whole names: one that is only part of a name names nothing, and that is refused.
+    partial = next(n[:-1] for n in trained if len(n) > 1 and n[:-1] not in trained)
+    none = add(MODEL, tmp_path / "none.model.json", "--decay", "0.999", "--params", partial)
+    assert none.returncode != 0 and f"no trained parameter matching '{partial}'" in none.stderr
