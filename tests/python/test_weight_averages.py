@@ -11,6 +11,10 @@ SCRIPT = ROOT / "scripts" / "add-weight-averages.py"
 MODEL = ROOT / "examples" / "sst" / "tree-lstm-glove.model.json"
 
 
+def trained_parameters(model):
+    return [p for p in model["parameters"] if "frozen" not in p.get("flags", [])]
+
+
 def add(source, output, *options):
     return subprocess.run([sys.executable, str(SCRIPT), str(source), str(output), *options], capture_output=True,
                           text=True)
@@ -22,7 +26,7 @@ def test_each_trained_parameter_gets_an_average_read_at_inference(tmp_path, pens
     assert done.returncode == 0, done.stderr
     before = json.loads(MODEL.read_text())
     after = json.loads(out.read_text())
-    trained = [p for p in before["parameters"] if "frozen" not in p.get("flags", [])]
+    trained = trained_parameters(before)
     assert trained
     params = {p["name"]: p for p in after["parameters"]}
     averages = {a["source"]: a for a in after["moving_averages"]}
@@ -48,8 +52,7 @@ def test_a_second_pass_and_a_decay_out_of_range_are_refused(tmp_path):
 
 
 def test_params_averages_only_the_parameters_it_names(tmp_path):
-    before = json.loads(MODEL.read_text())
-    trained = [p["name"] for p in before["parameters"] if "frozen" not in p.get("flags", [])]
+    trained = [p["name"] for p in trained_parameters(json.loads(MODEL.read_text()))]
     chosen = trained[0]
     out = tmp_path / "one.model.json"
     done = add(MODEL, out, "--decay", "0.999", "--params", chosen)
