@@ -28,12 +28,16 @@ import subprocess
 import sys
 import tempfile
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "build", "python"))
+import pens  # noqa: E402  (the build's: pens.read_config resolves a config's bases)
+
 
 def cut_config(path, steps, data_dir, out_dir):
     """A copy of the config whose run is one epoch of `steps` steps, next to copies of the
-    model files it names (paths in a config are relative to the config's folder)."""
-    with open(path) as f:
-        config = json.load(f)
+    model files it names (paths in a config are relative to the config's folder). The
+    copy is the config with its bases resolved, so that a binary older than bases reads it."""
+    config = pens.read_config(path)
     here = os.path.dirname(os.path.abspath(path))
     if "model" in config:
         shutil.copy(os.path.join(here, config["model"]), out_dir)

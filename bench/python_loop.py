@@ -34,7 +34,7 @@ import pens  # noqa: E402
 def cut_config(config, epochs, folder):
     """The config with its evaluation and checkpoint at the end of the run only, its
     paths absolute (the copy lives elsewhere)."""
-    c = json.loads(config.read_text())
+    c = pens.read_config(config)  # its bases resolved: the copy lives elsewhere
     c["model"] = str((config.parent / c["model"]).resolve())
     if "dir" in c.get("data", {}):
         c["data"]["dir"] = str((config.parent / c["data"]["dir"]).resolve())

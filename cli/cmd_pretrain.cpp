@@ -10,7 +10,7 @@
 #include "pens/models/mnist.h"
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
-#include "pens/serialization/json_text.h"
+#include "pens/train/config/config_file.h"
 #include "pens/train/loop/run.h"
 #include "pens/train/loop/run_folder.h"
 #include "pens/train/tasks/pretrain.h"
@@ -93,7 +93,7 @@ int pretrain_skipgram(const Args& args, const std::string& config_path, const js
 int run_pretrain(const std::vector<std::string>& argv) {
   const Args args(argv, {"resume"}, {"out", "epochs", "data-dir", "threads", "seed", "budget-minutes"});
   const std::string& config_path = args.one_positional("a pre-training config");
-  const json j = read_json_file(config_path);
+  const json j = read_config_file(config_path);
   if (run_kind_of(j) == "skipgram") return pretrain_skipgram(args, config_path, j);
   PretrainConfig config = parse_pretrain_config(j, config_path);
   config.model = relative_to_config(config_path, config.model);

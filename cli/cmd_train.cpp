@@ -21,6 +21,7 @@
 #include "pens/ops/parallel.h"
 #include "pens/serialization/json_text.h"
 #include "pens/serialization/model_file.h"
+#include "pens/train/config/config_file.h"
 #include "pens/train/config/train_config.h"
 #include "pens/train/config/tree_config.h"
 #include "pens/train/dist/mpi_communicator.h"
@@ -282,6 +283,12 @@ std::string train_options_help() {
     out += line + "\n";
   }
   return out;
+}
+
+int run_config(const std::vector<std::string>& argv) {
+  const Args args(argv, {}, {});
+  std::cout << format_json(read_config_file(args.one_positional("a config"))) << "\n";
+  return 0;
 }
 
 int run_train(const std::vector<std::string>& argv) {

@@ -184,6 +184,13 @@ const std::vector<Command>& commands() {
        "(docs/distributed.md).\n\n"
            + pens::cli::train_options_help(),
        pens::cli::run_train},
+      {"config", "print a config as pens reads it, its bases resolved",
+       "usage: pens config CONFIG.json\n\n"
+       "Prints the config with the configs it names as \"base\" laid under it (each\n"
+       "member over the base's, objects merged, null removing one; docs/training.md):\n"
+       "what pens train and pens pretrain read. A run folder's config.json is this, with\n"
+       "every default written.\n",
+       pens::cli::run_config},
       {"pretrain", "denoising-autoencoder pre-training of a network's hidden layers",
        "usage: pens pretrain CONFIG.json [options]\n\n"
        "Trains each layer the config lists, bottom-up, as the encoder of a denoising\n"

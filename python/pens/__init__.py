@@ -26,7 +26,7 @@ from . import _pens
 from . import optim
 
 __all__ = ["Error", "Model", "ModelBuilder", "Program", "TrainingPlan", "Vocabulary", "compile", "gradcheck", "load",
-           "mnist", "optim", "set_threads", "train", "tree_text", "vocabulary"]
+           "mnist", "optim", "read_config", "set_threads", "train", "tree_text", "vocabulary"]
 
 
 def load(path):
@@ -400,6 +400,13 @@ class TrainingPlan:
 
     def data(self, part):
         return self._core.data(part)
+
+
+def read_config(path):
+    """A training config as pens reads it, a dict: the configs it names as "base" laid
+    under it (each member over the base's, objects merged, null removing one;
+    docs/training.md). `pens config PATH` prints the same."""
+    return _pens.read_config(path)
 
 
 def mnist(dir="data/mnist", part="train"):

@@ -25,6 +25,7 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/model_file.h"
+#include "pens/train/config/config_file.h"
 #include "pens/train/config/config_reader.h"
 #include "pens/train/config/train_config.h"
 #include "pens/train/loop/run.h"
@@ -928,6 +929,8 @@ PYBIND11_MODULE(_pens, m) {
     option_names.append(py::make_tuple(spec.name, spec.low, spec.high));
   }
   m.attr("run_options") = option_names;
+
+  m.def("read_config", [](py::handle path) { return to_python(read_config_file(path_of(path, "path"))); }, "path"_a);
 
   m.def("load_mnist", [](py::handle dir, const std::string& part) {
           return arrays_of(load_mnist(path_of(dir, "dir"), part));

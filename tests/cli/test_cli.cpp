@@ -75,7 +75,7 @@ TEST_CASE("pens gradcheck --all-ops passes and prints one line per op") {
 }
 
 TEST_CASE("every subcommand has --help, and mistakes give a message and a non-zero exit") {
-  for (const char* cmd : {"ops", "kinds", "gradcheck", "inspect", "fmt", "new", "train", "pretrain", "eval"}) {
+  for (const char* cmd : {"ops", "kinds", "gradcheck", "inspect", "fmt", "new", "train", "config", "pretrain", "eval"}) {
     const Run help = pens_cli(std::string(cmd) + " --help");
     CHECK(help.status == 0);
     CHECK(help.out.rfind("usage: pens ", 0) == 0);
@@ -480,6 +480,18 @@ TEST_CASE("pens fmt prints example models unchanged and rejects garbage with one
     CHECK(r.out.find(expected) != std::string::npos);
   }
   CHECK(pens_cli("fmt /nonexistent.json").status == 1);
+}
+
+TEST_CASE("pens config prints a config on a base as pens reads it, and a bad base in one line") {
+  pens::testing::TempDir dir;
+  std::ofstream(dir / "base.json") << R"({"description": "base", "model": "m.model.json", "run": {"epochs": 5, "seed": 2}})";
+  std::ofstream(dir / "child.json") << R"({"base": "base.json", "run": {"epochs": 7}})";
+  const Run r = pens_cli("config " + (dir / "child.json"));
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out) == nlohmann::json::parse(R"({"model": "m.model.json", "run": {"epochs": 7, "seed": 2}})"));
+  std::ofstream(dir / "orphan.json") << R"({"base": "gone.json"})";
+  check_refused(pens_cli("config " + (dir / "orphan.json")), {"orphan.json", "base \"gone.json\"", "no such file"});
 }
 
 TEST_CASE("pens new writes a model that loads, and names bad options") {

@@ -15,6 +15,7 @@
 #include "pens/serialization/checkpoint.h"
 #include "pens/serialization/files.h"
 #include "pens/serialization/model_file.h"
+#include "pens/train/config/config_file.h"
 #include "pens/train/config/pretrain_config.h"
 #include "pens/train/config/tree_config.h"
 #include "pens/train/loop/report.h"
@@ -378,7 +379,7 @@ TEST_CASE("every training config under examples/ parses and names a model file t
     const std::string name = entry.path().filename().string();
     if (entry.path().extension() != ".json" || name.ends_with(".model.json")) continue;
     INFO(entry.path().string());
-    const json j = json::parse(read_file(entry.path().string(), 1 << 20));
+    const json j = read_config_file(entry.path().string());
     if (name.starts_with("pretrain")) {  // pens pretrain's: every layer must make an autoencoder
       const PretrainConfig p = parse_pretrain_config(j, name);
       CHECK(configured_data_dir(entry.path().string(), j, p.data_dir) == mnist);
@@ -406,7 +407,7 @@ TEST_CASE("every tree config under examples/sst parses, names a model file that 
   const std::string sst = absolute_path(pens::testing::source_dir() + "/../shared/data/sst");
   for (const auto& entry : std::filesystem::directory_iterator(pens::testing::source_dir() + "/examples/sst")) {
     if (entry.path().extension() != ".json" || entry.path().filename().string().ends_with(".model.json")) continue;
-    const json j = json::parse(read_file(entry.path().string(), 1 << 20));
+    const json j = read_config_file(entry.path().string());
     INFO(entry.path().string());
     if (run_kind_of(j) == "skipgram") {  // pens pretrain's
       CHECK(configured_data_dir(entry.path().string(), j, parse_skipgram_config(j, "s").data_dir) == sst);
@@ -723,7 +724,7 @@ TEST_CASE("the complete config in docs/training.md parses and is examples/mnist/
   const json shown = json::parse(page.substr(begin + 8, end - begin - 8));
   const std::string example = pens::testing::source_dir() + "/examples/mnist/pea-600.json";
   TrainConfig documented = parse_train_config(shown, example);
-  const TrainConfig written = parse_train_config(json::parse(read_file(example, 1 << 20)), example);
+  const TrainConfig written = parse_train_config(read_config_file(example), example);
   CHECK(documented.threads == 0);  // the page shows the default
   documented.threads = written.threads;
   json a = to_json(documented), b = to_json(written);

@@ -7,7 +7,7 @@
 #include "pens/ops/ir/error.h"
 #include "pens/ops/parallel.h"
 #include "pens/serialization/files.h"
-#include "pens/serialization/json_text.h"
+#include "pens/train/config/config_file.h"
 #include "pens/train/loop/run_folder.h"
 
 namespace pens {
@@ -55,7 +55,7 @@ PreparedRun prepare_run(const std::string& config_path, const RunOptions& option
   PreparedRun run;
   run.config_path = config_path;
   run.out_dir = options.out.value_or((fs::path("runs") / fs::path(config_path).stem()).string());
-  const nlohmann::json j = read_json_file(config_path);
+  const nlohmann::json j = read_config_file(config_path);
   run.kind = run_kind_of(j);
   if (run.kind == "skipgram") {
     fail(config_path, " is a word-vector pre-training config (task \"skipgram\"): run it with pens pretrain");
