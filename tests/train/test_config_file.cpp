@@ -18,7 +18,9 @@ using nlohmann::json;
 
 namespace {
 
-void write(const testing::TempDir& dir, const std::string& name, const json& j) { std::ofstream(dir / name) << j.dump(1); }
+void write(const testing::TempDir& dir, const std::string& name, const json& j) {
+  std::ofstream(dir / name) << j.dump(1);
+}
 
 const json kBase = {{"description", "the base"},
                     {"model", "m.model.json"},
@@ -82,8 +84,9 @@ TEST_CASE("a bad base is an error that names the config and what is wrong") {
   write(dir, "array.json", json::array({1, 2}));
   write(dir, "on-array.json", {{"base", "array.json"}});
   CHECK_ERROR_MENTIONS(read_config_file(dir / "on-array.json"), "array.json", "a base config must be a JSON object");
-  for (int i = 0; i <= kMaxConfigBases; ++i) write(dir, "deep" + std::to_string(i) + ".json", {{"base", "deep" + std::to_string(i + 1) + ".json"}});
-  write(dir, "deep" + std::to_string(kMaxConfigBases + 1) + ".json", kBase);
+  const auto deep = [](int i) { return "deep" + std::to_string(i) + ".json"; };
+  for (int i = 0; i <= kMaxConfigBases; ++i) write(dir, deep(i), {{"base", deep(i + 1)}});
+  write(dir, deep(kMaxConfigBases + 1), kBase);
   CHECK_ERROR_MENTIONS(read_config_file(dir / "deep0.json"), "more than 16 bases");
   CHECK(read_config_file(dir / "deep1.json")["run"]["epochs"] == 50);  // 16 bases are fine
   std::ofstream(dir / "broken.json") << "{\"run\": ";

@@ -39,8 +39,7 @@ json resolve(std::vector<fs::path>& chain) {
   }
   const fs::path base_path = path.parent_path() / base_name;
   if (!fs::is_regular_file(base_path)) fail(name, ": base \"", base_name, "\": no such file beside it");
-  const fs::path key = fs::weakly_canonical(base_path);
-  if (std::ranges::any_of(chain, [&](const fs::path& p) { return fs::weakly_canonical(p) == key; })) {
+  if (std::ranges::any_of(chain, [&](const fs::path& p) { return fs::equivalent(p, base_path); })) {
     chain.push_back(base_path);
     fail(name, ": base \"", base_name, "\" makes a cycle: ", chain_text(chain));
   }
