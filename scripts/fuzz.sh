@@ -72,10 +72,9 @@ seed() {
 }
 
 mkdir -p build-sanitize/fuzz/crashes
-failed=0
-for target in "${targets[@]}"; do
-  seed "$target"
-  log=build-sanitize/fuzz/fuzz-$target.log
+# fuzz_one TARGET: runs one target and prints its line; exit status 1 on a finding.
+fuzz_one() {
+  local target=$1 log=build-sanitize/fuzz/fuzz-$1.log start status seconds runs
   start=$(date +%s)
   set +e
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
@@ -89,9 +88,27 @@ for target in "${targets[@]}"; do
   if [ "$status" -ne 0 ]; then
     tail -n 40 "$log"
     echo "fuzz $target: FAILED after ${runs:-?} executions (exit $status); inputs in build-sanitize/fuzz/crashes/"
-    failed=1
-  else
-    echo "fuzz $target: ${runs} executions in ${seconds} s, no crash, leak or sanitizer report"
+    return 1
   fi
+  echo "fuzz $target: ${runs} executions in ${seconds} s, no crash, leak or sanitizer report"
+}
+
+# A fuzzer is one process on one core: the targets run as many at a time as there are
+# cores, so each still has its whole time limit on a core of its own, and the lines are
+# printed in the targets' order once all have ended.
+for target in "${targets[@]}"; do seed "$target"; done
+failed=0 running=0
+for target in "${targets[@]}"; do
+  if ((running >= $(nproc))); then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$target" >"build-sanitize/fuzz/result-$target" 2>&1 &
+  running=$((running + 1))
 done
+while ((running)); do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+for target in "${targets[@]}"; do cat "build-sanitize/fuzz/result-$target"; done
 exit "$failed"
