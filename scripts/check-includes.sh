@@ -6,8 +6,9 @@
 # its first errors, and "includes: N units compile on their own"; exit status 1 on a
 # failure. Uses build-includes/ (configured, never built).
 #
-# The check runs clang's syntax pass, about 30 % faster than GCC's on these units (the
-# trainer 4.4 against 5.4 s, the elementwise ops 3.3 against 4.8 s): both read the same
+# The check runs clang's syntax pass, 18-32 % faster than GCC's a unit (the trainer 4.4
+# against 5.4 s, the elementwise ops 3.3 against 4.8 s; 288 against 381 s for all 174
+# units on 2 cores, docs/development.md): both read the same
 # libstdc++ and pens headers, so a missing #include fails under either, and the sanitized
 # build already holds the code to clang.
 #
