@@ -72,7 +72,7 @@ seed() {
 }
 
 mkdir -p build-sanitize/fuzz/crashes
-# fuzz_one TARGET: runs one target and prints its line; exit status 1 on a finding.
+# fuzz_one TARGET: runs one target and prints its line (with the log's tail on a finding).
 fuzz_one() {
   local target=$1 log=build-sanitize/fuzz/fuzz-$1.log start status seconds runs
   start=$(date +%s)
@@ -84,31 +84,30 @@ fuzz_one() {
   status=$?
   set -e
   seconds=$(($(date +%s) - start))
-  runs=$(grep -E '^stat::number_of_executed_units:' "$log" | awk '{print $2}')
+  # A crash can end the log before libFuzzer's statistics: no count then, not an abort.
+  runs=$(grep -E '^stat::number_of_executed_units:' "$log" | awk '{print $2}' || true)
   if [ "$status" -ne 0 ]; then
     tail -n 40 "$log"
     echo "fuzz $target: FAILED after ${runs:-?} executions (exit $status); inputs in build-sanitize/fuzz/crashes/"
-    return 1
+    return
   fi
   echo "fuzz $target: ${runs} executions in ${seconds} s, no crash, leak or sanitizer report"
 }
 
 # A fuzzer is one process on one core: the targets run as many at a time as there are
-# cores, so each still has its whole time limit on a core of its own, and the lines are
-# printed in the targets' order once all have ended.
-for target in "${targets[@]}"; do seed "$target"; done
-failed=0 running=0
+# cores, so each still has its whole time limit on a core of its own. Their lines are
+# printed in the targets' order once all have ended; a target passes only on its clean
+# line, so one that ended without a line fails too.
 for target in "${targets[@]}"; do
-  if ((running >= $(nproc))); then
-    wait -n || failed=1
-    running=$((running - 1))
-  fi
+  seed "$target"
+  while (( $(jobs -rp | wc -l) >= $(nproc) )); do wait -n || true; done
   fuzz_one "$target" >"build-sanitize/fuzz/result-$target" 2>&1 &
-  running=$((running + 1))
 done
-while ((running)); do
-  wait -n || failed=1
-  running=$((running - 1))
+wait
+failed=0
+for target in "${targets[@]}"; do
+  result=build-sanitize/fuzz/result-$target
+  cat "$result"
+  grep -q "^fuzz $target: .* no crash, leak or sanitizer report$" "$result" || failed=1
 done
-for target in "${targets[@]}"; do cat "build-sanitize/fuzz/result-$target"; done
 exit "$failed"
