@@ -21,7 +21,8 @@ const ConfigField<TrainConfig> kClassifierDataFields[] = {{"source", &TrainConfi
                                                 {"dir", &TrainConfig::data_dir},
                                                 {"labeled", &TrainConfig::labeled, 0, 1e9},
                                                 {"validation", &TrainConfig::validation, 0, 1e9},
-                                                {"split_seed", &TrainConfig::split_seed, 0, kConfigHuge}};
+                                                {"split_seed", &TrainConfig::split_seed, 0, kConfigHuge},
+                                                {"unlabeled_validation", &TrainConfig::unlabeled_validation}};
 const ConfigField<TrainConfig> kClassifierBatchFields[] = {{"labeled", &TrainConfig::batch_labeled, 1, 1e6},
                                                  {"unlabeled", &TrainConfig::batch_unlabeled, 0, 1e6},
                                                  {"shards", &TrainConfig::batch_shards, 1, 1024}};

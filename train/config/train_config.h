@@ -47,6 +47,9 @@ struct TrainConfig {
   int64_t labeled = 0;         // 0: every example outside the validation set is labeled
   int64_t validation = 10000;  // held out of the training set; 0: none
   uint64_t split_seed = 1;
+  // The validation images join the unlabeled pool (their labels are read only to pick the
+  // model), as the ladder and VAT papers' final runs train on all 60,000 MNIST images.
+  bool unlabeled_validation = false;
   // Rows of each step's batch: the first `batch_labeled` carry labels (the supervised
   // loss reads them), the next `batch_unlabeled` do not (only penalties read them).
   int64_t batch_labeled = 100;

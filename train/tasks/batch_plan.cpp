@@ -42,9 +42,10 @@ Schedule run_schedule(const TrainConfig& config, const Model& model) {
 }
 
 namespace {
-std::vector<int64_t> pool_of(const Split& split) {
+std::vector<int64_t> pool_of(const Split& split, bool with_validation) {
   std::vector<int64_t> pool = split.unlabeled;
   pool.insert(pool.end(), split.labeled.begin(), split.labeled.end());
+  if (with_validation) pool.insert(pool.end(), split.validation.begin(), split.validation.end());
   return pool;
 }
 }  // namespace
@@ -53,7 +54,7 @@ std::vector<int64_t> pool_of(const Split& split) {
 // apart (and apart from the split's stream 1) for any realistic run.
 BatchPlan::BatchPlan(const TrainConfig& config, const Dataset& train_set)
     : split_(training_split(config, train_set)),
-      pool_(pool_of(split_)),
+      pool_(pool_of(split_, config.unlabeled_validation)),
       labeled_(split_.labeled, config.seed, 1000),
       unlabeled_(pool_, config.seed, uint64_t{1} << 30) {}
 

@@ -31,7 +31,7 @@ class BatchPlan {
 
   const Split& split() const { return split_; }
   // Every training example outside the validation set, the labeled ones included (their
-  // labels unused).
+  // labels unused), and with data.unlabeled_validation the validation images as well.
   const std::vector<int64_t>& pool() const { return pool_; }
   // Rows [first, first + n) of the endless shuffled sequence of labeled examples, and of
   // the pool: step s of batch B_l + B_u reads labeled rows [s B_l, (s + 1) B_l) and

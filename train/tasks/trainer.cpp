@@ -252,7 +252,8 @@ void ClassifierTask::split_data() {
                              " training examples"));
   }
   observer_.on_message(cat("split ", config_.split_seed, ": ", split.labeled.size(), " labeled, ",
-                           split.unlabeled.size(), " unlabeled, ", split.validation.size(), " validation, ",
+                           split.unlabeled.size(), " unlabeled, ", split.validation.size(), " validation",
+                           config_.unlabeled_validation ? " (its images unlabeled rows as well), " : ", ",
                            data_.test.size, " test; ", model_.values->numel(), " parameters; batch ",
                            config_.batch_labeled, " labeled + ", config_.batch_unlabeled, " unlabeled; optimizer ",
                            config_.optimizer, describe_groups(config_.optimizer_groups), sharing()));
