@@ -45,9 +45,10 @@ TEST_CASE("the unlabeled pool: every non-validation row, and with data.unlabeled
   const std::set<int64_t> validation = as_set(without.split().validation);
   CHECK(without.pool().size() == 400);
   CHECK(std::ranges::none_of(without.pool(), [&](int64_t r) { return validation.contains(r); }));
+  const std::set<int64_t> pool = as_set(with.pool());
   CHECK(with.pool().size() == 500);
-  CHECK(as_set(with.pool()).size() == 500);  // each row once
-  CHECK(std::ranges::all_of(validation, [&](int64_t r) { return as_set(with.pool()).contains(r); }));
+  CHECK(pool.size() == 500);  // each row once
+  CHECK(std::ranges::all_of(validation, [&](int64_t r) { return pool.contains(r); }));
 
   // One pass over the pool's shuffle draws each of its rows once, the validation rows among them.
   std::vector<int64_t> drawn;
