@@ -1,4 +1,5 @@
 // pens fmt and pens new: model files in canonical form.
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -184,6 +185,36 @@ void add_noise_option(Graph& g, const std::string& option_text) {
   add_noise(g, *v, kind, params, children);
 }
 
+// --weight-std: one standard deviation for every weight matrix (0.01), one per matrix
+// (0.05,0.04,0.1), or "he", sqrt(2 / fan-in) for each.
+void set_weight_std(const std::string& text, MlpSpec& spec) {
+  if (text == "he") {
+    spec.layer_weight_std.clear();
+    for (size_t i = 0; i + 1 < spec.layers.size(); ++i) {
+      spec.layer_weight_std.push_back(std::sqrt(2.0 / static_cast<double>(spec.layers[i])));
+    }
+    return;
+  }
+  std::vector<double> values;
+  for (const std::string& item : comma_separated(text)) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !(v >= 0)) {
+      fail("--weight-std '", text, "': '", item, "' is not a standard deviation >= 0 (give one, one per weight "
+           "matrix, or 'he')");
+    }
+    values.push_back(v);
+  }
+  if (values.size() == 1) {
+    spec.weight_std = values[0];
+  } else if (values.size() + 1 != spec.layers.size()) {
+    fail("--weight-std '", text, "': ", values.size(), " values for ", spec.layers.size() - 1,
+         " weight matrices (give one, one per matrix, or 'he')");
+  } else {
+    spec.layer_weight_std = values;
+  }
+}
+
 // pens new's output: the model file in canonical form, to --output (atomically) or stdout.
 int write_new_model(const Model& model, ValueStorage storage, const Args& args) {
   const std::string text = write_model(model, storage, "").json;
@@ -304,10 +335,11 @@ int run_new(const std::vector<std::string>& argv) {
     if (!args.positional().empty()) fail("pens new ladder takes options only");
     return new_ladder(args);
   }
-  const Args args(argv, {"batch-norm"},
-                  {"batch-norm-decay", "teacher", "layers", "mask-input", "mask-hidden", "gaussian-input",
-                   "gaussian-bias", "center", "max-norm", "weight-std", "hidden-bias", "output-bias", "loss", "penalty",
-                   "children", "pairing", "loss-on", "smoothing", "output", "description", "values", "noise"});
+  const Args args(argv, {"batch-norm", "batch-norm-output", "statistics-by-part"},
+                  {"batch-norm-decay", "teacher", "average-weights", "layers", "mask-input", "mask-hidden",
+                   "gaussian-input", "gaussian-bias", "center", "max-norm", "weight-std", "hidden-bias", "output-bias",
+                   "loss", "penalty", "children", "pairing", "loss-on", "batch-statistics", "smoothing", "output",
+                   "description", "values", "noise"});
   const std::string& kind = args.one_positional("a model kind (mlp, ctn, ladder)");
   if (kind != "mlp") fail("unknown model kind '", kind, "' (mlp, ctn, ladder)");
   MlpSpec spec;
@@ -319,18 +351,29 @@ int run_new(const std::vector<std::string>& argv) {
   spec.gaussian_bias = args.option_double("gaussian-bias", 0, non_negative);
   if (auto dir = args.option("center")) spec.input_mean = feature_means(load_mnist(*dir, "train"));
   spec.max_norm = args.option_double("max-norm", 0, non_negative);
-  spec.weight_std = args.option_double("weight-std", spec.weight_std, non_negative);
+  if (auto w = args.option("weight-std")) set_weight_std(*w, spec);
   spec.hidden_bias = args.option_double("hidden-bias", spec.hidden_bias, AttrRange{});
   spec.output_bias = args.option_double("output-bias", spec.output_bias, AttrRange{});
   spec.loss = args.option("loss").value_or(spec.loss);
   spec.batch_norm = args.flag("batch-norm");
+  spec.batch_norm_output = args.flag("batch-norm-output");
   spec.batch_norm_decay = args.option_double("batch-norm-decay", spec.batch_norm_decay, AttrRange::from_below(0, 1));
   if (args.option("batch-norm-decay") && !spec.batch_norm) fail("--batch-norm-decay needs --batch-norm");
+  if (spec.batch_norm_output && !spec.batch_norm) fail("--batch-norm-output needs --batch-norm");
   Model model;
   model.graph = build_mlp(spec);
   for (const std::string& n : args.all("noise")) add_noise_option(model.graph, n);
   const bool teacher = args.option("teacher").has_value();
+  if (teacher && args.option("average-weights")) {
+    fail("--teacher and --average-weights both average the weights: --teacher for a mean teacher (child 1 reads "
+         "the averages), --average-weights for evaluation alone");
+  }
   if (teacher) add_teacher(model.graph, args.option_double("teacher", 0.999, AttrRange::from_below(0, 1)));
+  // Averaged weights read at inference only: no child reads them, and the running
+  // statistics stay the clean pass's (eval.recalibrate_statistics refits them).
+  if (args.option("average-weights")) {
+    add_teacher(model.graph, args.option_double("average-weights", 0.999, AttrRange::from_below(0, 1)), true, 0);
+  }
   if (auto d = args.option("description")) model.metadata["description"] = *d;
   if (!args.all("penalty").empty() || args.option("children")) {
     PseudoEnsembleSpec pe;
@@ -338,12 +381,18 @@ int run_new(const std::vector<std::string>& argv) {
     pe.children = args.option_int("children", pe.children, 1, kMaxChildren);
     pe.pairing = args.option("pairing").value_or(pe.pairing);
     pe.loss_on = args.option("loss-on").value_or(pe.loss_on);
+    if (auto b = args.option("batch-statistics")) pe.batch_statistics = comma_separated(*b);
+    pe.statistics_by_part = args.flag("statistics-by-part");
     pe.smoothing = args.option_double("smoothing", pe.smoothing, AttrRange::from_below(0, 1));
     pe.teacher = teacher ? 1 : 0;
     pe.validate();
     model.ensemble = pe;
   }
   if (teacher && !model.ensemble) fail("--teacher needs a pseudo-ensemble (--children, --penalty): child 1 is the teacher");
+  if (!model.ensemble && (args.option("batch-statistics") || args.flag("statistics-by-part"))) {
+    fail("--batch-statistics and --statistics-by-part need a pseudo-ensemble (--children, --penalty): they say "
+         "which batch's statistics the children normalise with");
+  }
   ValueStorage storage = ValueStorage::None;
   if (args.option("values")) {
     model.values = std::make_shared<ParamStore<float>>(model.graph);

@@ -15,6 +15,15 @@ Graph build_mlp(const MlpSpec& spec) {
   if (spec.loss != "softmax_xent" && spec.loss != "squared_hinge") {
     fail("unknown MLP loss '", spec.loss, "' (softmax_xent | squared_hinge)");
   }
+  const size_t depth = spec.layers.size() - 1;
+  if (!spec.layer_weight_std.empty() && spec.layer_weight_std.size() != depth) {
+    fail("the MLP has ", depth, " weight matrices, but ", spec.layer_weight_std.size(),
+         " initial standard deviations were given");
+  }
+  for (double s : spec.layer_weight_std) {
+    if (!(s >= 0)) fail("an initial weight standard deviation must be >= 0, got ", s);
+  }
+  if (spec.batch_norm_output && !spec.batch_norm) fail("batch normalisation of the output needs batch_norm");
   Graph g;
   NodeId h = g.input("x", {kBatch, spec.layers[0]});
   g.node(h).layer = "in";
@@ -30,7 +39,6 @@ Graph build_mlp(const MlpSpec& spec) {
   if (spec.gaussian_input > 0) add_noise(g, h, "gaussian", {{"sigma", spec.gaussian_input}});
   if (spec.mask_input > 0) add_noise(g, h, "mask", {{"p", spec.mask_input}});
   const NodeId labels = g.input("y", {kBatch}, DType::Index);
-  const size_t depth = spec.layers.size() - 1;
   for (size_t i = 1; i <= depth; ++i) {
     const bool last = i == depth;
     const std::string layer = last ? "out" : cat("h", i);
@@ -39,13 +47,15 @@ Graph build_mlp(const MlpSpec& spec) {
       h = g.add("dropout", {h}, {{"p", p}}, cat("drop", i));
       g.node(h).layer = layer;
     }
-    Attributes w_init{{"init", std::string("normal")}, {"std", spec.weight_std}};
+    const double w_std = spec.layer_weight_std.empty() ? spec.weight_std : spec.layer_weight_std[i - 1];
+    Attributes w_init{{"init", std::string("normal")}, {"std", w_std}};
     if (spec.max_norm > 0) w_init.set("max_norm", spec.max_norm);
     const NodeId w = g.param(cat("W", i), {spec.layers[i - 1], spec.layers[i]}, w_init);
-    if (spec.batch_norm && !last) {
+    if (spec.batch_norm && (!last || spec.batch_norm_output)) {
       h = g.add("matmul", {h, w}, {}, cat("a", i));
       g.node(h).layer = layer;
       h = add_batch_norm(g, h, cat("bn", i), {.decay = spec.batch_norm_decay});
+      if (last) g.rename(h, "logits");
     } else {
       const NodeId b = g.param(cat("b", i), {spec.layers[i]},
                                {{"init", std::string("constant")},

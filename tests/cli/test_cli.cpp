@@ -530,6 +530,45 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   const auto term = nlohmann::json::parse(both.out).at("pseudo_ensemble").at("penalties")[0];
   CHECK(term.at("scheduled") == false);
   CHECK(term.at("fixed_target") == true);
+  // Initial weights per matrix: He's sqrt(2 / fan-in), or one value each.
+  const Run he = pens_cli("new mlp --layers 8,32,2 --weight-std he");
+  REQUIRE(he.status == 0);
+  const auto hd = nlohmann::json::parse(he.out).at("parameters");
+  CHECK(hd[0].at("init").at("std").get<double>() == doctest::Approx(0.5));
+  CHECK(hd[2].at("init").at("std").get<double>() == doctest::Approx(0.25));
+  const Run listed = pens_cli("new mlp --layers 8,32,2 --weight-std 0.3,0.02");
+  REQUIRE(listed.status == 0);
+  CHECK(nlohmann::json::parse(listed.out).at("parameters")[2].at("init").at("std") == 0.02);
+  CHECK(pens_cli("new mlp --layers 8,32,2 --weight-std 0.3,0.2,0.1").out.find("3 values for 2 weight matrices") !=
+        std::string::npos);
+  CHECK(pens_cli("new mlp --weight-std 0.1,-1").out.find("'-1' is not a standard deviation >= 0") != std::string::npos);
+  // The output normalised too: its value is "logits", with no bias beside it.
+  const Run bn_out = pens_cli("new mlp --layers 8,6,3 --batch-norm --batch-norm-output");
+  REQUIRE(bn_out.status == 0);
+  const auto bd = nlohmann::json::parse(bn_out.out);
+  CHECK(bd.at("nodes")[8].at("name") == "logits");
+  CHECK(bd.at("nodes")[8].at("op") == "normalize");
+  CHECK(bd.at("moving_averages").size() == 4);
+  CHECK(pens_cli("new mlp --batch-norm-output").out.find("--batch-norm-output needs --batch-norm") !=
+        std::string::npos);
+  // Averaged weights for evaluation alone: no child reads them, the running statistics
+  // follow the clean pass.
+  const Run eval_averages = pens_cli("new mlp --layers 8,6,3 --batch-norm --average-weights 0.99 --children 1 "
+                                "--pairing parent-child --noise x:gaussian:sigma=0.3 --penalty logits:kl:1 "
+                                "--batch-statistics parent");
+  REQUIRE(eval_averages.status == 0);
+  const auto ad = nlohmann::json::parse(eval_averages.out);
+  CHECK(ad.at("moving_averages").size() == 7);
+  CHECK(!ad.at("moving_averages")[0].contains("child"));
+  CHECK(!ad.at("pseudo_ensemble").contains("teacher"));
+  CHECK(ad.at("pseudo_ensemble").at("batch_statistics") == "parent");
+  const Run mlp_by_part = pens_cli("new mlp --layers 8,6,3 --batch-norm --children 1 --pairing parent-child "
+                                   "--noise x:gaussian:sigma=0.3 --penalty logits:kl:1:unlabeled --statistics-by-part");
+  REQUIRE(mlp_by_part.status == 0);
+  CHECK(nlohmann::json::parse(mlp_by_part.out).at("pseudo_ensemble").at("statistics_by_part") == true);
+  CHECK(pens_cli("new mlp --average-weights 0.9 --teacher 0.9").out.find("both average the weights") !=
+        std::string::npos);
+  CHECK(pens_cli("new mlp --batch-statistics parent").out.find("need a pseudo-ensemble") != std::string::npos);
   const Run uncentred = pens_cli("new mlp --center /nonexistent/mnist");
   CHECK(uncentred.status == 1);
   CHECK(uncentred.out.find("/nonexistent/mnist") != std::string::npos);
@@ -601,11 +640,12 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
             "'child-child' or 'parent-child' (this term's pairing), got 'sideways'") != std::string::npos);
 }
 
-TEST_CASE("the ladder models in examples/mnist are what the command in their description writes") {
+TEST_CASE("the ladder and VAT models in examples/mnist are what the command in their description writes") {
   for (const std::string name : {"ladder-clean-statistics", "ladder-light-denoising", "ladder-noise-0.2",
                                  "ladder-code-1000", "ladder-vat", "ladder-and-vat", "ladder-and-vat-loss-both",
                                  "ladder-and-vat-to-child", "ladder-pea", "ladder-unlabeled-costs",
-                                 "ladder-code-unlabeled-costs"}) {
+                                 "ladder-code-unlabeled-costs", "vat", "vat-bn", "vat-bn-ema", "vat-bn-ema-1200-1200",
+                                 "vat-bn-ema-1200-1200-bn-out", "vat-paper"}) {
     CAPTURE(name);
     std::ifstream file(pens::testing::source_dir() + "/examples/mnist/" + name + ".model.json");
     auto shipped = nlohmann::json::parse(file);
