@@ -100,8 +100,9 @@ std::string strip_children(const std::string& text, const std::string& option, s
 }
 
 // NODE:KIND:LAMBDA[:ROWS[:FLAGS]][@CHILDREN], FLAGS a comma-separated list of fixed,
-// unscheduled and a pairing (child-child or parent-child) for this term alone, CHILDREN
-// the children it taps (1+2; default every child)
+// unscheduled, a pairing (child-child or parent-child) for this term alone and NAME=VALUE
+// for the kind's parameters (threshold=0.95), CHILDREN the children it taps (1+2;
+// default every child)
 PenaltyTerm parse_penalty(const std::string& option_text) {
   PenaltyTerm t;
   const std::string text = strip_children(option_text, "--penalty", &t.children);
@@ -111,7 +112,7 @@ PenaltyTerm parse_penalty(const std::string& option_text) {
   while (std::getline(in, item, ':')) parts.push_back(item);
   if (parts.size() < 3 || parts.size() > 5) {
     fail("--penalty '", text,
-         "': expected NODE:KIND:LAMBDA[:ROWS[:fixed,unscheduled,child-child|parent-child]][@CHILDREN]");
+         "': expected NODE:KIND:LAMBDA[:ROWS[:fixed,unscheduled,child-child|parent-child,NAME=NUMBER]][@CHILDREN]");
   }
   t.node = parts[0];
   t.kind = parts[1];
@@ -124,7 +125,13 @@ PenaltyTerm parse_penalty(const std::string& option_text) {
   if (parts.size() == 5) {
     std::stringstream flags(parts[4]);
     for (std::string flag; std::getline(flags, flag, ',');) {
-      if (flag == "fixed") {
+      if (const size_t eq = flag.find('='); eq != std::string::npos) {
+        const std::string value = flag.substr(eq + 1);
+        char* end = nullptr;
+        const double number = std::strtod(value.c_str(), &end);
+        if (value.empty() || *end != '\0') fail("--penalty '", text, "': '", flag, "' is not NAME=NUMBER");
+        t.params[flag.substr(0, eq)] = number;
+      } else if (flag == "fixed") {
         t.fixed_target = true;
       } else if (flag == "unscheduled") {
         t.scheduled = false;
@@ -132,7 +139,8 @@ PenaltyTerm parse_penalty(const std::string& option_text) {
         t.pairing = flag;
       } else {
         fail("--penalty '", text, "': the fifth part takes 'fixed' (a fixed target), 'unscheduled' (λ stages do "
-             "not scale it) and 'child-child' or 'parent-child' (this term's pairing), got '", flag, "'");
+             "not scale it), 'child-child' or 'parent-child' (this term's pairing) and NAME=NUMBER (a parameter of "
+             "the kind), got '", flag, "'");
       }
     }
   }

@@ -530,6 +530,14 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   const auto term = nlohmann::json::parse(both.out).at("pseudo_ensemble").at("penalties")[0];
   CHECK(term.at("scheduled") == false);
   CHECK(term.at("fixed_target") == true);
+  const Run with_param = pens_cli("new mlp --children 1 --pairing parent-child --penalty logits:pseudo_label:1:all:threshold=0.9");
+  REQUIRE(with_param.status == 0);
+  CHECK(nlohmann::json::parse(with_param.out).at("pseudo_ensemble").at("penalties")[0].at("params").at("threshold") ==
+        0.9);
+  CHECK(pens_cli("new mlp --penalty logits:pseudo_label:1:all:threshold=high").out.find(
+            "'threshold=high' is not NAME=NUMBER") != std::string::npos);
+  CHECK(pens_cli("new mlp --children 1 --pairing parent-child --penalty logits:pseudo_label:1:all:thresh=0.9")
+            .out.find("has no parameter 'thresh' (it takes threshold)") != std::string::npos);
   // Initial weights per matrix: He's sqrt(2 / fan-in), or one value each.
   const Run he = pens_cli("new mlp --layers 8,32,2 --weight-std he");
   REQUIRE(he.status == 0);
@@ -637,18 +645,16 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   CHECK(pens_cli("new ladder --penalty logits:kl:1:all:child-child").out.find(
             "'child-child' needs at least 2 children, got 1") != std::string::npos);
   CHECK(pens_cli("new ladder --penalty logits:kl:1:all:sideways").out.find(
-            "'child-child' or 'parent-child' (this term's pairing), got 'sideways'") != std::string::npos);
+            "(this term's pairing) and NAME=NUMBER (a parameter of the kind), got 'sideways'") != std::string::npos);
 }
 
 TEST_CASE("the example model files are what the command at the end of their description writes") {
-  // Three are not written by pens new alone: pea-authors.model.json holds the mean
-  // training image (pens new mlp --center reads the MNIST files), pseudo-label.model.json
-  // a penalty parameter (the threshold) that --penalty does not take, and
+  // Two are not written by pens new alone: pea-authors.model.json holds the mean training
+  // image (pens new mlp --center reads the MNIST files), and
   // ladder-code-unlabeled-costs-averaged.model.json averages the encoder's parameters
   // alone (scripts/add-weight-averages.py; pens new ladder --teacher averages them all).
   const std::string examples = pens::testing::source_dir() + "/examples";
-  const std::set<std::string> by_hand = {"pea-authors.model.json", "pseudo-label.model.json",
-                                         "ladder-code-unlabeled-costs-averaged.model.json"};
+  const std::set<std::string> by_hand = {"pea-authors.model.json", "ladder-code-unlabeled-costs-averaged.model.json"};
   for (const std::string& name : by_hand) CHECK(std::filesystem::exists(examples + "/mnist/" + name));
   const std::string marker = "Written by: pens ";
   for (const std::string folder : {"/mnist", "/models"}) {
