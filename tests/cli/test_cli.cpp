@@ -530,7 +530,9 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   const auto term = nlohmann::json::parse(both.out).at("pseudo_ensemble").at("penalties")[0];
   CHECK(term.at("scheduled") == false);
   CHECK(term.at("fixed_target") == true);
-  const Run with_param = pens_cli("new mlp --children 1 --pairing parent-child --penalty logits:pseudo_label:1:all:threshold=0.9");
+  // A kind's parameters among the flags.
+  const Run with_param =
+      pens_cli("new mlp --children 1 --pairing parent-child --penalty logits:pseudo_label:1:all:threshold=0.9");
   REQUIRE(with_param.status == 0);
   CHECK(nlohmann::json::parse(with_param.out).at("pseudo_ensemble").at("penalties")[0].at("params").at("threshold") ==
         0.9);
@@ -562,8 +564,8 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   // Averaged weights for evaluation alone: no child reads them, the running statistics
   // follow the clean pass.
   const Run eval_averages = pens_cli("new mlp --layers 8,6,3 --batch-norm --average-weights 0.99 --children 1 "
-                                "--pairing parent-child --noise x:gaussian:sigma=0.3 --penalty logits:kl:1 "
-                                "--batch-statistics parent");
+                                     "--pairing parent-child --noise x:gaussian:sigma=0.3 --penalty logits:kl:1 "
+                                     "--batch-statistics parent");
   REQUIRE(eval_averages.status == 0);
   const auto ad = nlohmann::json::parse(eval_averages.out);
   CHECK(ad.at("moving_averages").size() == 7);
@@ -667,7 +669,7 @@ TEST_CASE("the example model files are what the command at the end of their desc
     std::sort(files.begin(), files.end());
     for (const auto& path : files) {
       CAPTURE(path.string());
-      auto shipped = nlohmann::json::parse(std::ifstream(path));
+      const auto shipped = nlohmann::json::parse(std::ifstream(path));
       const std::string description = shipped.at("metadata").at("description");
       const size_t at = description.find(marker);
       REQUIRE(at != std::string::npos);
