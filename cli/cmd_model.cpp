@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "cli/args.h"
@@ -57,6 +58,26 @@ std::vector<std::string> comma_separated(const std::string& text) {
   std::string item;
   while (std::getline(in, item, ',')) items.push_back(item);
   return items;
+}
+
+// All of `text` as a number (strtod's forms: 2, 0.5, 1e-6), or nothing.
+std::optional<double> whole_number(const std::string& text) {
+  char* end = nullptr;
+  const double number = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') return std::nullopt;
+  return number;
+}
+
+// Comma-separated numbers >= 0 (--denoising, --weight-std), or a failure naming the
+// option, the item and what each should be.
+std::vector<double> non_negative_list(const std::string& text, const std::string& option, const char* what) {
+  std::vector<double> out;
+  for (const std::string& item : comma_separated(text)) {
+    const std::optional<double> v = whole_number(item);
+    if (!v || !(*v >= 0)) fail(option, " '", text, "': '", item, "' is not ", what, " >= 0");
+    out.push_back(*v);
+  }
+  return out;
 }
 
 std::vector<int64_t> parse_layers(const std::string& text) {
@@ -126,11 +147,9 @@ PenaltyTerm parse_penalty(const std::string& option_text) {
     std::stringstream flags(parts[4]);
     for (std::string flag; std::getline(flags, flag, ',');) {
       if (const size_t eq = flag.find('='); eq != std::string::npos) {
-        const std::string value = flag.substr(eq + 1);
-        char* end = nullptr;
-        const double number = std::strtod(value.c_str(), &end);
-        if (value.empty() || *end != '\0') fail("--penalty '", text, "': '", flag, "' is not NAME=NUMBER");
-        t.params[flag.substr(0, eq)] = number;
+        const std::optional<double> value = whole_number(flag.substr(eq + 1));
+        if (!value) fail("--penalty '", text, "': '", flag, "' is not NAME=NUMBER");
+        t.params[flag.substr(0, eq)] = *value;
       } else if (flag == "fixed") {
         t.fixed_target = true;
       } else if (flag == "unscheduled") {
@@ -177,13 +196,11 @@ void add_noise_option(Graph& g, const std::string& option_text) {
       const size_t eq = item.find('=');
       if (eq == std::string::npos) fail("--noise '", text, "': '", item, "' is not NAME=VALUE");
       const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-      char* end = nullptr;
-      const double number = std::strtod(value.c_str(), &end);
-      if (end && *end == '\0' && !value.empty()) {
+      if (const std::optional<double> number = whole_number(value)) {
         if (value.find_first_of(".eE") == std::string::npos) {
-          params.set(name, static_cast<int64_t>(number));
+          params.set(name, static_cast<int64_t>(*number));
         } else {
-          params.set(name, number);
+          params.set(name, *number);
         }
       } else {
         params.set(name, value);
@@ -203,16 +220,7 @@ void set_weight_std(const std::string& text, MlpSpec& spec) {
     }
     return;
   }
-  std::vector<double> values;
-  for (const std::string& item : comma_separated(text)) {
-    char* end = nullptr;
-    const double v = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end != '\0' || !(v >= 0)) {
-      fail("--weight-std '", text, "': '", item, "' is not a standard deviation >= 0 (give one, one per weight "
-           "matrix, or 'he')");
-    }
-    values.push_back(v);
-  }
+  const std::vector<double> values = non_negative_list(text, "--weight-std", "a standard deviation");
   if (values.size() == 1) {
     spec.weight_std = values[0];
   } else if (values.size() + 1 != spec.layers.size()) {
@@ -275,15 +283,7 @@ int new_ladder(const Args& args) {
   if (auto layers = args.option("layers")) spec.layers = parse_layers(*layers);
   spec.noise = args.option_double("noise", spec.noise, AttrRange::at_least(0));
   if (args.option("input-noise")) spec.input_noise = args.option_double("input-noise", 0, AttrRange::at_least(0));
-  if (auto text = args.option("denoising")) {
-    spec.denoising.clear();
-    for (const std::string& item : comma_separated(*text)) {
-      char* end = nullptr;
-      const double w = std::strtod(item.c_str(), &end);
-      if (item.empty() || *end != '\0' || !(w >= 0)) fail("--denoising '", *text, "': '", item, "' is not a weight >= 0");
-      spec.denoising.push_back(w);
-    }
-  }
+  if (auto text = args.option("denoising")) spec.denoising = non_negative_list(*text, "--denoising", "a weight");
   spec.batch_norm_decay = args.option_double("batch-norm-decay", spec.batch_norm_decay, AttrRange::from_below(0, 1));
   if (auto s = args.option("estimate-statistics")) {
     if (*s != "clean" && *s != "child") fail("--estimate-statistics: clean or child, got '", *s, "'");
