@@ -166,6 +166,18 @@ PenaltyTerm parse_penalty(const std::string& option_text) {
   return t;
 }
 
+// --average-weights D [--average-params REGEX]: moving averages of the weights read at
+// inference alone: no child reads them, and the running statistics stay the clean
+// pass's (eval.recalibrate_statistics refits them).
+void add_weight_averages_option(const Args& args, Graph& g) {
+  if (!args.option("average-weights")) {
+    if (args.option("average-params")) fail("--average-params needs --average-weights");
+    return;
+  }
+  add_weight_averages(g, args.option_double("average-weights", 0.999, AttrRange::from_below(0, 1)),
+                      args.option("average-params").value_or(".*"));
+}
+
 // Every --penalty of the command, each naming a node of `g`.
 void add_penalty_options(const Args& args, const Graph& g, PseudoEnsembleSpec& pe) {
   for (const std::string& p : args.all("penalty")) {
@@ -318,9 +330,7 @@ int new_ladder(const Args& args) {
   add_penalty_options(args, model.graph, pe);
   pe.validate();
   // Averaged weights for evaluation only: child 1 is the corrupted encoder, not a teacher.
-  if (args.option("teacher")) {
-    add_teacher(model.graph, args.option_double("teacher", 0.999, AttrRange::from_below(0, 1)), true, 0);
-  }
+  add_weight_averages_option(args, model.graph);
   if (auto d = args.option("description")) model.metadata["description"] = *d;
   return write_new_model(model, ValueStorage::None, args);
 }
@@ -338,13 +348,13 @@ int run_new(const std::vector<std::string>& argv) {
   if (!argv.empty() && argv[0] == "ladder") {
     const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {"statistics-by-part"},
                     {"layers", "noise", "input-noise", "denoising", "denoising-rows", "batch-norm-decay", "estimate-statistics",
-                     "teacher", "noise-on", "ladder-children", "children", "loss-on", "batch-statistics", "penalty",
+                     "average-weights", "average-params", "noise-on", "ladder-children", "children", "loss-on", "batch-statistics", "penalty",
                      "description", "output"});
     if (!args.positional().empty()) fail("pens new ladder takes options only");
     return new_ladder(args);
   }
   const Args args(argv, {"batch-norm", "batch-norm-output", "statistics-by-part"},
-                  {"batch-norm-decay", "teacher", "average-weights", "layers", "mask-input", "mask-hidden",
+                  {"batch-norm-decay", "teacher", "average-weights", "average-params", "layers", "mask-input", "mask-hidden",
                    "gaussian-input", "gaussian-bias", "center", "max-norm", "weight-std", "hidden-bias", "output-bias",
                    "loss", "penalty", "children", "pairing", "loss-on", "batch-statistics", "smoothing", "output",
                    "description", "values", "noise"});
@@ -377,11 +387,7 @@ int run_new(const std::vector<std::string>& argv) {
          "the averages), --average-weights for evaluation alone");
   }
   if (teacher) add_teacher(model.graph, args.option_double("teacher", 0.999, AttrRange::from_below(0, 1)));
-  // Averaged weights read at inference only: no child reads them, and the running
-  // statistics stay the clean pass's (eval.recalibrate_statistics refits them).
-  if (args.option("average-weights")) {
-    add_teacher(model.graph, args.option_double("average-weights", 0.999, AttrRange::from_below(0, 1)), true, 0);
-  }
+  add_weight_averages_option(args, model.graph);
   if (auto d = args.option("description")) model.metadata["description"] = *d;
   if (!args.all("penalty").empty() || args.option("children")) {
     PseudoEnsembleSpec pe;

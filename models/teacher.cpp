@@ -1,31 +1,58 @@
 #include "pens/models/teacher.h"
 
+#include <regex>
 #include <string>
 #include <vector>
 
+#include "pens/ops/ir/error.h"
+
 namespace pens {
 
-void add_teacher(Graph& g, double decay, bool at_inference, int64_t teacher_child) {
-  std::vector<NodeId> students;
+namespace {
+
+// A frozen "PREFIX + P" averaging each listed parameter P, read at inference when
+// at_inference. Returns how many it added.
+size_t average(Graph& g, double decay, bool at_inference, const std::string& prefix, const std::regex* only) {
+  std::vector<NodeId> sources;
   for (NodeId v : g.nodes()) {
-    if (is_param(g[v]) && !g[v].has(kFrozen)) students.push_back(v);
+    if (is_param(g[v]) && !g[v].has(kFrozen) && (!only || std::regex_match(g[v].name, *only))) sources.push_back(v);
   }
-  for (NodeId v : students) {
+  for (NodeId v : sources) {
     const std::string name = g[v].name;
-    // Its values come from the student's at initialisation: no draws of its own.
-    const NodeId t = g.param("teacher/" + name, Shape::from(g[v].attrs.get_ints("shape")));
-    g.set_flag(t, kFrozen);
-    g.add_average({.param = "teacher/" + name, .source = name, .decay = decay, .at_inference = at_inference});
+    // Its values come from the source's at initialisation: no draws of its own.
+    const NodeId a = g.param(prefix + name, Shape::from(g[v].attrs.get_ints("shape")));
+    g.set_flag(a, kFrozen);
+    g.add_average({.param = prefix + name, .source = name, .decay = decay, .at_inference = at_inference});
   }
+  return sources.size();
+}
+
+}  // namespace
+
+void add_teacher(Graph& g, double decay, bool at_inference, int64_t teacher_child) {
+  if (teacher_child < 1) fail("add_teacher: the teacher is a child, 1 or more, got ", teacher_child);
+  average(g, decay, at_inference, "teacher/", nullptr);
   // Inference reads the teacher's weights: the running statistics read with them follow
   // the teacher's own batch statistics (its child's), not the student's, which fit other
   // weights.
-  if (!at_inference || teacher_child == 0) return;
+  if (!at_inference) return;
   std::vector<MovingAverage> averages = g.averages();
   for (MovingAverage& a : averages) {
     if (of_batch_statistic(g, a)) a.child = teacher_child;
   }
   g.set_averages(std::move(averages));
+}
+
+void add_weight_averages(Graph& g, double decay, const std::string& params) {
+  std::regex only;
+  try {
+    only = std::regex(params);
+  } catch (const std::regex_error& e) {
+    fail("the parameters to average: '", params, "' is not a regular expression (", e.what(), ")");
+  }
+  if (average(g, decay, true, "average/", &only) == 0) {
+    fail("the parameters to average: no trainable parameter's whole name matches '", params, "'");
+  }
 }
 
 }  // namespace pens

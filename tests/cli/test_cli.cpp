@@ -595,10 +595,19 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
   CHECK(pens_cli("new ladder --denoising 1,-2").out.find("'-2' is not a weight >= 0") != std::string::npos);
   CHECK(pens_cli("new ladder --estimate-statistics corrupted").out.find("clean or child, got 'corrupted'") !=
         std::string::npos);
-  const Run averaged = pens_cli("new ladder --layers 8,6,3 --denoising 1,1,1 --teacher 0.99 --estimate-statistics child");
+  const Run averaged = pens_cli("new ladder --layers 8,6,3 --denoising 1,1,1 --average-weights 0.99 --estimate-statistics child");
   REQUIRE(averaged.status == 0);
-  CHECK(averaged.out.find("\"teacher/W1\"") != std::string::npos);
+  CHECK(averaged.out.find("\"average/W1\"") != std::string::npos);
+  CHECK(averaged.out.find("\"average/V1\"") != std::string::npos);  // the decoder's too, by default
   CHECK(averaged.out.find("parent_value") == std::string::npos);
+  const Run encoder = pens_cli("new ladder --layers 8,6,3 --denoising 1,1,1 --average-weights 0.99 --average-params 'W.*|beta.*'");
+  REQUIRE(encoder.status == 0);
+  CHECK(encoder.out.find("\"average/W2\"") != std::string::npos);
+  CHECK(encoder.out.find("\"average/V1\"") == std::string::npos);
+  CHECK(pens_cli("new ladder --average-params 'W.*'").out.find("--average-params needs --average-weights") !=
+        std::string::npos);
+  CHECK(pens_cli("new ladder --average-weights 0.9 --average-params 'Q.*'").out.find(
+            "no trainable parameter's whole name matches 'Q.*'") != std::string::npos);
   const Run by_part = pens_cli("new ladder --layers 8,6,3 --denoising 1,1,1 --statistics-by-part");
   REQUIRE(by_part.status == 0);
   const auto bp = nlohmann::json::parse(by_part.out).at("pseudo_ensemble");
@@ -651,12 +660,10 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
 }
 
 TEST_CASE("the example model files are what the command at the end of their description writes") {
-  // Two are not written by pens new alone: pea-authors.model.json holds the mean training
-  // image (pens new mlp --center reads the MNIST files), and
-  // ladder-code-unlabeled-costs-averaged.model.json averages the encoder's parameters
-  // alone (scripts/add-weight-averages.py; pens new ladder --teacher averages them all).
+  // One is not written by pens new alone: pea-authors.model.json holds the mean training
+  // image (pens new mlp --center reads the MNIST files).
   const std::string examples = pens::testing::source_dir() + "/examples";
-  const std::set<std::string> by_hand = {"pea-authors.model.json", "ladder-code-unlabeled-costs-averaged.model.json"};
+  const std::set<std::string> by_hand = {"pea-authors.model.json"};
   for (const std::string& name : by_hand) CHECK(std::filesystem::exists(examples + "/mnist/" + name));
   const std::string marker = "Written by: pens ";
   for (const std::string folder : {"/mnist", "/models"}) {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "pens/autodiff/tape.h"
@@ -187,7 +189,7 @@ TEST_CASE("mean teacher: its running statistics follow its own batch statistics,
 
 TEST_CASE("averaged weights with no teacher child: the running statistics stay the parent's") {
   Graph parent = build_mlp({.layers = {4, 5, 3}, .weight_std = 0.7, .batch_norm = true, .batch_norm_decay = kDecay});
-  add_teacher(parent, kDecay, /*at_inference=*/true, /*teacher_child=*/0);
+  add_weight_averages(parent, kDecay);
   size_t statistics = 0;
   for (const MovingAverage& a : parent.averages()) {
     if (!of_batch_statistic(parent, a)) continue;
@@ -195,7 +197,24 @@ TEST_CASE("averaged weights with no teacher child: the running statistics stay t
     CHECK(a.child == 0);
   }
   CHECK(statistics == 2);  // bn1's running mean and variance
-  CHECK(reads(build_inference(parent), "a1", "teacher/W1"));
+  CHECK(reads(build_inference(parent), "a1", "average/W1"));
+  CHECK_FALSE(parent.find("teacher/W1"));
+  CHECK_THROWS_WITH(add_teacher(parent, kDecay, true, 0), doctest::Contains("the teacher is a child, 1 or more, got 0"));
+}
+
+TEST_CASE("averaged weights of the parameters a pattern names, and the patterns refused") {
+  Graph g = build_mlp({.layers = {4, 5, 3}, .weight_std = 0.7, .batch_norm = true, .batch_norm_decay = kDecay});
+  add_weight_averages(g, kDecay, "W.*");
+  std::set<std::string> averaged;
+  for (const MovingAverage& a : g.averages()) {
+    if (!of_batch_statistic(g, a)) averaged.insert(a.source);
+  }
+  CHECK(averaged == std::set<std::string>{"W1", "W2"});
+  CHECK(reads(build_inference(g), "a1", "average/W1"));
+  Graph h = build_mlp({.layers = {4, 5, 3}});
+  CHECK_THROWS_WITH(add_weight_averages(h, kDecay, "W["), doctest::Contains("'W[' is not a regular expression"));
+  // A whole-name match: "W" alone names no parameter.
+  CHECK_THROWS_WITH(add_weight_averages(h, kDecay, "W"), doctest::Contains("no trainable parameter's whole name matches 'W'"));
 }
 
 TEST_CASE("mean teacher: inference reads the teacher's parameters unless told otherwise") {
