@@ -347,15 +347,15 @@ int run_new(const std::vector<std::string>& argv) {
   }
   if (!argv.empty() && argv[0] == "ladder") {
     const Args args(std::vector<std::string>(argv.begin() + 1, argv.end()), {"statistics-by-part"},
-                    {"layers", "noise", "input-noise", "denoising", "denoising-rows", "batch-norm-decay", "estimate-statistics",
-                     "average-weights", "average-params", "noise-on", "ladder-children", "children", "loss-on", "batch-statistics", "penalty",
-                     "description", "output"});
+                    {"layers", "noise", "input-noise", "denoising", "denoising-rows", "batch-norm-decay",
+                     "estimate-statistics", "average-weights", "average-params", "noise-on", "ladder-children",
+                     "children", "loss-on", "batch-statistics", "penalty", "description", "output"});
     if (!args.positional().empty()) fail("pens new ladder takes options only");
     return new_ladder(args);
   }
   const Args args(argv, {"batch-norm", "batch-norm-output", "statistics-by-part"},
-                  {"batch-norm-decay", "teacher", "average-weights", "average-params", "layers", "mask-input", "mask-hidden",
-                   "gaussian-input", "gaussian-bias", "center", "max-norm", "weight-std", "hidden-bias", "output-bias",
+                  {"batch-norm-decay", "teacher", "average-weights", "average-params", "layers", "mask-input",
+                   "mask-hidden", "gaussian-input", "gaussian-bias", "center", "max-norm", "weight-std", "hidden-bias", "output-bias",
                    "loss", "penalty", "children", "pairing", "loss-on", "batch-statistics", "smoothing", "output",
                    "description", "values", "noise"});
   const std::string& kind = args.one_positional("a model kind (mlp, ctn, ladder)");
