@@ -355,9 +355,9 @@ int run_new(const std::vector<std::string>& argv) {
   }
   const Args args(argv, {"batch-norm", "batch-norm-output", "statistics-by-part"},
                   {"batch-norm-decay", "teacher", "average-weights", "average-params", "layers", "mask-input",
-                   "mask-hidden", "gaussian-input", "gaussian-bias", "center", "max-norm", "weight-std", "hidden-bias", "output-bias",
-                   "loss", "penalty", "children", "pairing", "loss-on", "batch-statistics", "smoothing", "output",
-                   "description", "values", "noise"});
+                   "mask-hidden", "gaussian-input", "gaussian-bias", "center", "max-norm", "weight-std", "hidden-bias",
+                   "output-bias", "loss", "penalty", "children", "pairing", "loss-on", "batch-statistics", "smoothing",
+                   "output", "description", "values", "noise"});
   const std::string& kind = args.one_positional("a model kind (mlp, ctn, ladder)");
   if (kind != "mlp") fail("unknown model kind '", kind, "' (mlp, ctn, ladder)");
   MlpSpec spec;

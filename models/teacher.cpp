@@ -10,12 +10,12 @@ namespace pens {
 
 namespace {
 
-// A frozen "PREFIX + P" averaging each listed parameter P, read at inference when
-// at_inference. Returns how many it added.
-size_t average(Graph& g, double decay, bool at_inference, const std::string& prefix, const std::regex* only) {
+// A frozen "PREFIX + P" averaging each trainable parameter P whose whole name matches
+// `only`, read at inference when at_inference. Returns how many it added.
+size_t average(Graph& g, double decay, bool at_inference, const std::string& prefix, const std::regex& only) {
   std::vector<NodeId> sources;
   for (NodeId v : g.nodes()) {
-    if (is_param(g[v]) && !g[v].has(kFrozen) && (!only || std::regex_match(g[v].name, *only))) sources.push_back(v);
+    if (is_param(g[v]) && !g[v].has(kFrozen) && std::regex_match(g[v].name, only)) sources.push_back(v);
   }
   for (NodeId v : sources) {
     const std::string name = g[v].name;
@@ -31,7 +31,7 @@ size_t average(Graph& g, double decay, bool at_inference, const std::string& pre
 
 void add_teacher(Graph& g, double decay, bool at_inference, int64_t teacher_child) {
   if (teacher_child < 1) fail("add_teacher: the teacher is a child, 1 or more, got ", teacher_child);
-  average(g, decay, at_inference, "teacher/", nullptr);
+  average(g, decay, at_inference, "teacher/", std::regex(".*"));
   // Inference reads the teacher's weights: the running statistics read with them follow
   // the teacher's own batch statistics (its child's), not the student's, which fit other
   // weights.
@@ -50,7 +50,7 @@ void add_weight_averages(Graph& g, double decay, const std::string& params) {
   } catch (const std::regex_error& e) {
     fail("the parameters to average: '", params, "' is not a regular expression (", e.what(), ")");
   }
-  if (average(g, decay, true, "average/", &only) == 0) {
+  if (average(g, decay, true, "average/", only) == 0) {
     fail("the parameters to average: no trainable parameter's whole name matches '", params, "'");
   }
 }
