@@ -67,6 +67,7 @@ int run_gradcheck(const std::vector<std::string>& argv);
 int run_inspect(const std::vector<std::string>& argv);
 int run_fmt(const std::vector<std::string>& argv);
 int run_new(const std::vector<std::string>& argv);
+int run_average(const std::vector<std::string>& argv);
 int run_config(const std::vector<std::string>& argv);
 int run_train(const std::vector<std::string>& argv);
 // pens train's options (train/loop/run_kind.h's table), as its help lists them.

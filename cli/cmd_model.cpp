@@ -1,6 +1,8 @@
-// pens fmt and pens new: model files in canonical form.
+// pens fmt, pens new and pens average: model files in canonical form.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -414,6 +416,44 @@ int run_new(const std::vector<std::string>& argv) {
     storage = ValueStorage::Inline;
   }
   return write_new_model(model, storage, args);
+}
+
+int run_average(const std::vector<std::string>& argv) {
+  const Args args(argv, {}, {"decay", "params", "output"});
+  const std::string& path = args.one_positional("a model file");
+  if (!args.option("decay")) fail("pens average needs --decay D, the average's decay per step (e.g. 0.999)");
+  const double decay = args.option_double("decay", 0, AttrRange::from_below(0, 1));
+  const std::string params = args.option("params").value_or(".*");
+  Model model = load_model(path);
+  const auto output = args.option("output");
+  if (model.values && !output) fail(path, " holds trained values: name the file to write with --output");
+  const std::vector<std::string> averaged = add_weight_averages(model.graph, decay, params);
+  if (model.values) {
+    // The trained values carry over by name; each average starts at its source's value,
+    // as it would where training draws the values.
+    auto values = std::make_shared<ParamStore<float>>(model.graph);
+    std::vector<std::string> trained;
+    for (const ParamEntry& e : model.values->entries()) {
+      const TensorView<float> from = model.values->value(e);
+      std::copy(from.data, from.data + from.size(), values->value(e.name).data);
+      trained.push_back(e.name);
+    }
+    values->start_averages_at_sources(model.graph, trained);
+    model.values = std::move(values);
+  }
+  std::string names;
+  for (size_t i = 0; i < averaged.size(); ++i) names += (i ? ", " : "") + averaged[i];
+  const std::string note = cat(std::filesystem::path(path).filename().string(), " with a moving average (decay ", decay,
+                               ") of each trained parameter (", names, "), read at inference");
+  const std::string before = model.metadata.value("description", "");
+  model.metadata["description"] = before.empty() ? note : note + ": " + before;
+  if (!output) {
+    std::cout << write_model(model, ValueStorage::None, "").json;
+    return 0;
+  }
+  save_model(model, *output, model.values ? ValueStorage::Auto : ValueStorage::None);
+  std::cerr << "wrote " << *output << ": averages of " << averaged.size() << " parameters, decay " << decay << "\n";
+  return 0;
 }
 
 }  // namespace pens::cli

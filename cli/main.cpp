@@ -179,6 +179,20 @@ const std::vector<Command>& commands() {
        "                          logits:xent:1:all:child-child, PEA between the children)\n"
        "  --description TEXT, --output FILE   as for mlp\n",
        pens::cli::run_new},
+      {"average", "add moving averages of the weights to a model file, read at inference",
+       "usage: pens average MODEL.json --decay D [--params REGEX] [--output FILE]\n\n"
+       "Adds a moving average of each trained parameter P to the model (Polyak\n"
+       "averaging): a frozen parameter average/P that starts at P's value and follows it\n"
+       "after every step, read at inference in place of P. Training is unchanged; the\n"
+       "model is evaluated with the averages. Pair it with eval.recalibrate_statistics in\n"
+       "a batch-normalised network's config: its running statistics fit the raw weights.\n"
+       "A model holding trained values keeps them, its averages starting at them.\n"
+       "Prints the model file, or writes it (atomically; it may be MODEL itself).\n\n"
+       "  --decay D        the average's decay per step, in (0, 1) (e.g. 0.999)\n"
+       "  --params REGEX   average only the parameters whose whole name matches (default\n"
+       "                   every trained one; e.g. 'W.*|beta.*|gamma.*', a ladder's encoder)\n"
+       "  --output FILE    write here instead of printing (needed for a model with values)\n",
+       pens::cli::run_average},
       {"train", "train a model on MNIST or sentiment trees from a config file",
        "usage: pens train CONFIG.json [options]\n\n"
        "Trains the model file the config names (its pseudo-ensemble: supervised loss on\n"

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "pens/graph/graph.h"
 
@@ -30,8 +31,9 @@ void add_teacher(Graph& g, double decay, bool at_inference = true, int64_t teach
 // Averages of the trainable parameters whose whole name matches `params` (an ECMAScript
 // regular expression; a ladder's decoder, which inference never reads, need not be
 // averaged). The running statistics stay the clean pass's, which fit other weights:
-// eval.recalibrate_statistics refits them to the averages. Fails where `params` is not a
-// regular expression or matches no trainable parameter.
-void add_weight_averages(Graph& g, double decay, const std::string& params = ".*");
+// eval.recalibrate_statistics refits them to the averages. Returns the names of the
+// parameters averaged. Fails where `params` is not a regular expression, matches no
+// trainable parameter, or matches one that already has an average.
+std::vector<std::string> add_weight_averages(Graph& g, double decay, const std::string& params = ".*");
 
 }  // namespace pens

@@ -315,7 +315,7 @@ def markdown(cells):
         "and from examples/sst/tree-lstm-glove.model.json, started from GloVe's 6B-token",
         "100-dimensional vectors (scripts/fetch-glove.sh); \"averaged weights\" is the same training",
         "evaluated with a moving average (decay 0.999) of every trained parameter",
-        "(scripts/add-weight-averages.py), and \"words on SGD\" updates the word vectors by plain",
+        "(`pens average`), and \"words on SGD\" updates the word vectors by plain",
         "SGD at 0.1 beside AdaGrad for the rest, as Tai et al.'s code does (optimizer.groups).",
         "",
         *table2(t2),

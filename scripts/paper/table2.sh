@@ -24,10 +24,10 @@
 #                       0.5, 0.75, 1 over epochs 1-2, 3-6, 7-10, 11-16, then 1.5); and
 #                       a method with +ema after it (tree-lstm-glove+ema): the same
 #                       training, evaluated with a moving average (decay 0.999) of every
-#                       trained parameter (scripts/add-weight-averages.py); and +sgd-words
-#                       before it or alone (tree-lstm-glove+sgd-words+ema): the word vectors
-#                       updated by plain SGD at 0.1 beside AdaGrad for the rest, as Tai et
-#                       al.'s code trains them (optimizer.groups)
+#                       trained parameter (pens average); and +sgd-words before it or
+#                       alone (tree-lstm-glove+sgd-words+ema): the word vectors updated by
+#                       plain SGD at 0.1 beside AdaGrad for the rest, as Tai et al.'s code
+#                       trains them (optimizer.groups)
 #   --epochs E          epochs per run (default 400, the paper's)
 #   --budget-minutes M  wall-clock budget per run (default: none)
 #   --patience P        end a run once its best dev epoch is P epochs old (run.patience_epochs;
@@ -164,7 +164,7 @@ PY
         vectors=$'\n  "word_vectors": "'"$PWD"'/data/glove/glove-6b-100d.txt",'
       fi
       if [[ $method == *+ema ]]; then
-        python3 scripts/add-weight-averages.py "$cell/model.json" "$cell/model.json" --decay 0.999 > /dev/null
+        "$pens" average "$cell/model.json" --decay 0.999 --output "$cell/model.json" 2> /dev/null
       fi
       cat > "$cell/config.json" <<JSON
 {

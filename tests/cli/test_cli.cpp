@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -657,6 +658,74 @@ TEST_CASE("pens new writes a model that loads, and names bad options") {
             "'child-child' needs at least 2 children, got 1") != std::string::npos);
   CHECK(pens_cli("new ladder --penalty logits:kl:1:all:sideways").out.find(
             "(this term's pairing) and NAME=NUMBER (a parameter of the kind), got 'sideways'") != std::string::npos);
+}
+
+TEST_CASE("pens average: an average of each trained parameter, read at inference, with or without values") {
+  pens::testing::TempDir dir;
+  const std::string model = pens::testing::source_dir() + "/examples/sst/tree-lstm-glove.model.json";
+  const auto before = nlohmann::json::parse(std::ifstream(model));
+  std::vector<nlohmann::json> trained;
+  for (const auto& p : before.at("parameters")) {
+    if (!p.contains("flags") || !p.at("flags").contains("frozen")) trained.push_back(p);
+  }
+  REQUIRE(trained.size() > 1);
+  const Run all = pens_cli("average " + model + " --decay 0.999 --output " + (dir / "averaged.json"));
+  INFO(all.out);
+  REQUIRE(all.status == 0);
+  const auto after = nlohmann::json::parse(std::ifstream(dir / "averaged.json"));
+  std::map<std::string, nlohmann::json> params, averages;
+  for (const auto& p : after.at("parameters")) params[p.at("name")] = p;
+  for (const auto& a : after.at("moving_averages")) averages[a.at("source")] = a;
+  CHECK(averages.size() == trained.size());
+  for (const auto& p : trained) {
+    const std::string name = p.at("name");
+    CAPTURE(name);
+    REQUIRE(averages.contains(name));
+    CHECK(averages[name] == nlohmann::json({{"at_inference", true}, {"decay", 0.999}, {"param", "average/" + name},
+                                            {"source", name}}));
+    CHECK(params.at("average/" + name).at("shape") == p.at("shape"));
+    CHECK(params.at("average/" + name).at("flags") == nlohmann::json({"frozen"}));
+  }
+  CHECK(after.at("nodes") == before.at("nodes"));
+  CHECK(after.at("metadata").at("description").get<std::string>().starts_with(
+      "tree-lstm-glove.model.json with a moving average (decay 0.999) of each trained parameter ("));
+  CHECK(pens_cli("fmt --check " + (dir / "averaged.json")).status == 0);
+
+  // Twice, a decay outside (0, 1), none at all: refused, nothing written.
+  check_refused(pens_cli("average " + (dir / "averaged.json") + " --decay 0.99 --output " + (dir / "twice.json")),
+                {"already has an average 'average/"});
+  CHECK(!std::filesystem::exists(dir / "twice.json"));
+  CHECK(pens_cli("average " + model + " --decay 1").out.find("--decay") != std::string::npos);
+  CHECK(pens_cli("average " + model + " --decay 1").status == 1);
+  check_refused(pens_cli("average " + model), {"pens average needs --decay D"});
+
+  // --params matches whole names: "W." is Wx alone; "W", part of a name, matches none.
+  const Run one = pens_cli("average " + model + " --decay 0.999 --params 'W.'");
+  REQUIRE(one.status == 0);
+  const auto only_wx = nlohmann::json::parse(one.out);
+  std::vector<std::string> sources;
+  for (const auto& a : only_wx.at("moving_averages")) {
+    if (a.at("param").get<std::string>().starts_with("average/")) sources.push_back(a.at("source"));
+  }
+  CHECK(sources == std::vector<std::string>{"Wx"});
+  check_refused(pens_cli("average " + model + " --decay 0.999 --params W"),
+                {"no trainable parameter's whole name matches 'W'"});
+  check_refused(pens_cli("average " + model + " --decay 0.999 --params '('"), {"'(' is not a regular expression"});
+
+  // Trained values are kept, the averages starting at them; written in place.
+  REQUIRE(pens_cli("new mlp --layers 4,3,2 --values 7 --output " + (dir / "m.json")).status == 0);
+  check_refused(pens_cli("average " + (dir / "m.json") + " --decay 0.9"), {"holds trained values", "--output"});
+  const auto raw = nlohmann::json::parse(std::ifstream(dir / "m.json"));
+  REQUIRE(pens_cli("average " + (dir / "m.json") + " --decay 0.9 --output " + (dir / "m.json")).status == 0);
+  const auto with_values = nlohmann::json::parse(std::ifstream(dir / "m.json"));
+  std::map<std::string, nlohmann::json> values;
+  for (const auto& p : with_values.at("parameters")) values[p.at("name")] = p.at("values");
+  for (const auto& p : raw.at("parameters")) {
+    const std::string name = p.at("name");
+    CAPTURE(name);
+    CHECK(values.at(name) == p.at("values"));
+    CHECK(values.at("average/" + name) == p.at("values"));
+  }
 }
 
 TEST_CASE("the example model files are what the command at the end of their description writes") {
