@@ -188,7 +188,7 @@ const std::vector<Command>& commands() {
        "a batch-normalised network's config: its running statistics fit the raw weights.\n"
        "A model holding trained values keeps them, its averages starting at them.\n"
        "Prints the model file, or writes it (atomically; it may be MODEL itself).\n\n"
-       "  --decay D        the average's decay per step, in (0, 1) (e.g. 0.999)\n"
+       "  --decay D        the average's decay per step, in [0, 1) (e.g. 0.999)\n"
        "  --params REGEX   average only the parameters whose whole name matches (default\n"
        "                   every trained one; e.g. 'W.*|beta.*|gamma.*', a ladder's encoder)\n"
        "  --output FILE    write here instead of printing (needed for a model with values)\n",
