@@ -1,5 +1,4 @@
 // pens fmt, pens new and pens average: model files in canonical form.
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -432,13 +431,7 @@ int run_average(const std::vector<std::string>& argv) {
     // The trained values carry over by name; each average starts at its source's value,
     // as it would where training draws the values.
     auto values = std::make_shared<ParamStore<float>>(model.graph);
-    std::vector<std::string> trained;
-    for (const ParamEntry& e : model.values->entries()) {
-      const TensorView<float> from = model.values->value(e);
-      std::copy(from.data, from.data + from.size(), values->value(e.name).data);
-      trained.push_back(e.name);
-    }
-    values->start_averages_at_sources(model.graph, trained);
+    values->start_averages_at_sources(model.graph, copy_shared_values(*values, *model.values, path));
     model.values = std::move(values);
   }
   std::string names;

@@ -164,7 +164,7 @@ PY
         vectors=$'\n  "word_vectors": "'"$PWD"'/data/glove/glove-6b-100d.txt",'
       fi
       if [[ $method == *+ema ]]; then
-        "$pens" average "$cell/model.json" --decay 0.999 --output "$cell/model.json" 2> /dev/null
+        "$pens" average "$cell/model.json" --decay 0.999 --output "$cell/model.json"
       fi
       cat > "$cell/config.json" <<JSON
 {
