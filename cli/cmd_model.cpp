@@ -21,11 +21,12 @@
 
 namespace pens::cli {
 
-int run_fmt(const std::vector<std::string>& argv) {
-  const Args args(argv, {"check"}, {});
-  const std::string& path = args.one_positional("a model file");
+namespace {
+
+// A model file's canonical form, warning on stderr where the model is valid but pens train
+// would refuse it or ignore part of it.
+std::string canonical_form(const std::string& path) {
   const Model model = load_model(path);
-  // Valid, but pens train would refuse it: said on stderr, the canonical form still printed.
   if (const std::string dead = undrawn_noise(model); !dead.empty()) {
     std::cerr << "pens fmt: warning: " << path << ": " << dead << "\n";
   }
@@ -39,16 +40,28 @@ int run_fmt(const std::vector<std::string>& argv) {
   const ValueStorage storage = !model.values ? ValueStorage::None
                                : model.weights_file.empty() ? ValueStorage::Inline
                                                             : ValueStorage::Sidecar;
-  const std::string canonical = write_model(model, storage, model.weights_file).json;
-  if (args.flag("check")) {
-    if (read_file(path, kMaxModelFileBytes) != canonical) {
-      std::cout << path << ": not in canonical form (`pens fmt " << path << "` prints it)\n";
-      return 1;
-    }
+  return write_model(model, storage, model.weights_file).json;
+}
+
+}  // namespace
+
+int run_fmt(const std::vector<std::string>& argv) {
+  const Args args(argv, {"check"}, {});
+  if (!args.flag("check")) {
+    std::cout << canonical_form(args.one_positional("a model file"));
     return 0;
   }
-  std::cout << canonical;
-  return 0;
+  // --check takes any number of files, as a formatter's check does in CI: every file that
+  // is not canonical is named; a file that cannot be read stops the check with its error.
+  if (args.positional().empty()) fail("missing a model file");
+  int status = 0;
+  for (const std::string& path : args.positional()) {
+    if (read_file(path, kMaxModelFileBytes) != canonical_form(path)) {
+      std::cout << path << ": not in canonical form (`pens fmt " << path << "` prints it)\n";
+      status = 1;
+    }
+  }
+  return status;
 }
 
 namespace {

@@ -65,11 +65,13 @@ const std::vector<Command>& commands() {
            std::string(pens::cli::kEnsembleHelp),
        pens::cli::run_inspect},
       {"fmt", "validate a model file and print its canonical form",
-       "usage: pens fmt MODEL.json [--check]\n\n"
+       "usage: pens fmt MODEL.json\n"
+       "       pens fmt --check MODEL.json [MODEL.json ...]\n\n"
        "Reads the model (every problem is reported with the JSON path of the field) and\n"
        "prints it in canonical form: sorted keys, nodes in topological order, numbers that\n"
        "read back exactly.\n\n"
-       "  --check   print nothing; exit 1 if the file is not in canonical form\n",
+       "  --check   print nothing but the name of each file not in canonical form, and\n"
+       "            exit 1 if there is one\n",
        pens::cli::run_fmt},
       {"new", "write a new model file",
        "usage: pens new mlp [options]\n"

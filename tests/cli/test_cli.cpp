@@ -483,6 +483,26 @@ TEST_CASE("pens fmt prints example models unchanged and rejects garbage with one
   CHECK(pens_cli("fmt /nonexistent.json").status == 1);
 }
 
+TEST_CASE("pens fmt --check takes several files and names each one not in canonical form") {
+  pens::testing::TempDir dir;
+  std::ifstream in(example("mlp-pea-small.json"));
+  const std::string canonical((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(dir / "spaced.json") << nlohmann::json::parse(canonical).dump(4);
+  const std::string spaced = dir / "spaced.json";
+  CHECK(pens_cli("fmt --check " + example("mlp-pea.json") + " " + example("mlp-pea-small.json")).status == 0);
+  const Run r = pens_cli("fmt --check " + example("mlp-pea.json") + " " + spaced + " " + example("mlp-pea-small.json"));
+  CHECK(r.status == 1);
+  CHECK(r.out == spaced + ": not in canonical form (`pens fmt " + spaced + "` prints it)\n");
+  // Printing the canonical form is for one file; a file that cannot be read stops the check.
+  const Run two = pens_cli("fmt " + example("mlp-pea.json") + " " + spaced);
+  CHECK(two.status == 1);
+  CHECK(two.out.find("unexpected argument") != std::string::npos);
+  const Run missing = pens_cli("fmt --check " + spaced + " /nonexistent.json");
+  CHECK(missing.status == 1);
+  CHECK(missing.out.find("/nonexistent.json") != std::string::npos);
+  CHECK(pens_cli("fmt --check").status == 1);
+}
+
 TEST_CASE("pens config prints a config on a base as pens reads it, and a bad base in one line") {
   pens::testing::TempDir dir;
   std::ofstream(dir / "base.json") << R"({"description": "base", "model": "m.model.json", "run": {"epochs": 5, "seed": 2}})";
